@@ -1,0 +1,3 @@
+from loop.cli import main
+
+raise SystemExit(main())
