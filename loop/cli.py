@@ -1,0 +1,127 @@
+"""Command line: parse arguments, call the engine, print, map outcomes to exit codes.
+
+Exit codes: 0 done, 1 the loop stopped on a failure, 2 bad input (one line), 130 interrupted.
+Heavy modules (mlflow, torch, openai, git) are imported only by the commands that need them."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from loop.errors import UsageError
+
+DEFAULT_CONFIG = Path("configs") / "default.yaml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autoresearch",
+                                description="Run the keep-or-revert research loop on a task.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run (or resume) the loop for a tag")
+    run.add_argument("--config", help=f"YAML run config (default: {DEFAULT_CONFIG} if present)")
+    run.add_argument("--task", help="task folder (overrides the config)")
+    run.add_argument("--tag", help="run tag; an existing tag resumes (default: today, e.g. nov29)")
+    run.add_argument("--iterations", type=int, help="proposals after the baseline, in total")
+    run.add_argument("--time-budget", type=float, dest="time_budget_s",
+                     help="per-experiment budget in seconds (overrides the task's)")
+    run.add_argument("--max-wall", type=float, dest="max_wall_s",
+                     help="stop starting new iterations after this many seconds")
+    run.add_argument("--proposer", choices=["mutate", "llm"], dest="proposer_kind")
+    run.add_argument("--model", dest="proposer_model", help="LLM model name")
+    run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
+    run.add_argument("--judge", choices=["strict", "noise"], dest="judge_rule")
+    run.add_argument("--seed", type=int)
+
+    st = sub.add_parser("status", help="where a tag stands")
+    st.add_argument("--tag", help="default: the most recent tag in this repo")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--repo", default=".", help="the research repo (default: here)")
+
+    rp = sub.add_parser("report", help="a markdown report of a tag's iterations")
+    rp.add_argument("--tag")
+    rp.add_argument("--repo", default=".")
+
+    sub.add_parser("tasks", help="list the built-in tasks")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"autoresearch: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autoresearch: interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_run(args) -> int:
+    from loop.config import load_config
+    path = args.config
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    config = load_config(path).with_overrides(
+        task=args.task, tag=args.tag, iterations=args.iterations,
+        time_budget_s=args.time_budget_s, max_wall_s=args.max_wall_s, seed=args.seed,
+        proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
+        proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule)
+    from loop.engine import Engine
+    engine = Engine(config, out=lambda line: print(line, flush=True))
+    print(f"autoresearch: tag {engine.tag}, branch {engine.workspace.branch}, "
+          f"task {engine.task_rel}, proposer {config.proposer.kind}", flush=True)
+    stop = engine.run()
+    print(stop.message, flush=True)
+    from loop.status import summary
+    s = summary(engine.repo_root, engine.tag)
+    print(f"kept {s['kept']} of {s['iterations']} iterations; best {s['metric_name']} = "
+          f"{s['best_metric']}; review: git log {s['branch']} | {s['results_tsv']} | "
+          f"mlflow ui --backend-store-uri {s['tracking_uri']}", flush=True)
+    return stop.exit_code
+
+
+def cmd_status(args) -> int:
+    from loop.status import find_tag, summary
+    repo = Path(args.repo).resolve()
+    tag = args.tag or find_tag(repo)
+    s = summary(repo, tag)
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        for key, value in s.items():
+            if key != "recent":
+                print(f"{key:<14} {value}")
+        for line in s["recent"]:
+            print(f"  {line}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from loop.status import find_tag, report
+    repo = Path(args.repo).resolve()
+    print(report(repo, args.tag or find_tag(repo)))
+    return 0
+
+
+def cmd_tasks(args) -> int:
+    from loop.task import find_tasks
+    roots = [Path.cwd() / "experiments", Path(__file__).resolve().parent.parent / "experiments"]
+    seen = set()
+    print(f"{'task':<16} {'metric':<14} {'direction':<9} {'budget_s':>8}  path")
+    for root in roots:
+        if not root.is_dir() or root.resolve() in seen:
+            continue
+        seen.add(root.resolve())
+        for t in find_tasks(root):
+            print(f"{t.name:<16} {t.metric.name:<14} {t.metric.direction:<9} "
+                  f"{t.time_budget_s:>8g}  {t.root}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks}
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,395 @@
+"""The loop: baseline, then propose -> apply -> run -> judge -> keep or restore -> log.
+
+Resume: the journal is the truth. On start the engine replays it, rolls back a step that
+was cut off, finishes a keep whose branch move was lost, and brings results.tsv and MLflow
+up to date; then it carries on from the next iteration."""
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from loop import judge as judging
+from loop.config import Config
+from loop.errors import UsageError
+from loop.journal import Journal, Record, record_dict, replay
+from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
+from loop.runner import OK, RunResult, experiment_env, read_tail, run_experiment
+from loop.task import Task, load_task
+from loop.tracking import Tracker, append_result, write_results
+from loop.workspace import Workspace
+
+FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+BASELINE = "baseline (unmodified code)"
+
+
+@dataclass
+class Stop:
+    reason: str           # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
+    message: str
+    exit_code: int = 0
+
+
+def default_tag() -> str:
+    return time.strftime("%b%d").lower()
+
+
+def state_dir(repo_root: Path, tag: str) -> Path:
+    return repo_root / ".autoresearch" / tag
+
+
+class Engine:
+    def __init__(self, config: Config, out=print, proposer=None):
+        self.config = config
+        self.out = out
+        user_task = load_task(config.resolve(config.task))        # clear errors first
+        self.repo_root = Workspace.find_repo_root(user_task.root)
+        self.task_rel = user_task.root.relative_to(self.repo_root).as_posix()
+        self.tag = config.tag or default_tag()
+        self.dir = state_dir(self.repo_root, self.tag)
+        self.journal = Journal(self.dir / "journal.jsonl")
+        self.results_path = self.dir / "results.tsv"
+        self.workspace = Workspace(self.repo_root, self.tag, self.dir / "worktree")
+        self._check_committed(user_task)
+        self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
+        self.program_path = config.resolve(config.program)
+        self.records: list[Record] = []
+        self.best: Record | None = None
+        self.best_samples: list[float] = []
+        self.kept = 0
+        self.cost = 0.0
+
+    # -- set-up and resume ---------------------------------------------------------
+    def _check_committed(self, task: Task) -> None:
+        if self.workspace.branch_exists():
+            return
+        if not self.workspace._ok("cat-file", "-e", f"HEAD:{self.task_rel}/task.yaml".lstrip("/")):
+            raise UsageError(f"{self.task_rel or '.'}/task.yaml is not committed: the loop runs "
+                             f"on a branch from HEAD, so commit the task first")
+        dirty = self.workspace.git.status("--porcelain", "--", task.root.as_posix())
+        if dirty:
+            self.out(f"note: uncommitted changes under {self.task_rel or '.'} are not part of "
+                     f"this run (the branch starts at HEAD)")
+
+    def _open(self) -> None:
+        state = replay(self.journal.events())
+        self.workspace.open()
+        wt_task = self.workspace.worktree / self.task_rel
+        task = load_task(wt_task)
+        if self.config.time_budget_s:
+            task = replace(task, time_budget_s=self.config.time_budget_s)
+        self.task = task
+        start = state.start or {}
+        uri = self.config.tracking.uri or start.get("tracking_uri")
+        experiment = self.config.tracking.experiment or start.get("experiment") \
+            or f"autoresearch/{task.name}"
+        self.tracker = Tracker(uri, experiment)
+        params = {"task": task.name, "task_path": self.task_rel, "branch": self.workspace.branch,
+                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
+                  "judge": self.config.judge.rule, "metric": task.metric.name,
+                  "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
+                  "seed": self.config.seed}
+        parent = self.tracker.open_parent(self.tag, start.get("parent_run_id"), params,
+                                          {"git.branch": self.workspace.branch})
+        if not state.start:
+            self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
+                               base_commit=self.workspace.tip(), task=self.task_rel,
+                               metric=task.metric.name, direction=task.metric.direction,
+                               tracking_uri=self.tracker.uri, experiment=experiment,
+                               parent_run_id=parent)
+        elif parent != start.get("parent_run_id"):
+            self.journal.write("start_tracking", parent_run_id=parent)
+        self._recover(state)
+
+    def _recover(self, state) -> None:
+        """Make git, results.tsv and MLflow agree with the journal before going on."""
+        if state.open_begin:                  # a step cut off mid-way: roll it back
+            b = state.open_begin
+            self.out(f"resume: iteration {b['iteration']} was interrupted; redoing it")
+            if b.get("commit"):
+                self.workspace.keep_ref(f"interrupted-{b['iteration']}-{int(b['time'])}",
+                                        b["commit"])
+            if b.get("run_id"):
+                self.tracker.abandon(b["run_id"])
+            self.journal.write("abandon", iteration=b["iteration"])
+        self.records = state.records
+        for rec in self.records:
+            if rec.kept and rec.commit != rec.parent and self.workspace.tip() == rec.parent:
+                self.workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
+                self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
+        self.workspace.restore()
+        for rec in self.records:
+            if rec.kept:
+                self.best, self.best_samples = rec, list(rec.samples)
+                self.kept += 1
+            self.cost += rec.usage.get("cost_usd", 0.0)
+        for e in state.remeasures:
+            if self.best and e.get("commit") == self.best.commit:
+                self.best_samples.append(e["value"])
+        write_results(self.results_path, self.task.metric.name, self.records)
+        by_iter = {r.iteration: r for r in self.records}
+        for n in state.untracked:
+            self._track(by_iter[n])
+        if self.records:
+            self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
+                     f"{self.kept} kept, best {self.task.metric.name} = {self.best_value()}")
+
+    # -- the loop -----------------------------------------------------------------
+    def run(self) -> Stop:
+        self._install_sigterm()
+        self._open()
+        started = time.monotonic()
+        stop = None
+        try:
+            while stop is None:
+                n = len(self.records)
+                stop = self._should_stop(n, started)
+                if stop is None:
+                    stop = self._iteration(n)
+        except KeyboardInterrupt:
+            self._interrupted()
+            self.tracker.close("KILLED")
+            return Stop("interrupted", "interrupted: experiment killed, worktree restored", 130)
+        except ProposerFatal as exc:
+            stop = Stop("proposer", f"stopped: {exc}", 1)
+        self.journal.write("stop", reason=stop.reason, message=stop.message)
+        self.tracker.close("FINISHED" if stop.exit_code == 0 else "FAILED")
+        return stop
+
+    def _should_stop(self, n: int, started: float) -> Stop | None:
+        cfg = self.config
+        if n > cfg.iterations:
+            return Stop("iterations", f"done: {cfg.iterations} iterations after the baseline")
+        if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
+            return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
+        streak = 0
+        for rec in reversed(self.records):
+            if rec.status not in FAILURES:
+                break
+            streak += 1
+        if streak >= cfg.max_consecutive_failures:
+            return Stop("failures", f"stopped: {streak} failures in a row "
+                                    f"(see {self.dir / 'logs'})", 1)
+        if cfg.max_cost_usd is not None and self.cost >= cfg.max_cost_usd:
+            return Stop("cost", f"stopped: LLM cost ${self.cost:.2f} reached the budget "
+                                f"${cfg.max_cost_usd:.2f}")
+        stop_file = self.dir / "STOP"
+        if stop_file.exists():
+            stop_file.unlink()
+            return Stop("stop_file", f"stopped: {stop_file} was present")
+        return None
+
+    def _iteration(self, n: int) -> Stop | None:
+        program, program_sha = self._program()
+        tip = self.workspace.tip()
+        baseline = self.best is None          # also after a failed baseline, on resume
+        if baseline:
+            proposal, problem = Proposal(BASELINE), None
+        else:
+            proposal = self.proposer.propose(self._context(n, program))
+            problem = proposal.error or self._check(proposal)
+        self.cost += proposal.usage.cost_usd
+        run_id = self.tracker.start_iteration(self.tag, n)
+        commit = tip if baseline else ("" if problem else
+                                       self.workspace.stage(self.task_rel, proposal.files,
+                                                            proposal.description))
+        self.journal.write("begin", iteration=n, run_id=run_id, parent=tip, commit=commit,
+                           description=proposal.description)
+        rec = Record(iteration=n, status="bad_edit", description=proposal.description,
+                     reason=problem or "", parent=tip, run_id=run_id, commit=commit,
+                     program_sha=program_sha, seed=self.config.seed, time=time.time(),
+                     best_before=self.best_value(), usage=vars(proposal.usage).copy())
+        if commit and not baseline:
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
+            patch, rec.lines_added, rec.lines_removed = self.workspace.diff(tip, commit)
+        else:
+            patch = ""
+        if not problem:
+            self._measure_and_judge(rec, baseline)
+        self._finish(rec, tip)
+        self._track(rec, patch, proposal)
+        self._print(rec)
+        if baseline and rec.status != "keep":
+            return Stop("baseline", f"stopped: the baseline failed ({rec.status}: {rec.reason}); "
+                                    f"see {self._log_path(n, 0)}", 1)
+        return None
+
+    def _measure_and_judge(self, rec: Record, baseline: bool) -> None:
+        runs = max(1, getattr(self.config.judge, "baseline_runs", 1)) if baseline else 1
+        results = [self._run_once(rec, k) for k in range(runs)]
+        bad = next((r for r in results if r.status != OK), None)
+        if bad:
+            rec.status, rec.reason = bad.status, bad.detail
+            return
+        rec.samples = [r.metric for r in results]
+        if baseline:
+            rec.status, rec.reason = "keep", "baseline"
+            return
+        while True:
+            verdict = judging.judge(rec.samples, self.best_samples, self.task.metric.direction,
+                                    self.config.judge, rec.lines_added, rec.lines_removed)
+            if verdict.action != judging.RERUN:
+                break
+            again = self._run_once(rec, len(rec.samples))
+            if again.status != OK:
+                verdict = judging.Verdict(judging.DISCARD, f"confirmation run: {again.status}",
+                                          verdict.stats)
+                break
+            rec.samples.append(again.metric)
+        rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
+
+    def _run_once(self, rec: Record, k: int) -> RunResult:
+        n, task = rec.iteration, self.task
+        run_dir = self.dir / "runs" / f"{n:04d}-{k}"
+        env = experiment_env({**task.env,
+                              "AUTORESEARCH_SEED": str(self.config.seed + k),
+                              "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
+                              "AUTORESEARCH_ARTIFACT_DIR": str(run_dir / "artifacts"),
+                              "AUTORESEARCH_ITERATION": str(n)})
+        if k > 0:          # a confirmation run starts from the attempt's files, not the last run's
+            self.workspace.materialize(rec.commit)
+        cwd = self.workspace.worktree / self.task_rel
+        grade_cwd = None
+        if task.evaluate:   # grade from a pristine export of the attempt commit
+            grade_cwd = self.workspace.export(rec.commit, self.task_rel, run_dir / "grader")
+        result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
+                                self._log_path(n, k), task.metric.pattern, task.memory_pattern,
+                                task.evaluate, grade_cwd, task.grace_s)
+        rec.wall_s += result.wall_s
+        if result.memory_gb is not None:
+            rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
+        tampered = [p for p in self.workspace.modified_paths(self.task_rel)
+                    if self.task.is_protected(Path(p).relative_to(self.task_rel).as_posix()
+                                              if self.task_rel else p)]
+        if tampered:
+            result.status, result.metric = "crash", None
+            result.detail = f"tampered: the run modified protected file {tampered[0]}"
+        return result
+
+    def _finish(self, rec: Record, tip: str) -> None:
+        """Settle the git side, journal the record, then move the branch (resume-safe order)."""
+        metric = self.task.metric
+        if rec.samples:
+            rec.metric = sum(rec.samples) / len(rec.samples)
+        if rec.metric is not None and rec.best_before is not None:
+            rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
+        kept = rec.status == "keep"
+        if kept:
+            self.best_samples = list(rec.samples)
+            self.best = rec
+            self.kept += 1
+        rec.best_after = self.best_value()
+        if rec.attempt_ref:
+            rec.commit = self.workspace.recommit(rec.commit, self._message(rec))
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
+        self.journal.write("end", **record_dict(rec))
+        if kept and rec.commit != tip:
+            self.workspace.advance(rec.commit, tip)
+        self.workspace.restore()
+        self.records.append(rec)
+        append_result(self.results_path, metric.name, rec, self.records)
+
+    def _message(self, rec: Record) -> str:
+        m = self.task.metric
+        before = "n/a" if rec.best_before is None else f"{rec.best_before:.6f}"
+        after = "n/a" if rec.metric is None else f"{rec.metric:.6f}"
+        body = f"{m.name} {before} -> {after} ({rec.status}: {rec.reason})"
+        trailers = [f"Autoresearch-Iteration: {rec.iteration}",
+                    f"Autoresearch-Status: {rec.status}",
+                    f"Autoresearch-Metric: {m.name} ({m.direction})",
+                    f"Autoresearch-Before: {before}", f"Autoresearch-After: {after}",
+                    f"Autoresearch-Runs: {len(rec.samples)}",
+                    f"Autoresearch-MLflow-Run: {rec.run_id}"]
+        return f"{rec.description}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+    def _track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
+        """Project a finished record into MLflow, then journal that it is there."""
+        artifacts = {"run.log": self._log_path(rec.iteration, 0)}
+        for k in range(1, len(rec.samples)):
+            artifacts[f"run{k}.log"] = self._log_path(rec.iteration, k)
+        if patch:
+            artifacts["diff.patch"] = patch
+        if proposal and self.config.proposer.log_prompts:
+            artifacts.update(proposal.artifacts)
+        params = {"iteration": rec.iteration, "parent_commit": rec.parent,
+                  "program_sha": rec.program_sha, "seed": rec.seed,
+                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
+                  "time_budget_s": self.task.time_budget_s}
+        tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
+                "program_sha": rec.program_sha}
+        self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
+                                      self.kept)
+        self.journal.write("tracked", iteration=rec.iteration)
+
+    # -- helpers --------------------------------------------------------------------
+    def best_value(self) -> float | None:
+        return sum(self.best_samples) / len(self.best_samples) if self.best_samples else None
+
+    def _log_path(self, n: int, k: int) -> Path:
+        return self.dir / "logs" / (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log")
+
+    def _program(self) -> tuple[str, str]:
+        try:
+            text = self.program_path.read_text()
+        except OSError:
+            return "", "none"
+        return text, hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def _context(self, n: int, program: str) -> Context:
+        files = self.workspace.read_files(self.task_rel, self.task.editable_files(
+            self.workspace.worktree / self.task_rel))
+        failures = [r for r in self.records if r.status in FAILURES][-2:]
+        history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
+                           self._tail(r) if r in failures else "")
+                   for r in self.records if r.description != BASELINE]
+        return Context(n, self.task, files, program, history, self.best_value(),
+                       self.config.seed)
+
+    def _tail(self, rec: Record) -> str:
+        path = self._log_path(rec.iteration, 0)
+        return read_tail(path, 3000) if path.exists() else ""
+
+    def _check(self, proposal: Proposal) -> str | None:
+        if not proposal.files:
+            return "the proposal changes nothing"
+        for rel in proposal.files:
+            reason = self.task.check_edit_path(rel)
+            if reason:
+                return reason
+            if "\x00" in proposal.files[rel]:
+                return f"{rel}: binary content"
+        current = self.workspace.read_files(
+            self.task_rel, [p for p in proposal.files
+                            if (self.workspace.worktree / self.task_rel / p).exists()])
+        if all(current.get(p) == t for p, t in proposal.files.items()):
+            return "the edit changes nothing"
+        return None
+
+    def _print(self, rec: Record) -> None:
+        m = self.task.metric
+        value = "" if rec.metric is None else f"{m.name} {rec.metric:.6f}"
+        delta = "" if rec.delta is None or rec.iteration == 0 else f" ({-rec.delta:+.6f})" \
+            if m.direction == "minimize" else f" ({rec.delta:+.6f})"
+        self.out(f"[{rec.iteration:>3}/{self.config.iterations}] {rec.status:<9} "
+                 f"{value}{delta}  {rec.description}  ({rec.wall_s:.1f}s"
+                 f"{', ' + rec.reason if rec.status != 'keep' and rec.reason else ''})")
+
+    def _interrupted(self) -> None:
+        state = replay(self.journal.events())
+        if state.open_begin and state.open_begin.get("run_id"):
+            self.tracker.abandon(state.open_begin["run_id"])
+            self.journal.write("abandon", iteration=state.open_begin["iteration"])
+        self.workspace.restore()
+
+    @staticmethod
+    def _install_sigterm() -> None:
+        """SIGTERM (a scheduler, `kill`) stops like Ctrl-C: cleanly, nothing lost."""
+        def handler(signum, frame):
+            raise KeyboardInterrupt
+        try:
+            signal.signal(signal.SIGTERM, handler)
+        except ValueError:
+            pass  # not the main thread (tests): Ctrl-C handling still applies

@@ -1,0 +1,111 @@
+"""The append-only journal: one JSON line per step, the single source of truth for resume.
+
+A step is announced (`begin`) before it happens and closed (`end`) after its git side is
+final; results.tsv and MLflow are projections rebuilt from it."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Record:
+    """One finished iteration: everything results.tsv, MLflow and `status` show."""
+    iteration: int
+    status: str                  # keep | discard | crash | timeout | diverged | no_metric | bad_edit
+    description: str
+    metric: float | None = None  # the candidate's value (mean over its runs)
+    samples: list = field(default_factory=list)
+    best_before: float | None = None
+    best_after: float | None = None
+    delta: float | None = None   # improvement over best_before (positive = better)
+    reason: str = ""
+    commit: str = ""             # the kept commit or the attempt commit ("" if nothing ran)
+    attempt_ref: str = ""
+    parent: str = ""
+    run_id: str = ""
+    memory_gb: float | None = None
+    wall_s: float = 0.0
+    lines_added: int = 0
+    lines_removed: int = 0
+    program_sha: str = ""
+    seed: int = 0
+    stats: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
+    time: float = 0.0
+
+    @property
+    def kept(self) -> bool:
+        return self.status == "keep"
+
+
+class Journal:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def exists(self) -> bool:
+        return self.path.exists() and self.path.stat().st_size > 0
+
+    def write(self, event: str, **data) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"event": event, "time": time.time(), **data}, default=str)
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def events(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        with open(self.path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a line torn by a crash mid-write: everything after it is suspect
+        return out
+
+
+@dataclass
+class State:
+    """What the journal says: the run's identity, finished records, a step left half-done."""
+    start: dict | None = None
+    records: list[Record] = field(default_factory=list)
+    open_begin: dict | None = None      # a `begin` with no `end`: the step to roll back
+    untracked: list[int] = field(default_factory=list)  # ended but not yet in MLflow
+    remeasures: list[dict] = field(default_factory=list)
+
+
+def replay(events: list[dict]) -> State:
+    state = State()
+    tracked = set()
+    fields = set(Record.__dataclass_fields__)
+    for e in events:
+        kind = e.get("event")
+        if kind == "start" and state.start is None:
+            state.start = e
+        elif kind == "begin":
+            state.open_begin = e
+        elif kind == "end":
+            rec = Record(**{k: v for k, v in e.items() if k in fields})
+            state.records = [r for r in state.records if r.iteration != rec.iteration] + [rec]
+            state.open_begin = None
+        elif kind == "abandon":
+            state.open_begin = None
+        elif kind == "tracked":
+            tracked.add(e["iteration"])
+        elif kind == "remeasure":
+            state.remeasures.append(e)
+    state.untracked = [r.iteration for r in state.records if r.iteration not in tracked]
+    return state
+
+
+def record_dict(rec: Record) -> dict:
+    return asdict(rec)

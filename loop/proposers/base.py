@@ -1,0 +1,72 @@
+"""The proposer contract: `propose(context) -> Proposal`. Proposers never touch git."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from loop.task import Task
+
+
+@dataclass
+class Attempt:
+    """One past iteration, as the proposer sees it (the research journal)."""
+    iteration: int
+    description: str
+    status: str                 # keep | discard | crash | timeout | diverged | no_metric | bad_edit
+    metric: float | None
+    delta: float | None         # improvement over the best at the time (positive = better)
+    reason: str = ""
+    log_tail: str = ""          # tail of the experiment log, kept for failures
+
+
+@dataclass
+class Context:
+    iteration: int
+    task: Task
+    files: dict[str, str]       # editable files at the best (last kept) state: path -> text
+    program: str                # program.md, re-read this iteration
+    history: list[Attempt]
+    best_metric: float | None
+    seed: int                   # proposer seed for this iteration (reproducible)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    requests: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: "Usage") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Proposal:
+    description: str                             # one line; the commit subject
+    files: dict[str, str] = field(default_factory=dict)  # changed files: path -> new text
+    error: str | None = None                     # no applicable edit -> recorded as bad_edit
+    usage: Usage = field(default_factory=Usage)
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> text (prompt, reply)
+
+
+class Proposer(Protocol):
+    def propose(self, context: Context) -> Proposal: ...
+
+
+class ProposerFatal(Exception):
+    """The proposer cannot go on (bad key, unknown model): stop the loop, say why."""
+
+
+def make_proposer(config, seed: int = 0) -> Proposer:
+    """Build the proposer named by a ProposerConfig."""
+    if config.kind == "mutate":
+        from loop.proposers.mutate import MutateProposer
+        return MutateProposer(seed=seed)
+    if config.kind == "llm":
+        from loop.proposers.llm import LLMProposer
+        return LLMProposer(config)
+    raise ValueError(f"unknown proposer kind {config.kind!r}")

@@ -1,0 +1,154 @@
+"""What a task is: a folder with task.yaml, its editable and protected files, how to run
+and grade it, and the metric to optimize. Loading a task runs nothing."""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from loop.errors import TaskError
+from loop.schema import build
+
+TASK_FILE = "task.yaml"
+DIRECTIONS = ("minimize", "maximize")
+NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    direction: str = "minimize"
+    pattern: str = ""  # regex with one group; default: a line "<name>: <number>"
+
+    def __post_init__(self):
+        if not self.pattern:
+            object.__setattr__(self, "pattern", rf"^\s*{re.escape(self.name)}\s*[:=]\s*{NUMBER}\s*$")
+
+    def better(self, a: float, b: float) -> bool:
+        """True when a is strictly better than b in this metric's direction."""
+        return a < b if self.direction == "minimize" else a > b
+
+    def improvement(self, candidate: float, best: float) -> float:
+        """How much better candidate is than best (positive = better), direction-aware."""
+        return best - candidate if self.direction == "minimize" else candidate - best
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    run: str
+    metric: Metric
+    editable: tuple[str, ...]
+    protected: tuple[str, ...] = ()
+    description: str = ""
+    evaluate: str = ""                  # optional protected grading step (see docs/tasks.md)
+    time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
+    grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
+    env: dict[str, str] = field(default_factory=dict)
+    memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
+    root: Path = Path(".")              # absolute task folder (set by load_task, not a YAML key)
+
+    # -- files -----------------------------------------------------------------
+    def is_editable(self, rel: str) -> bool:
+        return _matches(rel, self.editable) and not self.is_protected(rel)
+
+    def is_protected(self, rel: str) -> bool:
+        return _matches(rel, self.protected) or rel == TASK_FILE
+
+    def editable_files(self, folder: Path | None = None) -> list[str]:
+        """Editable files present in `folder` (default: the task folder), relative paths."""
+        return [p for p in _list_files(folder or self.root) if self.is_editable(p)]
+
+    def protected_files(self, folder: Path | None = None) -> list[str]:
+        return [p for p in _list_files(folder or self.root) if self.is_protected(p)]
+
+    def check_edit_path(self, rel: str) -> str | None:
+        """Why an edit may not write `rel`, or None if it may."""
+        path = Path(rel)
+        if path.is_absolute() or ".." in path.parts or rel.startswith("~"):
+            return f"{rel}: outside the task folder"
+        if self.is_protected(rel):
+            return f"{rel}: protected file (the harness and grader may not be edited)"
+        if not self.is_editable(rel):
+            return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
+        return None
+
+
+def _matches(rel: str, globs) -> bool:
+    return any(fnmatch.fnmatchcase(rel, g) or rel == g.rstrip("/") for g in globs)
+
+
+def _list_files(folder: Path) -> list[str]:
+    skip = {".git", "__pycache__", ".autoresearch"}
+    out = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if p.is_file() and not skip.intersection(rel.parts):
+            out.append(rel.as_posix())
+    return out
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate a task folder (or its task.yaml). Raises TaskError with one line."""
+    path = Path(path).expanduser().resolve()
+    folder = path.parent if path.name == TASK_FILE else path
+    yaml_path = folder / TASK_FILE
+    if not folder.is_dir():
+        raise TaskError(f"task folder not found: {folder}")
+    if not yaml_path.is_file():
+        raise TaskError(f"{yaml_path}: no task.yaml in this folder")
+    try:
+        data = yaml.safe_load(yaml_path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{yaml_path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    where = str(yaml_path)
+    if isinstance(data, dict) and isinstance(data.get("metric"), str):
+        data["metric"] = {"name": data["metric"]}
+    if isinstance(data, dict) and "root" in data:
+        raise TaskError(f"{where}: unknown key 'root'")
+    task = build(Task, data, where, TaskError)
+    task = _replace(task, root=folder)
+    _validate(task, where)
+    return task
+
+
+def _replace(task: Task, **changes) -> Task:
+    from dataclasses import replace
+    return replace(task, **changes)
+
+
+def _validate(task: Task, where: str) -> None:
+    if task.metric.direction not in DIRECTIONS:
+        raise TaskError(f"{where}: metric.direction must be minimize or maximize, "
+                        f"got '{task.metric.direction}'")
+    try:
+        groups = re.compile(task.metric.pattern, re.M).groups
+    except re.error as exc:
+        raise TaskError(f"{where}: metric.pattern is not a valid regex: {exc}") from None
+    if groups < 1:
+        raise TaskError(f"{where}: metric.pattern needs one capture group for the number")
+    if not task.run.strip():
+        raise TaskError(f"{where}: 'run' is empty")
+    if task.time_budget_s <= 0 or task.grace_s < 0:
+        raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
+    if not task.editable:
+        raise TaskError(f"{where}: 'editable' lists no files")
+    files = _list_files(task.root)
+    for key, globs in (("editable", task.editable), ("protected", task.protected)):
+        for g in globs:
+            if not any(_matches(f, [g]) for f in files):
+                raise TaskError(f"{where}: {key} file '{g}' not found in {task.root}")
+    overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
+    if overlap:
+        raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
+
+
+def find_tasks(experiments: Path) -> list[Task]:
+    """Every valid task folder directly under `experiments`."""
+    tasks = []
+    for yaml_path in sorted(experiments.glob(f"*/{TASK_FILE}")):
+        tasks.append(load_task(yaml_path.parent))
+    return tasks

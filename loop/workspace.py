@@ -1,0 +1,185 @@
+"""The git side of the loop: a branch per tag, a worktree to run in, kept commits on the
+branch, and a ref for every attempt so that nothing tried is ever lost.
+
+The user's own checkout is never touched: every command runs in the worktree or on refs.
+Knows nothing about metrics."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import io
+from pathlib import Path
+
+from loop.errors import UsageError
+
+FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
+
+
+class Workspace:
+    def __init__(self, repo_root: Path, tag: str, worktree: Path):
+        import git  # GitPython; lazily, so `autoresearch --help` stays instant
+        self.repo_root = Path(repo_root)
+        self.tag = tag
+        self.branch = f"autoresearch/{tag}"
+        self.worktree = Path(worktree)
+        self.repo = git.Repo(self.repo_root)
+        self.git = self.repo.git
+        self._env = self._author_env()
+
+    # -- set-up ------------------------------------------------------------------
+    @staticmethod
+    def find_repo_root(path: Path) -> Path:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise UsageError(f"{path} is not inside a git repository (run `git init` and commit "
+                             f"the task first)")
+        return Path(out.stdout.strip()).resolve()
+
+    def open(self) -> bool:
+        """Create the branch (from HEAD) and its worktree if needed. True if the branch is new."""
+        created = False
+        if not self.branch_exists():
+            try:
+                self.git.rev_parse("--verify", "HEAD^{commit}")
+            except Exception:
+                raise UsageError(f"{self.repo_root} has no commits yet: commit the task first")
+            self.git.branch(self.branch, "HEAD")
+            created = True
+        self._ignore(".autoresearch/")
+        if not (self.worktree / ".git").exists():
+            if self.worktree.exists():
+                shutil.rmtree(self.worktree)
+            self.git.worktree("prune")
+            self.worktree.parent.mkdir(parents=True, exist_ok=True)
+            self.git.worktree("add", "--quiet", str(self.worktree), self.branch)
+        self.restore()
+        return created
+
+    def branch_exists(self) -> bool:
+        return self._ok("show-ref", "--verify", "--quiet", f"refs/heads/{self.branch}")
+
+    def _ignore(self, pattern: str) -> None:
+        """Keep run state out of `git status` without editing any tracked file."""
+        exclude = Path(self.git.rev_parse("--git-common-dir"))
+        exclude = (exclude if exclude.is_absolute() else self.repo_root / exclude) / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        lines = exclude.read_text().splitlines() if exclude.exists() else []
+        if pattern not in lines:
+            with open(exclude, "a") as f:
+                f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
+
+    def _author_env(self) -> dict:
+        """Commit as the user when git knows who that is, else as `autoresearch`."""
+        env = {}
+        name = self._config("user.name")
+        email = self._config("user.email")
+        if not name or not email:
+            env = {"GIT_AUTHOR_NAME": name or FALLBACK_AUTHOR[0],
+                   "GIT_AUTHOR_EMAIL": email or FALLBACK_AUTHOR[1],
+                   "GIT_COMMITTER_NAME": name or FALLBACK_AUTHOR[0],
+                   "GIT_COMMITTER_EMAIL": email or FALLBACK_AUTHOR[1]}
+        return env
+
+    def _config(self, key: str) -> str:
+        out = subprocess.run(["git", "config", "--get", key], cwd=self.repo_root,
+                             capture_output=True, text=True)
+        return out.stdout.strip()
+
+    def _ok(self, *args) -> bool:
+        return subprocess.run(["git", *args], cwd=self.repo_root,
+                              capture_output=True).returncode == 0
+
+    def _wt(self, *args, **kw) -> str:
+        """Run git in the worktree."""
+        env = {**os.environ, **self._env}
+        out = subprocess.run(["git", *args], cwd=self.worktree, env=env, capture_output=True,
+                             text=True, **kw)
+        if out.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    # -- reading -----------------------------------------------------------------
+    def tip(self) -> str:
+        return self.git.rev_parse(f"refs/heads/{self.branch}")
+
+    def read_files(self, folder: str, paths) -> dict[str, str]:
+        base = self.worktree / folder
+        return {p: (base / p).read_text(errors="replace") for p in paths}
+
+    def message(self, commit: str) -> str:
+        return self.git.log("-1", "--format=%B", commit)
+
+    def kept_commits(self, since: str) -> list[str]:
+        out = self.git.rev_list(f"{since}..refs/heads/{self.branch}")
+        return out.split() if out else []
+
+    # -- the loop's moves ---------------------------------------------------------
+    def stage(self, folder: str, files: dict[str, str], message: str) -> str:
+        """Write the proposal's files into the worktree and make an attempt commit of exactly
+        those changes on top of the tip (the branch does not move). Returns its sha."""
+        base = self.worktree / folder
+        paths = []
+        for rel, text in files.items():
+            target = base / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            paths.append(str(Path(folder) / rel) if folder not in ("", ".") else rel)
+        self._wt("add", "--", *paths)
+        tree = self._wt("write-tree").strip()
+        return self._wt("commit-tree", tree, "-p", self.tip(), "-m", message).strip()
+
+    def diff(self, old: str, new: str) -> tuple[str, int, int]:
+        """The patch between two commits and its (lines added, lines removed)."""
+        patch = self.git.diff(old, new)
+        added = removed = 0
+        for line in self.git.diff("--numstat", old, new).splitlines():
+            a, r, _ = line.split("\t", 2)
+            if a != "-":
+                added += int(a)
+                removed += int(r)
+        return patch, added, removed
+
+    def recommit(self, commit: str, message: str) -> str:
+        """The same tree and parent as `commit`, with a final message (trailers)."""
+        tree = self.git.rev_parse(f"{commit}^{{tree}}")
+        parent = self.git.rev_parse(f"{commit}^")
+        return self._wt("commit-tree", tree, "-p", parent, "-m", message).strip()
+
+    def advance(self, commit: str, expected_tip: str) -> None:
+        """Move the branch to `commit` (atomic: only if it still points at expected_tip)."""
+        self._wt("update-ref", f"refs/heads/{self.branch}", commit, expected_tip)
+
+    def keep_ref(self, name: str, commit: str) -> str:
+        ref = f"refs/autoresearch/{self.tag}/{name}"
+        self._wt("update-ref", ref, commit)
+        return ref
+
+    def restore(self) -> None:
+        """Make the worktree exactly the branch tip again (edits and run outputs dropped)."""
+        self._wt("reset", "--hard", "--quiet", f"refs/heads/{self.branch}")
+        self._wt("clean", "-fdq")
+
+    def materialize(self, commit: str) -> None:
+        """Make the worktree's files exactly `commit`'s tree (the branch does not move)."""
+        self._wt("read-tree", "--reset", "-u", commit)
+        self._wt("clean", "-fdq")
+
+    def modified_paths(self, folder: str) -> list[str]:
+        """Tracked files under `folder` the experiment changed or deleted at run time."""
+        out = self._wt("status", "--porcelain", "--untracked-files=no", "--", folder or ".")
+        return [line[3:] for line in out.splitlines() if line.strip()]
+
+    def export(self, commit: str, folder: str, dest: Path) -> Path:
+        """A pristine copy of `folder` as of `commit` (for grading); returns its path."""
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        data = subprocess.run(["git", "archive", "--format=tar", commit, "--", folder or "."],
+                              cwd=self.repo_root, capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
+                else tar.extractall(dest)
+        return dest / folder if folder not in ("", ".") else dest
