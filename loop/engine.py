@@ -17,7 +17,8 @@ from loop.config import Config
 from loop.errors import UsageError
 from loop.journal import Journal, Record, record_dict, replay
 from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
-from loop.runner import OK, RunResult, experiment_env, read_tail, run_experiment
+from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
+                         run_experiment)
 from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
@@ -109,6 +110,8 @@ class Engine:
         if state.open_begin:                  # a step cut off mid-way: roll it back
             b = state.open_begin
             self.out(f"resume: iteration {b['iteration']} was interrupted; redoing it")
+            if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
+                self.out("resume: killed the experiment processes the interrupted step left")
             if b.get("commit"):
                 self.workspace.keep_ref(f"interrupted-{b['iteration']}-{int(b['time'])}",
                                         b["commit"])
@@ -219,12 +222,12 @@ class Engine:
 
     def _measure_and_judge(self, rec: Record, baseline: bool) -> None:
         runs = max(1, getattr(self.config.judge, "baseline_runs", 1)) if baseline else 1
-        results = [self._run_once(rec, k) for k in range(runs)]
-        bad = next((r for r in results if r.status != OK), None)
-        if bad:
-            rec.status, rec.reason = bad.status, bad.detail
-            return
-        rec.samples = [r.metric for r in results]
+        for k in range(runs):
+            result = self._run_once(rec, k)
+            if result.status != OK:
+                rec.status, rec.reason = result.status, result.detail
+                return
+            rec.samples.append(result.metric)
         if baseline:
             rec.status, rec.reason = "keep", "baseline"
             return
@@ -248,7 +251,8 @@ class Engine:
                               "AUTORESEARCH_SEED": str(self.config.seed + k),
                               "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
                               "AUTORESEARCH_ARTIFACT_DIR": str(run_dir / "artifacts"),
-                              "AUTORESEARCH_ITERATION": str(n)})
+                              "AUTORESEARCH_ITERATION": str(n),
+                              "AUTORESEARCH_RUN_ID": rec.run_id})
         if k > 0:          # a confirmation run starts from the attempt's files, not the last run's
             self.workspace.materialize(rec.commit)
         cwd = self.workspace.worktree / self.task_rel

@@ -57,7 +57,7 @@ def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: 
     with open(log_path, "ab" if append else "wb") as log:
         proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
         try:
             returncode = proc.wait(timeout=timeout_s)
             timed_out = False
@@ -70,6 +70,15 @@ def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: 
         finally:
             _kill_group(proc.pid, signal.SIGKILL)  # stragglers the leader left running
     return returncode, timed_out, time.monotonic() - start
+
+
+def _die_with_parent() -> None:
+    """Linux: if the engine itself is killed (SIGKILL, OOM), its experiment dies too."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -134,6 +143,25 @@ def _descendants(root: int) -> list[int]:
             out.append(child)
             stack.append(child)
     return out
+
+
+def kill_marked(marker: str) -> int:
+    """Kill every process whose environment holds `marker` (a `NAME=value` string).
+    Used on resume: experiments of an engine that was killed outright carry its run's marker."""
+    needle = marker.encode()
+    killed = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue
+        _kill(int(entry), signal.SIGKILL)
+        killed += 1
+    return killed
 
 
 def parse_metric(text: str, pattern: str) -> float | None:

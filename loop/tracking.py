@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from statistics import pstdev
@@ -60,9 +61,9 @@ class Tracker:
         import mlflow
         from mlflow.tracking import MlflowClient
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # no table-creation chatter
-        if uri:
-            mlflow.set_tracking_uri(uri)
-        self.uri = mlflow.get_tracking_uri()
+        # No global state: the URI goes to our client only (default: $MLFLOW_TRACKING_URI,
+        # else MLflow's own default, mlflow.db in the working directory).
+        self.uri = uri or mlflow.get_tracking_uri()
         self.client = MlflowClient(self.uri)
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = (found.experiment_id if found else
@@ -112,12 +113,13 @@ class Tracker:
     def _artifacts(self, run_id: str, artifacts: dict[str, str | Path]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in artifacts.items():
-                if isinstance(content, Path):
-                    if content.exists():
-                        self.client.log_artifact(run_id, str(content), artifact_path=None)
-                    continue
                 path = Path(tmp) / name
-                path.write_text(content)
+                if isinstance(content, Path):
+                    if not content.exists():
+                        continue
+                    shutil.copyfile(content, path)
+                else:
+                    path.write_text(content)
                 self.client.log_artifact(run_id, str(path))
 
     def _batch(self, run_id, metrics=None, params=None, tags=None, step=0, series=()) -> None:

@@ -1,0 +1,78 @@
+"""Shared fixtures: a real git repo holding a seconds-long task, a real MLflow SQLite store."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TOY_TASK = """\
+name: toy
+description: minimize (X-1)^2 + (Y-4)^2; only train.py may change
+editable: [train.py]
+protected: [grade.py]
+run: python train.py
+metric: {name: score, direction: minimize}
+time_budget_s: 10
+grace_s: 5
+"""
+
+TOY_TRAIN = """\
+import os
+X = 3.0
+Y = 2
+NOISE = 0.0
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+jitter = NOISE * ((seed * 7919) % 13 - 6) / 6
+print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2 + jitter:.6f}")
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_repo(root: Path, files: dict[str, str], task_dir: str = "task") -> Path:
+    """A git repo with one commit holding `files` under `task_dir`; no git identity set."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        path = root / task_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    (root / "program.md").write_text("Minimize the score. Prefer small changes.\n")
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Tester", "-c", "user.email=t@example.com",
+        "commit", "-qm", "initial task")
+    return root
+
+
+@pytest.fixture
+def toy_repo(tmp_path) -> Path:
+    return make_repo(tmp_path / "repo", {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
+                                         "grade.py": "# protected harness\n"})
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path, monkeypatch) -> str:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300):
+    """The real console entry point, in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "loop", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def openai_server():
+    """A scripted OpenAI-compatible server on 127.0.0.1 (see tests/openai_server.py)."""
+    from openai_server import OpenAIServer  # tests/ is on sys.path (rootdir conftest)
+    server = OpenAIServer().start()
+    yield server
+    server.stop()

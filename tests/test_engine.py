@@ -1,0 +1,222 @@
+"""The loop end to end on a seconds-long task, with a real git repo and MLflow SQLite store."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import git, make_repo, TOY_TASK, run_cli
+from loop.config import Config, JudgeConfig
+from loop.engine import Engine
+
+
+def config(repo, **kw):
+    kw.setdefault("iterations", 5)
+    kw.setdefault("tag", "t")
+    judge = kw.pop("judge", JudgeConfig(rule="strict"))
+    return Config(task="task", base_dir=repo, judge=judge, **kw)
+
+
+def rows(repo, tag="t"):
+    with open(repo / ".autoresearch" / tag / "results.tsv") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def mlflow_runs(uri, tag="t"):
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("autoresearch/toy")
+    runs = client.search_runs([exp.experiment_id], f"tags.`autoresearch.tag` = '{tag}'",
+                              max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags),
+                      key=lambda r: int(r.data.tags["iteration"]))
+    return client, parents, children
+
+
+def assert_same_story(repo, uri, tag="t"):
+    """Branch, results.tsv and MLflow agree; every attempt is retrievable."""
+    table = rows(repo, tag)
+    assert [int(r["iteration"]) for r in table] == list(range(len(table)))
+    assert table[0]["status"] == "keep" and table[0]["description"].startswith("baseline")
+    keeps = [r for r in table[1:] if r["status"] == "keep"]
+    base = git(repo, "rev-parse", "main")
+    kept_commits = git(repo, "rev-list", f"{base}..autoresearch/{tag}").split()
+    assert len(kept_commits) == len(keeps)
+    client, parents, children = mlflow_runs(uri, tag)
+    assert len(parents) == 1
+    assert [int(c.data.tags["iteration"]) for c in children] == list(range(len(table)))
+    for row, run in zip(table, children):
+        assert run.data.tags["status"] == row["status"]
+        assert run.info.run_id == row["mlflow_run_id"]
+        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        if row["status"] != "bad_edit":
+            full = git(repo, "rev-parse", row["commit"])       # retrievable by its short sha
+            assert run.data.tags["git.commit"] == full
+        if int(row["iteration"]) > 0 and row["status"] != "bad_edit":
+            assert git(repo, "rev-parse", row["attempt_ref"]) == run.data.tags["git.commit"]
+            msg = git(repo, "log", "-1", "--format=%B", row["attempt_ref"])
+            assert msg.splitlines()[0] == row["description"]
+            assert f"Autoresearch-MLflow-Run: {row['mlflow_run_id']}" in msg
+            assert f"Autoresearch-Iteration: {row['iteration']}" in msg
+    return table
+
+
+def test_loop_end_to_end(toy_repo, mlflow_uri):
+    stop = Engine(config(toy_repo, iterations=6), out=lambda s: None).run()
+    assert stop.reason == "iterations" and stop.exit_code == 0
+    table = assert_same_story(toy_repo, mlflow_uri)
+    assert len(table) == 7
+    assert float(table[0]["score"]) == pytest.approx(8.0)
+    scores = [float(r["score"]) for r in table if r["status"] == "keep"]
+    assert scores == sorted(scores, reverse=True) and scores[-1] < 8.0   # strictly improving
+    # the branch tip holds the best code, the user's checkout still the original
+    best = git(toy_repo, "show", "autoresearch/t:task/train.py")
+    assert best != (toy_repo / "task" / "train.py").read_text().rstrip("\n")
+    assert git(toy_repo, "status", "--porcelain") == "?? mlflow.db" or \
+        "train.py" not in git(toy_repo, "status", "--porcelain")
+    client, parents, children = mlflow_runs(mlflow_uri)
+    arts = [a.path for a in client.list_artifacts(children[1].info.run_id)]
+    assert "diff.patch" in arts and "run.log" in arts
+    assert children[1].data.params["program_sha"] != "none"
+    history = client.get_metric_history(parents[0].info.run_id, "best_score")
+    assert len(history) == 7 and history[-1].value == pytest.approx(scores[-1])
+
+
+def test_resume_continues_where_it_stopped(toy_repo, mlflow_uri):
+    Engine(config(toy_repo, iterations=2), out=lambda s: None).run()
+    lines = []
+    stop = Engine(config(toy_repo, iterations=4), out=lines.append).run()
+    assert stop.reason == "iterations"
+    table = assert_same_story(toy_repo, mlflow_uri)
+    assert len(table) == 5                          # baseline + 4, baseline not re-run
+    assert any(line.startswith("resume:") for line in lines)
+    # a third start with the same budget has nothing left to do
+    Engine(config(toy_repo, iterations=4), out=lambda s: None).run()
+    assert len(rows(toy_repo)) == 5
+
+
+def test_bad_edit_is_recorded_not_run(toy_repo, mlflow_uri):
+    from loop.proposers.base import Proposal
+
+    class Cheater:
+        def propose(self, context):
+            return Proposal("edit the grader", files={"grade.py": "print('score: 0')\n"})
+
+    Engine(config(toy_repo, iterations=2, max_consecutive_failures=5), out=lambda s: None,
+           proposer=Cheater()).run()
+    table = rows(toy_repo)
+    assert [r["status"] for r in table] == ["keep", "bad_edit", "bad_edit"]
+    assert "protected" in table[1]["reason"]
+    assert git(toy_repo, "rev-list", "--count", "main..autoresearch/t") == "0"
+
+
+def test_consecutive_failures_stop_the_loop(toy_repo, mlflow_uri):
+    from loop.proposers.base import Proposal
+
+    class Breaker:
+        def propose(self, context):
+            return Proposal(f"crash {context.iteration}",
+                            files={"train.py": f"raise SystemExit({context.iteration})\n"})
+
+    stop = Engine(config(toy_repo, iterations=10, max_consecutive_failures=3),
+                  out=lambda s: None, proposer=Breaker()).run()
+    assert stop.reason == "failures" and stop.exit_code == 1
+    table = assert_same_story(toy_repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "crash", "crash", "crash"]
+
+
+SLOW_TRAIN = """\
+import os, time
+X = 3.0
+Y = 2
+def held():   # the test holds experiments here: all of them, or one run's
+    try:
+        text = open(os.environ["SLOW_FLAG"]).read()
+    except OSError:
+        return False
+    return text == "all" or text == os.environ["AUTORESEARCH_RUN_ID"]
+while held():
+    time.sleep(0.05)
+print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2:.6f}")
+"""
+
+
+def _wait_for(path_fn, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path_fn():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _experiments_holding(flag) -> list[int]:
+    """Live processes whose environment names our flag file (the experiment and its kids)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"SLOW_FLAG={flag}".encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("sig,expected_rc", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
+def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expected_rc):
+    """Stopped (Ctrl-C) or killed outright during an experiment, the loop resumes exactly."""
+    flag = tmp_path / "slow"
+    flag.write_text("all")
+    task = TOY_TASK + f"env: {{SLOW_FLAG: '{flag}'}}\n"
+    repo = make_repo(tmp_path / "repo", {"task.yaml": task, "train.py": SLOW_TRAIN,
+                                         "grade.py": "# protected\n"})
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", "t",
+                             "--iterations", "2", "--judge", "strict"], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    journal = repo / ".autoresearch" / "t" / "journal.jsonl"
+    assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
+    time.sleep(1.0)                                     # the experiment is now sleeping
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == expected_rc, out
+    worktree_train = repo / ".autoresearch" / "t" / "worktree" / "task" / "train.py"
+    if sig == signal.SIGINT:   # a clean stop leaves no experiment running
+        assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
+        flag.write_text("none")
+    else:                      # killed outright: its experiment is still held, orphaned...
+        begin = [json.loads(l) for l in journal.read_text().splitlines() if '"begin"' in l][-1]
+        flag.write_text(begin["run_id"])       # ...and only it stays held from now on
+        assert _experiments_holding(flag)
+    # resume: the cut-off step is redone, nothing counted twice, no orphan left behind
+    res = run_cli("run", "--task", "task", "--tag", "t", "--iterations", "2", "--judge", "strict",
+                  "--time-budget", "10", cwd=repo, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not _experiments_holding(flag)
+    if sig == signal.SIGINT:
+        assert "interrupted" in out                     # it cleaned up itself
+    else:
+        assert "interrupted; redoing it" in res.stdout  # the resume cleaned up after it
+        assert "killed the experiment processes" in res.stdout
+    assert worktree_train.exists()
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 3
+
+
+def test_cli_status_json(toy_repo, mlflow_uri):
+    Engine(config(toy_repo, iterations=2), out=lambda s: None).run()
+    res = run_cli("status", "--json", cwd=toy_repo)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)
+    for key in ("tag", "branch", "iterations", "kept", "best_metric", "metric_name",
+                "direction", "results_tsv", "tracking_uri"):
+        assert key in s
+    assert s["tag"] == "t" and s["iterations"] == 2 and s["metric_name"] == "score"
+    assert s["tracking_uri"] == mlflow_uri.replace("sqlite:///", "sqlite:///")
+    assert run_cli("status", "--tag", "nope", cwd=toy_repo).returncode == 2

@@ -1,0 +1,139 @@
+"""The runner: metric parsing, statuses, the time box, the scrubbed environment."""
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from loop.runner import (experiment_env, parse_metric, run_command, run_experiment)
+from loop.task import Metric
+
+PATTERN = Metric("val_bpb").pattern
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("val_bpb: 1.25\n", 1.25),
+    ("step 10\n---\nval_bpb:          0.997900\ntraining_seconds: 300.1\n", 0.9979),
+    ("val_bpb: 2.0\nval_bpb: 1.5\n", 1.5),                 # the last report wins
+    ("val_bpb = 3e-1\n", 0.3),
+    ("VAL_BPB: nan\n", float("nan")),
+    ("val_bpb: inf\n", float("inf")),
+    ("my_val_bpb: 1.0\n", None),                          # another metric's name
+    ("val_bpb: 1.0 (approx)\n", None),                    # not a clean summary line
+    ("no metric here\n", None),
+])
+def test_parse_metric(text, expected):
+    got = parse_metric(text, PATTERN)
+    if expected is None:
+        assert got is None
+    elif expected != expected:  # NaN
+        assert got != got
+    else:
+        assert got == pytest.approx(expected)
+
+
+def test_custom_pattern_with_one_group():
+    assert parse_metric("acc=0.91 loss=0.3", r"acc=([0-9.]+)") == pytest.approx(0.91)
+
+
+def _script(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _run(tmp_path, body, timeout=10.0, evaluate="", **kw):
+    _script(tmp_path, "job.py", body)
+    return run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), timeout,
+                          tmp_path / "log.txt", PATTERN, r"^peak_memory_mb:\s*([0-9.]+)",
+                          evaluate, tmp_path, 10.0)
+
+
+def test_statuses(tmp_path):
+    ok = _run(tmp_path, 'print("val_bpb: 1.5"); print("peak_memory_mb: 2048")')
+    assert (ok.status, ok.metric, ok.memory_gb) == ("ok", 1.5, 2.0)
+    assert _run(tmp_path, 'print("val_bpb: 1.5"); raise SystemExit(3)').status == "crash"
+    assert _run(tmp_path, 'print("training done")').status == "no_metric"
+    diverged = _run(tmp_path, 'print("val_bpb: nan"); raise SystemExit(1)')
+    assert diverged.status == "diverged"
+    assert "val_bpb" in (tmp_path / "log.txt").read_text()
+
+
+def test_grader_is_the_only_source_of_the_metric(tmp_path):
+    _script(tmp_path, "grade.py", 'print("val_bpb: 2.5")')
+    res = _run(tmp_path, 'print("val_bpb: 0.01")', evaluate=f"{sys.executable} grade.py")
+    assert res.status == "ok" and res.metric == 2.5
+    assert "=== evaluate" in (tmp_path / "log.txt").read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path):
+    """A child that ignores SIGTERM and a grandchild (one in its own session) all die."""
+    pids = tmp_path / "pids"
+    body = f"""
+        import os, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        escaped = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
+            start_new_session=True)
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{grand.pid}} {{escaped.pid}}")
+        print("val_bpb: 1.0", flush=True)
+        time.sleep(300)
+    """
+    start = time.monotonic()
+    res = _run(tmp_path, body, timeout=2.0)
+    elapsed = time.monotonic() - start
+    assert res.status == "timeout" and res.metric is None
+    assert elapsed < 15, "the kill must not wait for the sleeping tree"
+    for pid in map(int, pids.read_text().split()):
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), f"process {pid} survived the timeout"
+
+
+def test_leftover_background_process_is_killed_after_a_normal_exit(tmp_path):
+    pidfile = tmp_path / "bg"
+    body = f"""
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        open({str(pidfile)!r}, "w").write(str(p.pid))
+        print("val_bpb: 1.0")
+    """
+    assert _run(tmp_path, body).status == "ok"
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not _alive(pid)
+
+
+def test_experiment_env_drops_secrets():
+    parent = {"PATH": "/usr/bin", "HOME": "/home/u", "OPENAI_API_KEY": "sk-secret",
+              "AWS_SECRET_ACCESS_KEY": "x", "HF_TOKEN": "hf_x", "MLFLOW_TRACKING_URI": "sqlite:///x",
+              "CUDA_VISIBLE_DEVICES": "0", "MY_SERVICE_PASSWORD": "p", "LC_ALL": "C"}
+    env = experiment_env({"AUTORESEARCH_SEED": "3"}, base=parent)
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert "HF_TOKEN" not in env and "MLFLOW_TRACKING_URI" not in env
+    assert "MY_SERVICE_PASSWORD" not in env
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["LC_ALL"] == "C"
+    assert env["AUTORESEARCH_SEED"] == "3"
+    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+
+
+def test_child_really_cannot_read_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    res = _run(tmp_path, 'import os; print("val_bpb:", 1.0 if "OPENAI_API_KEY" in os.environ else 2.0)')
+    assert res.metric == 2.0
+
+
+def test_run_command_reports_wall_time(tmp_path):
+    rc, timed_out, wall = run_command("sleep 0.2", tmp_path, experiment_env(), 5, tmp_path / "l")
+    assert rc == 0 and not timed_out and 0.15 < wall < 3
