@@ -1,0 +1,344 @@
+"""Parse an LLM reply into edits: SEARCH/REPLACE blocks, unified diffs, whole files.
+
+Pure text in, `Edit`s out. Models wrap edits in prose and markdown fences, forget the
+file name, put it in the fence's info string, or drift from the format we asked for;
+all three formats are accepted so a good idea is not lost to formatting. What cannot be
+parsed safely (an unterminated block, a deleted file) becomes a `problem`, never a guess.
+`loop.edits` is the public face of this module."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SEARCH_RE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
+DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
+REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
+FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*(.*)$")
+HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*$")
+# a file name has an extension starting with a letter (so '0.1' and 'e.g.' are not files)
+PATH_TOKEN_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}$")
+# alone on its line, a path needs no extension if it has a folder ('/etc/passwd', 'src/Makefile')
+LABEL_ONLY_PATH_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)+[\w.-]*\w$")
+DESCRIPTION_RE = re.compile(
+    r"^\W*(?:description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
+DESCRIPTION_MAX = 120
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to one file, in the order it appeared in the reply.
+
+    kind "replace": replace `search` by `replace` (a SEARCH/REPLACE block or a diff hunk).
+    kind "whole": the file's new complete text is `replace`."""
+    path: str | None            # None: the block named no file; apply finds it by content
+    kind: str                   # "replace" | "whole"
+    search: str = ""
+    replace: str = ""
+    index: int = 1              # 1-based, across the reply, for error messages
+    line_hint: int | None = None  # diff hunks: the old start line from "@@ -l,s"
+    source: str = "search/replace"  # "search/replace" | "diff" | "whole file"
+
+    @property
+    def label(self) -> str:
+        first = next((l.strip() for l in (self.search or self.replace).splitlines()
+                      if l.strip()), "")
+        where = self.path or "(no file named)"
+        return f"block {self.index} ({self.source}, {where}, first line: {first[:60]!r})"
+
+
+@dataclass
+class ParsedReply:
+    description: str | None
+    edits: list[Edit] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # parts that could not be parsed
+
+
+def parse_reply(text: str) -> ParsedReply:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    used = [False] * len(lines)      # lines that belong to an edit (not prose)
+    found: list[tuple[int, Edit]] = []  # (line number, edit) to restore reply order
+    problems: list[str] = []
+    _parse_search_replace(lines, used, found, problems)
+    fences = _find_fences(lines, used)
+    _parse_diffs(lines, used, fences, found, problems)
+    _parse_whole_files(lines, used, fences, found, problems)
+    found.sort(key=lambda item: item[0])
+    edits = [_renumber(e, i + 1) for i, (_, e) in enumerate(found)]
+    return ParsedReply(_description(lines, used, fences), edits, problems)
+
+
+def _renumber(edit: Edit, index: int) -> Edit:
+    from dataclasses import replace
+    return replace(edit, index=index)
+
+
+# -- file names --------------------------------------------------------------------------
+
+def clean_path(token: str, label: bool = False) -> str | None:
+    """A file path from a token like `train.py`, **a/train.py**, ./train.py:, or None."""
+    token = token.strip().strip("*`'\"").rstrip(":").strip("*`'\"").strip()
+    if token.startswith("./"):
+        token = token[2:]
+    ok = PATH_TOKEN_RE.match(token) or (label and LABEL_ONLY_PATH_RE.match(token))
+    return token if token and ok else None
+
+
+def path_label(line: str) -> str | None:
+    """The path when a line is nothing but a file name (with markdown decoration):
+    'train.py', '**train.py**', '### `train.py`', 'File: train.py', 'train.py:'."""
+    s = line.strip().lstrip("#>").strip()
+    s = re.sub(r"^(?:file(?:name|path)?|path)\s*[:=]\s*", "", s.strip("*_ "), flags=re.I)
+    return clean_path(s, label=True) if s and " " not in s.strip("*`_ ") else None
+
+
+def _path_in_prose(line: str) -> str | None:
+    """The one file name mentioned in a prose line ('Change `train.py` like so:')."""
+    names = {p for p in (clean_path(t) for t in re.split(r"[\s,;()]+", line)) if p}
+    return names.pop() if len(names) == 1 else None
+
+
+def _path_in_info(info: str) -> str | None:
+    """A path in a fence's info string: ```python train.py, ```train.py, ```py:train.py,
+    ```python title="train.py"."""
+    for token in re.split(r"[\s:=]+", info.strip()):
+        path = clean_path(token.strip('"\''))
+        if path and "." in path.rsplit("/", 1)[-1]:
+            return path
+    return None
+
+
+# -- format 1: SEARCH/REPLACE blocks -------------------------------------------------------
+
+def _parse_search_replace(lines, used, found, problems) -> None:
+    i, previous_path = 0, None
+    while i < len(lines):
+        if not SEARCH_RE.match(lines[i]):
+            i += 1
+            continue
+        start, path = i, _path_before(lines, i, previous_path)
+        divider = _next_match(lines, i + 1, DIVIDER_RE, stop=SEARCH_RE)
+        end = _next_match(lines, (divider or i) + 1, REPLACE_RE, stop=SEARCH_RE)
+        if divider is None or end is None:
+            problems.append(f"the SEARCH/REPLACE block starting at reply line {start + 1} "
+                            f"is not terminated (missing '=======' or '>>>>>>> REPLACE'; "
+                            f"was the reply cut off?)")
+            stop = _next_match(lines, start + 1, SEARCH_RE, stop=re.compile(r"(?!)"))
+            for k in range(start, stop or len(lines)):  # the cut-off rest is not prose
+                used[k] = True
+            i = stop or len(lines)
+            continue
+        search = "\n".join(lines[start + 1:divider])
+        replace = "\n".join(lines[divider + 1:end])
+        found.append((start, Edit(path, "replace", search, replace)))
+        for k in range(start, end + 1):
+            used[k] = True
+        previous_path, i = path, end + 1
+
+
+def _next_match(lines, i, pattern, stop) -> int | None:
+    for k in range(i, len(lines)):
+        if pattern.match(lines[k]):
+            return k
+        if stop.match(lines[k]):
+            return None
+    return None
+
+
+def _path_before(lines, i, previous_path) -> str | None:
+    """The file a SEARCH block edits: the path line (or fence info string) just above it;
+    consecutive blocks with nothing in between edit the same file (aider's habit)."""
+    for k in range(i - 1, max(-1, i - 7), -1):
+        line = lines[k].strip()
+        if not line:
+            continue
+        fence = FENCE_RE.match(line)
+        if fence:
+            info_path = _path_in_info(fence.group(2))
+            if info_path:
+                return info_path
+            continue
+        if REPLACE_RE.match(line):
+            return previous_path
+        return path_label(line) or _path_in_prose(line)
+    return None
+
+
+# -- fences --------------------------------------------------------------------------------
+
+@dataclass
+class Fence:
+    open: int            # line of the opening ``` (body is open+1 .. close-1)
+    close: int | None    # None: never closed (a truncated reply)
+    info: str
+
+
+def _find_fences(lines, used) -> list[Fence]:
+    fences, k = [], 0
+    while k < len(lines):
+        m = FENCE_RE.match(lines[k]) if not used[k] else None
+        if not m:
+            k += 1
+            continue
+        marker, close = m.group(1), None
+        for j in range(k + 1, len(lines)):
+            if used[j]:
+                continue
+            c = FENCE_RE.match(lines[j])
+            if c and c.group(1)[0] == marker[0] and len(c.group(1)) >= len(marker) \
+                    and not c.group(2).strip():
+                close = j
+                break
+        fences.append(Fence(k, close, m.group(2).strip()))
+        k = (close if close is not None else len(lines)) + 1
+    return fences
+
+
+def _body(lines, fence: Fence) -> list[str]:
+    return lines[fence.open + 1:fence.close if fence.close is not None else len(lines)]
+
+
+# -- format 2: unified diffs -------------------------------------------------------------
+
+def _parse_diffs(lines, used, fences, found, problems) -> None:
+    """Unified diffs anywhere in the reply; a bare run of @@ hunks inside a ```diff fence
+    takes its file from the fence's label."""
+    k = 0
+    while k < len(lines) - 1:
+        if used[k] or not (lines[k].startswith("--- ") and lines[k + 1].startswith("+++ ")):
+            k += 1
+            continue
+        old, new = _diff_path(lines[k][4:]), _diff_path(lines[k + 1][4:])
+        used[k] = used[k + 1] = True
+        first_hunk = k + 2
+        k = _read_hunks(lines, used, first_hunk, new or old, old is None, found, problems)
+        if k == first_hunk:
+            problems.append(f"the diff for {new or old} has no '@@' hunk headers: send "
+                            f"SEARCH/REPLACE blocks instead")
+        if new is None:
+            problems.append(f"the diff deletes {old}: deleting files is not supported; "
+                            f"edit the file instead")
+    for fence in fences:
+        body_start = fence.open + 1
+        if body_start < len(lines) and not used[body_start] \
+                and HUNK_RE.match(lines[body_start]):
+            path = _path_in_info(fence.info) or _label_above(lines, fence.open)
+            _read_hunks(lines, used, body_start, path, False, found, problems)
+
+
+def _diff_path(header: str) -> str | None:
+    path = header.split("\t")[0].strip()
+    if path == "/dev/null":
+        return None
+    if path[:2] in ("a/", "b/"):
+        path = path[2:]
+    return path
+
+
+def _read_hunks(lines, used, k, path, new_file, found, problems) -> int:
+    while k < len(lines) and HUNK_RE.match(lines[k]):
+        m = HUNK_RE.match(lines[k])
+        hint = int(m.group(1)) if m.group(1) else None
+        start, body, k = k, [], k + 1
+        while k < len(lines) and _is_hunk_line(lines, k):
+            body.append(lines[k])
+            k += 1
+        old = [l[1:] for l in body if l[:1] in (" ", "-", "")]
+        new = [l[1:] for l in body if l[:1] in (" ", "+", "")]
+        for j in range(start, k):
+            used[j] = True
+        if path is None:
+            problems.append(f"the diff hunk at reply line {start + 1} names no file")
+            continue
+        found.append((start, Edit(path, "replace", "\n".join(old), "\n".join(new),
+                                  line_hint=None if new_file else hint, source="diff")))
+    return k
+
+
+def _is_hunk_line(lines, k) -> bool:
+    line = lines[k]
+    if line.startswith((" ", "+", "-", "\\")):  # "\ No newline at end of file" is skipped later
+        return not (line.startswith("--- ") and k + 1 < len(lines)
+                    and lines[k + 1].startswith("+++ "))
+    if line == "":  # a blank context line whose leading space was lost, if the hunk goes on
+        return k + 1 < len(lines) and lines[k + 1][:1] in (" ", "+", "-") \
+            and not FENCE_RE.match(lines[k + 1])
+    return False
+
+
+# -- format 3: whole files ------------------------------------------------------------------
+
+# "..." alone, a comment starting with "...", or a comment saying code was left out
+ELISION_RE = re.compile(
+    r"^\s*(?:\.\.\.|…)\s*$|^\s*(?:#|//)\s*(?:\.\.\.|…)|^\s*(?:#|//).*\b(?:rest of (?:the )?"
+    r"(?:file|code|function|class|script)|remains? (?:the same|unchanged)|same as before"
+    r"|(?:existing|unchanged|previous) code)\b", re.IGNORECASE)
+
+
+def _label_above(lines, fence_open: int) -> str | None:
+    for k in range(fence_open - 1, max(-1, fence_open - 3), -1):
+        if lines[k].strip():
+            return path_label(lines[k])
+    return None
+
+
+def _looks_like_diff(content: list[str]) -> bool:
+    """'-old' / '+new' lines with every other line ' '-prefixed: a diff, not a file."""
+    marked = [l for l in content if l.strip()]
+    return bool(marked) and all(l[:1] in " +-" for l in marked) \
+        and any(l.startswith("+") for l in marked) and any(l.startswith("-") for l in marked)
+
+
+def _parse_whole_files(lines, used, fences, found, problems) -> None:
+    """A fence labelled with a bare path (line above, or info string) is a whole file.
+    A fence under a prose line is an illustration, not an edit, and is ignored."""
+    for fence in fences:
+        body = range(fence.open + 1, fence.close if fence.close is not None else len(lines))
+        if any(used[j] for j in body):
+            continue
+        path = _path_in_info(fence.info) or _label_above(lines, fence.open)
+        if path is None:
+            continue
+        content = _body(lines, fence)
+        if fence.close is None:
+            problems.append(f"the code block for {path} at reply line {fence.open + 1} is "
+                            f"never closed (was the reply cut off?)")
+        elif fence.info.split()[:1] in (["diff"], ["patch"]) or _looks_like_diff(content):
+            problems.append(f"the diff for {path} at reply line {fence.open + 1} has no "
+                            f"'@@' hunk headers: send SEARCH/REPLACE blocks instead")
+        elif any(ELISION_RE.search(l) for l in content):
+            bad = next(l.strip() for l in content if ELISION_RE.search(l))
+            problems.append(f"the whole-file block for {path} elides code ({bad!r}): send "
+                            f"SEARCH/REPLACE blocks instead of a partial file")
+        else:
+            found.append((fence.open, Edit(path, "whole", "", "\n".join(content) + "\n",
+                                           source="whole file")))
+        last = fence.close if fence.close is not None else len(lines) - 1
+        for j in range(fence.open, last + 1):
+            used[j] = True
+
+
+# -- the description ----------------------------------------------------------------------
+
+def _description(lines, used, fences) -> str | None:
+    """The 'Description: ...' line, else the first sentence of prose."""
+    in_fence = set()
+    for f in fences:
+        in_fence.update(range(f.open, (f.close if f.close is not None else len(lines)) + 1))
+    prose = [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]
+    for line in prose:
+        m = DESCRIPTION_RE.match(line.strip())
+        if m and m.group(1).strip(" *_`"):
+            return one_line(m.group(1))
+    for line in prose:
+        text = line.strip().lstrip("#>-*0123456789. ").strip()
+        if len(text) >= 8 and not path_label(text) and not text.endswith(":"):
+            return one_line(re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0])
+        if len(text) >= 8 and text.endswith(":") and " " in text:
+            return one_line(text.rstrip(":"))
+    return None
+
+
+def one_line(text: str, limit: int = DESCRIPTION_MAX) -> str:
+    """Collapse whitespace, drop markdown emphasis, cut to `limit` characters."""
+    text = re.sub(r"\s+", " ", text.replace("**", "").replace("`", "")).strip(" *_")
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"

@@ -1,0 +1,209 @@
+"""The LLM proposer's prompts: the system rules, the user message, the research journal.
+
+Kept beside the coder (aider's habit) so the wording can be read and tuned in one place.
+The user message is ordered stable-first (program, task, code, then the journal) so
+providers' prompt caching reuses the prefix across iterations."""
+from __future__ import annotations
+
+from collections import Counter
+
+from loop.proposers.base import Attempt, Context
+
+SYSTEM = """\
+You are an automated ML research engineer running a keep-or-revert experiment loop.
+Each turn you propose ONE focused change to the code, as a testable hypothesis. The change is
+applied, the experiment is run within a fixed time budget, and it is kept only if the metric
+improves; otherwise it is reverted.
+
+Rules:
+- Edit only these files: {editable}. Never edit: {protected} (the harness and the grader).
+- Do not change how the metric is computed or reported, or the time budget.
+- Simplicity criterion: all else equal, simpler is better. A small gain that adds ugly
+  complexity is not worth it; deleting code for an equal result is a win.
+- Read the research journal: do not repeat an idea that was already tried and failed unless
+  you change it in a way you can name. Build on what was kept.
+- Keep the code runnable: a crash wastes an experiment.
+
+Reply format:
+1. First line: `Description: <one line, at most 100 characters: the change and why it should
+   help>`. It becomes the commit message.
+2. Then the edit as one or more SEARCH/REPLACE blocks, each under the file's path:
+
+train.py
+```python
+<<<<<<< SEARCH
+exact lines copied from the current file
+=======
+the new lines
+>>>>>>> REPLACE
+```
+
+- SEARCH must copy the current lines exactly (indentation included) and match one place only;
+  include a few unchanged lines around the change if needed. Never elide lines with "...".
+- Use several small blocks rather than one huge one. To create a new editable file, use an
+  empty SEARCH section.
+- Nothing else is needed: no explanations after the blocks."""
+
+USER = """\
+# Research program (program.md)
+
+{program}
+
+# Task: {name}
+
+{description}
+Metric: {metric} ({direction}: {better} is better). Best so far: {best}.
+Each experiment runs for about {budget:g} s. This is iteration {iteration}.
+
+# Current best code (the editable files, as kept so far)
+
+{files}
+
+# Research journal
+
+{journal}
+
+# Your turn
+
+Propose one change that you expect to improve {metric}, following the reply format."""
+
+LENGTH_REPAIR = ("Your reply was cut off: it reached the output token limit before the edit "
+                 "was complete. Reply again, shorter: the `Description:` line, then only the "
+                 "SEARCH/REPLACE blocks, each as small as possible. Do not repeat whole files.")
+
+EDIT_REPAIR = """{error}
+
+Fix this and reply with corrected SEARCH/REPLACE blocks. {partial}"""
+
+PARTIAL_APPLIED = ("The other {n} block(s) were applied; do not send them again: send only "
+                   "the corrected versions of the blocks that failed, against the current code.")
+NONE_APPLIED = "Nothing was applied: send all the blocks again, corrected."
+
+LOG_TAIL_CHARS = 800        # per failure log shown in the journal
+LINE_CHARS = 220            # one journal line at most
+RECENT_IN_FULL = 8          # the latest attempts, always listed one by one
+
+
+def system_prompt(context: Context) -> str:
+    task = context.task
+    editable = ", ".join(sorted(context.files)) or ", ".join(task.editable)
+    protected = ", ".join(task.protected) or "(none besides task.yaml)"
+    return SYSTEM.format(editable=editable, protected=protected)
+
+
+def user_prompt(context: Context, journal_chars: int) -> str:
+    task, metric = context.task, context.task.metric
+    return USER.format(
+        program=context.program.strip() or "(no program.md: use your judgement)",
+        name=task.name, description=task.description.strip(),
+        metric=metric.name, direction=metric.direction,
+        better="lower" if metric.direction == "minimize" else "higher",
+        best=_num(context.best_metric), budget=task.time_budget_s,
+        iteration=context.iteration, files=render_files(context.files),
+        journal=render_journal(context.history, journal_chars))
+
+
+def render_files(files: dict[str, str]) -> str:
+    blocks = []
+    for path in sorted(files):
+        fence = "````" if "```" in files[path] else "```"
+        lang = "python" if path.endswith(".py") else ""
+        blocks.append(f"{path}\n{fence}{lang}\n{files[path].rstrip()}\n{fence}")
+    return "\n\n".join(blocks) or "(no editable files)"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
+
+
+def _line(a: Attempt) -> str:
+    metric = "" if a.metric is None else f" {_num(a.metric)}"
+    delta = "" if a.delta is None else f" (delta {a.delta:+.4g})"
+    reason = f" [{a.reason}]" if a.reason and a.status != "keep" else ""
+    text = " ".join(f"#{a.iteration} {a.status}{metric}{delta}: {a.description}{reason}".split())
+    return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
+
+
+def render_journal(history: list[Attempt], max_chars: int) -> str:
+    """Every attempt, compacted to at most `max_chars` characters.
+
+    Priority when space runs out: the summary, the latest attempts, the last failure logs,
+    every kept change (newest first), then older failed ideas deduplicated with counts
+    (newest first). A 500-iteration night thus costs the same prompt as a 50-iteration one."""
+    if not history:
+        return "No attempts yet besides the baseline: this is the first proposal."
+    slack = 0
+    for _ in range(4):   # headings and "omitted" notes vary: shrink the lines until it fits
+        journal = _render_journal(history, max_chars - slack)
+        if len(journal) <= max_chars:
+            return journal
+        slack += len(journal) - max_chars
+    return journal[:max_chars - 1] + "…"
+
+
+def _render_journal(history: list[Attempt], max_chars: int) -> str:
+    counts = Counter(a.status for a in history)
+    summary = (f"{len(history)} attempts so far: "
+               + ", ".join(f"{n} {s}" for s, n in counts.most_common())
+               + ". delta > 0 means better than the best at that time.")
+    recent = history[-RECENT_IN_FULL:]
+    older = history[:-RECENT_IN_FULL]
+    budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
+    recent_lines = budget.take([_line(a) for a in reversed(recent)])[::-1]
+    tails = budget.take([f"#{a.iteration} {a.status}: ...{a.log_tail[-LOG_TAIL_CHARS:].strip()}"
+                         for a in reversed(history) if a.log_tail.strip()
+                         and a.status != "keep"][:2])
+    kept = [a for a in older if a.status == "keep"]
+    kept_lines = budget.take([_line(a) for a in reversed(kept)])[::-1]
+    tried = _dedupe_failed(a for a in reversed(older) if a.status != "keep")
+    tried_lines = budget.take(tried)
+    parts = [summary]
+    if kept:
+        omitted = len(kept) - len(kept_lines)
+        parts.append("Kept changes before the latest attempts (oldest first):\n"
+                     + "\n".join(kept_lines) + (f"\n({omitted} older kept changes omitted)"
+                                                if omitted else ""))
+    if tried:
+        omitted = len(tried) - len(tried_lines)
+        parts.append("Earlier ideas that were NOT kept (newest first; xN = tried N times):\n"
+                     + "\n".join(tried_lines)
+                     + (f"\n({omitted} older failed ideas omitted)" if omitted else ""))
+    parts.append("Latest attempts:\n" + "\n".join(recent_lines))
+    if tails:
+        parts.append("Log tails of the latest failures:\n" + "\n\n".join(tails))
+    return "\n\n".join(parts)
+
+
+def _dedupe_failed(attempts) -> list[str]:
+    """One line per distinct description, with how often and how it ended."""
+    groups: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        groups.setdefault(a.description.strip().lower(), []).append(a)
+    lines = []
+    for same in groups.values():
+        first = same[0]
+        if len(same) == 1:
+            lines.append(_line(first))
+            continue
+        statuses = Counter(a.status for a in same)
+        ends = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+        text = " ".join(f"x{len(same)} ({ends}; last #{first.iteration}): {first.description}"
+                        .split())
+        lines.append(text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…")
+    return lines
+
+
+class _Budget:
+    """Characters left for journal lines; `take` keeps lines in order while they fit."""
+
+    def __init__(self, chars: int):
+        self.left = max(0, chars)
+
+    def take(self, lines: list[str]) -> list[str]:
+        taken = []
+        for line in lines:
+            if len(line) + 1 > self.left:
+                break
+            taken.append(line)
+            self.left -= len(line) + 1
+        return taken

@@ -1,0 +1,124 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for testing the real `openai`
+client end to end (retries, timeouts, status codes, usage) without mocking it.
+
+    server.script(Reply("Description: ..."), Reply(status=429, headers={"retry-after": "0"}))
+    server.base_url                      # "http://127.0.0.1:<port>/v1"
+    server.requests                      # the JSON bodies received, in order
+
+Each request consumes the next scripted Reply; an empty script answers 500 so a test that
+sends more requests than it expects fails loudly."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0                 # sleep before answering (forces client timeouts)
+    finish_reason: str = "stop"          # "length" = a reply cut off at max_tokens
+    usage: bool = True                   # False: the JSON has no "usage" key
+    prompt_tokens: int = 100
+    completion_tokens: int = 20
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    error: dict | None = None            # the error body for status >= 400
+
+
+class OpenAIServer:
+    def __init__(self):
+        self.replies: list[Reply] = []
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []   # request headers, same order as requests
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def script(self, *replies: Reply | str) -> "OpenAIServer":
+        with self.lock:
+            self.replies.extend(Reply(r) if isinstance(r, str) else r for r in replies)
+        return self
+
+    def next_reply(self, body: dict, headers: dict[str, str]) -> Reply:
+        with self.lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            if not self.replies:
+                return Reply(status=500, error={"message": "test server: script exhausted"})
+            return self.replies.pop(0)
+
+    def user_messages(self, request_index: int) -> list[str]:
+        return [m["content"] for m in self.requests[request_index]["messages"]
+                if m["role"] == "user"]
+
+    def start(self) -> "OpenAIServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def completion_json(reply: Reply, model: str) -> dict:
+    body = {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+                     "message": {"role": "assistant", "content": reply.text}}],
+    }
+    if reply.usage:
+        body["usage"] = {
+            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+        }
+    return body
+
+
+def _handler(server: OpenAIServer):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            reply = server.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            if reply.status >= 400:
+                error = reply.error or {"message": f"scripted {reply.status}",
+                                        "type": "test_error", "code": None}
+                return self._send(reply.status, {"error": error}, reply.headers)
+            self._send(200, completion_json(reply, body.get("model", "test-model")),
+                       reply.headers)
+
+        def _send(self, status, payload, headers):
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass   # the client gave up (a timeout test); nothing to answer
+
+        def log_message(self, *args):   # keep pytest output clean
+            pass
+
+    return Handler

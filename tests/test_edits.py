@@ -1,0 +1,208 @@
+"""Parsing LLM replies into edits and applying them: each format, tolerance, refusals."""
+from __future__ import annotations
+
+import pytest
+
+from loop.edits import EditError, apply_edits, apply_reply, parse_reply, try_edits
+from loop.task import load_task
+
+TRAIN = """\
+import torch
+
+LR = 3e-4
+STEPS = 100
+
+
+def train(model):
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        loss = model(step)
+        loss.backward()
+        opt.step()
+    return loss
+"""
+
+PREPARE = "def load():\n    return [1, 2, 3]\n"
+
+
+@pytest.fixture
+def task(tmp_path):
+    (tmp_path / "task.yaml").write_text(
+        "name: tiny\neditable: [train.py, 'extra_*.py']\nprotected: [prepare.py]\n"
+        "run: python train.py\nmetric: {name: val_loss, direction: minimize}\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "prepare.py").write_text(PREPARE)
+    (tmp_path / "extra_a.py").write_text("X = 1\n")   # the glob must match a file to load
+    return load_task(tmp_path)
+
+
+FILES = {"train.py": TRAIN}
+
+
+def sr(path, search, replace, fence="```python"):
+    return f"{path}\n{fence}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```\n"
+
+
+# -- each format -------------------------------------------------------------------------------
+
+def test_search_replace_block_inside_prose_applies_and_yields_description(task):
+    reply = ("Sure! Here is my idea.\n\nDescription: raise the learning rate to 1e-3\n\n"
+             + sr("train.py", "LR = 3e-4\n", "LR = 1e-3\n") + "\nThis should converge faster.")
+    description, changed = apply_reply(FILES, reply, task)
+    assert description == "raise the learning rate to 1e-3"
+    assert changed == {"train.py": TRAIN.replace("LR = 3e-4", "LR = 1e-3")}
+
+
+def test_unified_diff_with_wrong_line_numbers_applies_by_context(task):
+    reply = ("Hypothesis: more steps help\n```diff\n--- a/train.py\n+++ b/train.py\n"
+             "@@ -40,2 +40,2 @@\n LR = 3e-4\n-STEPS = 100\n+STEPS = 200\n```\n")
+    description, changed = apply_reply(FILES, reply, task)
+    assert description == "more steps help"
+    assert changed["train.py"] == TRAIN.replace("STEPS = 100", "STEPS = 200")
+
+
+def test_whole_file_under_its_path_replaces_the_file(task):
+    new = TRAIN.replace("STEPS = 100", "STEPS = 50")
+    reply = f"Fewer steps, faster.\n\ntrain.py\n```python\n{new}```\n"
+    description, changed = apply_reply(FILES, reply, task)
+    assert changed == {"train.py": new}
+    assert description == "Fewer steps, faster."
+
+
+def test_whole_file_named_in_the_fence_info_string(task):
+    new = TRAIN.replace("LR = 3e-4", "LR = 1e-4")
+    description, changed = apply_reply(FILES, f"```python train.py\n{new}```", task)
+    assert changed == {"train.py": new}
+
+
+def test_several_blocks_for_one_file_apply_in_order(task):
+    reply = ("train.py\n```\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n>>>>>>> REPLACE\n"
+             "<<<<<<< SEARCH\nSTEPS = 100\n=======\nSTEPS = 300\n>>>>>>> REPLACE\n```\n")
+    parsed = parse_reply(reply)
+    assert [e.path for e in parsed.edits] == ["train.py", "train.py"]
+    changed = apply_edits(FILES, parsed, task)
+    assert "LR = 1e-3" in changed["train.py"] and "STEPS = 300" in changed["train.py"]
+
+
+def test_an_illustrative_snippet_under_prose_is_not_an_edit():
+    parsed = parse_reply("In train.py you could write:\n```python\nLR = 1e-3\n```\n")
+    assert parsed.edits == []
+    with pytest.raises(EditError, match="no edit found"):
+        apply_edits(FILES, parsed, None)
+
+
+# -- tolerance ----------------------------------------------------------------------------------
+
+def test_search_with_lost_indentation_is_matched_and_replace_reindented(task):
+    reply = sr("train.py", "for step in range(STEPS):\n    loss = model(step)\n",
+               "for step in range(STEPS):\n    loss = model(step) * 0.5\n")
+    _, changed = apply_reply(FILES, reply, task)
+    assert "        loss = model(step) * 0.5\n" in changed["train.py"]
+    assert "    for step in range(STEPS):\n" in changed["train.py"]
+
+
+def test_trailing_whitespace_and_blank_edge_lines_in_search_are_tolerated(task):
+    reply = sr("train.py", "\nLR = 3e-4   \nSTEPS = 100\n\n", "\nLR = 2e-4\nSTEPS = 100\n\n")
+    _, changed = apply_reply(FILES, reply, task)
+    assert changed["train.py"] == TRAIN.replace("LR = 3e-4", "LR = 2e-4")
+
+
+def test_crlf_reply_and_crlf_file_keep_the_file_line_endings(task):
+    files = {"train.py": TRAIN.replace("\n", "\r\n")}
+    reply = sr("train.py", "STEPS = 100\n", "STEPS = 7\n").replace("\n", "\r\n")
+    _, changed = apply_reply(files, reply, task)
+    assert changed["train.py"] == TRAIN.replace("STEPS = 100", "STEPS = 7").replace("\n", "\r\n")
+
+
+def test_file_without_final_newline_keeps_it_that_way(task):
+    files = {"train.py": "A = 1\nB = 2"}
+    _, changed = apply_reply(files, sr("train.py", "B = 2\n", "B = 3\n"), task)
+    assert changed["train.py"] == "A = 1\nB = 3"
+
+
+def test_block_without_a_file_name_goes_to_the_one_file_it_matches(task):
+    reply = "<<<<<<< SEARCH\nSTEPS = 100\n=======\nSTEPS = 150\n>>>>>>> REPLACE\n"
+    _, changed = apply_reply({"train.py": TRAIN, "extra_a.py": "X = 1\n"}, reply, task)
+    assert list(changed) == ["train.py"]
+
+
+# -- refusals -----------------------------------------------------------------------------------
+
+def test_ambiguous_search_is_rejected_even_though_it_matches():
+    files = {"train.py": "x = 1\ny = 2\nx = 1\n"}
+    with pytest.raises(EditError) as err:
+        apply_reply(files, sr("train.py", "x = 1\n", "x = 5\n"), None)
+    assert "matches 2 places (lines 1, 3)" in err.value.message
+
+
+def test_exact_unique_match_wins_over_tolerant_duplicates(task):
+    files = {"train.py": "def f():\n    x = 1\nx = 1\n"}
+    _, changed = apply_reply(files, sr("train.py", "x = 1\n", "x = 9\n"), task)
+    assert changed["train.py"] == "def f():\n    x = 1\nx = 9\n"
+
+
+def test_search_that_matches_part_of_a_line_does_not_apply():
+    files = {"train.py": "max = 1\n"}
+    with pytest.raises(EditError, match="not found"):
+        apply_reply(files, sr("train.py", "x = 1\n", "x = 2\n"), None)
+
+
+@pytest.mark.parametrize("path, reason", [
+    ("prepare.py", "protected file"),
+    ("task.yaml", "protected file"),
+    ("notes.txt", "not an editable file"),
+    ("../outside.py", "outside the task folder"),
+    ("/etc/passwd", "outside the task folder"),
+])
+def test_edits_to_files_outside_the_editable_set_are_rejected(task, path, reason):
+    reply = f"{path}\n```\n<<<<<<< SEARCH\n=======\nprint('hi')\n>>>>>>> REPLACE\n```\n"
+    with pytest.raises(EditError) as err:
+        apply_reply({"train.py": TRAIN, "prepare.py": PREPARE}, reply, task)
+    assert reason in err.value.message
+
+
+def test_new_file_is_created_only_when_its_path_is_editable(task):
+    reply = "extra_util.py\n```python\ndef helper():\n    return 1\n```\n"
+    _, changed = apply_reply(FILES, reply, task)
+    assert changed == {"extra_util.py": "def helper():\n    return 1\n"}
+
+
+def test_binary_content_is_rejected(task):
+    with pytest.raises(EditError, match="NUL"):
+        apply_reply(FILES, sr("train.py", "LR = 3e-4\n", "LR = 1e-3\x00\n"), task)
+
+
+def test_an_edit_that_changes_nothing_is_rejected(task):
+    with pytest.raises(EditError, match="changes nothing"):
+        apply_reply(FILES, sr("train.py", "LR = 3e-4\n", "LR = 3e-4\n"), task)
+
+
+def test_truncated_block_is_an_error_not_a_partial_edit(task):
+    reply = "train.py\n```\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1"
+    with pytest.raises(EditError, match="not terminated"):
+        apply_reply(FILES, reply, task)
+
+
+def test_whole_file_fragment_with_elision_is_rejected(task):
+    reply = "train.py\n```python\nLR = 1e-3\n# ... rest of the file unchanged\n```\n"
+    with pytest.raises(EditError, match="elides code"):
+        apply_reply(FILES, reply, task)
+
+
+def test_failure_names_the_block_and_shows_the_closest_lines(task):
+    reply = (sr("train.py", "LR = 3e-4\n", "LR = 1e-3\n")
+             + sr("train.py", "    for step in range(NUM_STEPS):\n", "    for _ in range(9):\n"))
+    with pytest.raises(EditError) as err:
+        apply_reply(FILES, reply, task)
+    message = err.value.message
+    assert "1 of 2 edit blocks could not be applied" in message
+    assert "block 2 (search/replace, train.py, first line: 'for step in range(NUM_STEPS):')" \
+        in message
+    assert "closest lines in train.py" in message
+    assert "    for step in range(STEPS):" in message
+    assert err.value.partial["train.py"].count("LR = 1e-3") == 1   # block 1 did apply
+
+
+def test_try_edits_reports_failures_without_raising(task):
+    outcome = try_edits(FILES, parse_reply(sr("train.py", "nope\n", "x\n")).edits, task)
+    assert outcome.applied == 0 and len(outcome.failures) == 1 and outcome.changed == {}
