@@ -49,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from loop.proposers.base import ProposerFatal
     try:
         return COMMANDS[args.command](args)
-    except UsageError as exc:
+    except (UsageError, ProposerFatal) as exc:
         print(f"autoresearch: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

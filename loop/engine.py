@@ -350,7 +350,7 @@ class Engine:
                            self._tail(r) if r in failures else "")
                    for r in self.records if r.description != BASELINE]
         return Context(n, self.task, files, program, history, self.best_value(),
-                       self.config.seed)
+                       self.config.seed + n)
 
     def _tail(self, rec: Record) -> str:
         path = self._log_path(rec.iteration, 0)
