@@ -45,9 +45,11 @@ class JudgeConfig:
     rule: str = "noise"                  # noise: significance against measured run-to-run
                                          # noise | strict: karpathy's "any gain", one run each
     min_delta: float = 0.0               # a kept gain must exceed this (metric units, both rules)
-    baseline_runs: int = 3               # noise: R, runs of every best state (baseline, each kept)
-    confirm_runs: int = 2                # noise: extra runs of a borderline candidate, at most
-    confidence: float = 0.99             # noise: one-sided confidence that a kept gain is real
+    baseline_runs: int = 3               # noise: R, runs of every best state: the baseline, and
+                                         # a candidate is only kept once it has R runs
+    confirm_runs: int = 3                # noise: extra runs of a candidate, at most; the first
+                                         # R - 1 double as the new best's re-measurement
+    confidence: float = 0.985            # noise: one-sided confidence that a kept gain is real
     plausible_p: float = 0.2             # noise: p below this but not significant -> re-run
     simplicity_weight: float = 0.01      # noise: extra margin per net added line, in noise sd;
                                          # a net deletion is kept when the metric is within noise

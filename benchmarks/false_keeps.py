@@ -1,0 +1,169 @@
+"""False-keep rate, detection rate and experiment cost of the judge rules, on a synthetic
+task whose noise is KNOWN.
+
+A "run" of a code state draws metric = true_value(state) + N(0, sigma) from a seeded
+random.Random (sigma = 1, so effects read in noise sd; the metric is minimized, like
+val_bpb). Proposals are no-ops (true effect 0, like a seed change) and real improvements
+of 1, 2 and 3 sigma, shuffled together, and go through the engine's protocol (loop/judge.py's
+docstring): baseline runs until `should_remeasure_best` is satisfied; per proposal one run,
+`judge()`, one more run while it says `rerun`, with the noise re-estimated at every call
+from all repeated states of the loop so far (`estimate_noise`, `noise_df`); after a keep
+the new best is re-measured per `should_remeasure_best`. Proposals come in loops of
+`--loop-length`; each loop starts with no noise estimate and pays its baseline once.
+
+Two ways to place a proposal against a best:
+- per proposal (the targets): every proposal meets a fresh best (true value 0) measured
+  as the rule measures a best (strict: once; noise: R times), so the rates are clean
+  per-proposal rates;
+- in a stream: the best is whatever the loop last kept, exactly as the engine runs, so a
+  best kept on a lucky draw makes later proposals look worse (both rules then keep less).
+
+Cost: every run a proposal causes (its own runs, its re-runs, the re-measurement of the
+best it became) plus its loop's baseline runs spread over the loop's proposals.
+
+    /tmp/venv/bin/python benchmarks/false_keeps.py [--seed 0] [--trials 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loop.config import JudgeConfig  # noqa: E402
+from loop.judge import (KEEP, RERUN, estimate_noise, judge, noise_df,  # noqa: E402
+                        should_remeasure_best)
+
+SIGMA = 1.0
+EFFECTS = (1.0, 2.0, 3.0)              # true improvements, in sigma
+TARGET_FALSE_KEEPS, TARGET_DETECT_3SIGMA, TARGET_COST = 0.02, 0.90, 1.5
+
+# karpathy's loop: one baseline run, one run per proposal, keep any gain.
+STRICT = JudgeConfig(rule="strict", min_delta=0.0)
+
+
+def measure_best(run, cfg: JudgeConfig) -> list[float]:
+    best = [run()]
+    while should_remeasure_best(best, cfg):
+        best.append(run())
+    return best
+
+
+def decide(run, best: list[float], history: list[list[float]], cfg: JudgeConfig):
+    """One proposal, as the engine handles it: run, judge, re-run while asked; after a
+    keep, re-measure the new best. Returns (kept, candidate samples, runs spent)."""
+    candidate = [run()]
+    while True:
+        v = judge(candidate, best, "minimize", cfg,
+                  noise_sd=estimate_noise(history), noise_df=noise_df(history))
+        if v.action != RERUN:
+            break
+        candidate.append(run())
+    runs = len(candidate)
+    if v.action == KEEP:
+        while should_remeasure_best(candidate, cfg):
+            candidate.append(run())
+            runs += 1
+    return v.action == KEEP, candidate, runs
+
+
+def run_loop(rng: random.Random, effects: list[float], cfg: JudgeConfig, stream: bool):
+    """One research loop over `effects` (true improvement of each proposal, in order).
+    Returns (effect, kept, runs) per proposal, the baseline spread over the loop."""
+    def runner(true_value: float):
+        return lambda: true_value + rng.gauss(0.0, SIGMA)
+
+    truth = 0.0                                   # true metric of the current best
+    best = measure_best(runner(truth), cfg)
+    baseline_runs, history, out, since = len(best), [best], [], 0
+    for effect in effects:
+        runs = 0
+        if not stream:                            # a fresh best, measured as a best is
+            best = measure_best(runner(truth), cfg)
+        elif should_remeasure_best(best, cfg, since):
+            best.append(runner(truth)())
+            runs, since = 1, 0
+        cand_true = truth - effect * SIGMA        # minimize: an improvement lowers it
+        noise_groups = history if stream else history + [best]   # the best, once
+        kept, candidate, spent = decide(runner(cand_true), best, noise_groups, cfg)
+        history.append(candidate)
+        since += 1
+        if kept and stream:
+            best, truth, since = candidate, cand_true, 0
+        out.append((effect, kept, runs + spent))
+    share = baseline_runs / max(1, len(effects))
+    return [(e, k, r + share) for e, k, r in out]
+
+
+def evaluate(cfg: JudgeConfig, seed: int, trials: int, loop_length: int, stream: bool):
+    """Keep rate per effect size, runs per proposal, runs per no-op proposal."""
+    rng = random.Random(seed)
+    proposals = [0.0] * (2 * trials) + [e for e in EFFECTS for _ in range(trials)]
+    rng.shuffle(proposals)
+    results = []
+    for i in range(0, len(proposals), loop_length):
+        results += run_loop(rng, proposals[i:i + loop_length], cfg, stream)
+    kept = {e: [k for ee, k, _ in results if ee == e] for e in (0.0, *EFFECTS)}
+    noop_runs = [r for e, _, r in results if e == 0.0]
+    return ({e: (sum(k), len(k)) for e, k in kept.items()},
+            sum(r for _, _, r in results) / len(results), sum(noop_runs) / len(noop_runs))
+
+
+def describe(cfg: JudgeConfig) -> str:
+    if cfg.rule == "strict":
+        return f"strict (min_delta={cfg.min_delta:g})"
+    return (f"noise (R={cfg.baseline_runs}, confirm={cfg.confirm_runs}, "
+            f"conf={cfg.confidence:g}, plausible_p={cfg.plausible_p:g})")
+
+
+def table(rows, strict_row) -> list[str]:
+    lines = ["| rule | false keeps (no-ops) | kept 1σ | kept 2σ | kept 3σ | runs/proposal "
+             "| vs strict | runs/no-op | vs strict |", "|---|---|---|---|---|---|---|---|---|"]
+    _, _, s_cost, s_noop = strict_row
+    for cfg, kept, cost, noop in rows:
+        k, n = kept[0.0]
+        rates = " | ".join(f"{kept[e][0] / kept[e][1]:.1%}" for e in EFFECTS)
+        lines.append(f"| {describe(cfg)} | {k / n:.1%} ({k}/{n}) | {rates} | {cost:.2f} "
+                     f"| {cost / s_cost:.2f}x | {noop:.2f} | {noop / s_noop:.2f}x |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trials", type=int, default=1000,
+                    help="proposals per effect size (no-ops: twice as many)")
+    ap.add_argument("--loop-length", type=int, default=50,
+                    help="proposals per research loop (its baseline is spread over them)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    rules = [STRICT, JudgeConfig()]               # the noise rule with the shipped defaults
+    print(f"{2 * args.trials} no-op proposals and {args.trials} per effect size (1, 2, 3 σ), "
+          f"loops of {args.loop_length} proposals, seed {args.seed}")
+    for stream in (False, True):
+        rows = [(cfg, *evaluate(cfg, args.seed, args.trials, args.loop_length, stream))
+                for cfg in rules]
+        print("\n### " + ("in a stream (the best is the last kept state)" if stream else
+                          "per proposal (fresh best each time) — the targets"))
+        print("\n".join(table(rows, rows[0])))
+        if not stream:
+            (_, _, s_cost, s_noop), (_, kept, cost, noop) = rows
+            checks = [
+                ("false keeps <= 2%", kept[0.0][0] / kept[0.0][1] <= TARGET_FALSE_KEEPS, ""),
+                ("3σ detection >= 90%", kept[3.0][0] / kept[3.0][1] >= TARGET_DETECT_3SIGMA, ""),
+                ("runs <= 1.5x strict on no-op proposals", noop <= TARGET_COST * s_noop,
+                 f" ({noop / s_noop:.2f}x)"),
+                ("runs <= 1.5x strict on this mix", cost <= TARGET_COST * s_cost,
+                 f" ({cost / s_cost:.2f}x: each kept state costs R runs, and 60% of this mix"
+                 f" are real gains)")]
+            print("\ntargets (noise rule, defaults): " + "; ".join(
+                f"{name}: {'met' if ok else 'NOT met'}{note}" for name, ok, note in checks))
+    print(f"\n({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
