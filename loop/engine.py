@@ -23,6 +23,7 @@ from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
 
+REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
 FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
 BASELINE = "baseline (unmodified code)"
 
@@ -59,7 +60,9 @@ class Engine:
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
         self.best: Record | None = None
-        self.best_samples: list[float] = []
+        self.best_samples: list[float] = []     # every run of the best state (one of history)
+        self.history: list[list[float]] = []    # the runs of every code state measured
+        self.since_best_run = 0                 # proposals since the best was last run
         self.kept = 0
         self.cost = 0.0
 
@@ -124,14 +127,26 @@ class Engine:
                 self.workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
                 self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
         self.workspace.restore()
-        for rec in self.records:
-            if rec.kept:
-                self.best, self.best_samples = rec, list(rec.samples)
-                self.kept += 1
-            self.cost += rec.usage.get("cost_usd", 0.0)
+        remeasures = {}
         for e in state.remeasures:
-            if self.best and e.get("commit") == self.best.commit:
-                self.best_samples.append(e["value"])
+            remeasures.setdefault(e["iteration"], []).append(e)
+        for rec in self.records:
+            for e in remeasures.pop(rec.iteration, []):   # runs of the best before this step
+                if e.get("value") is not None:
+                    self.best_samples.append(e["value"])
+                self.since_best_run = 0
+            if rec.samples:
+                self.history.append(list(rec.samples))
+            if rec.kept:
+                self.best, self.best_samples = rec, self.history[-1]
+                self.kept += 1
+                self.since_best_run = 0
+            elif rec.description != BASELINE:
+                self.since_best_run += 1
+            self.cost += rec.usage.get("cost_usd", 0.0)
+        for events in remeasures.values():      # runs of the best after the last record
+            self.best_samples.extend(e["value"] for e in events if e.get("value") is not None)
+            self.since_best_run = 0
         write_results(self.results_path, self.task.metric.name, self.records)
         by_iter = {r.iteration: r for r in self.records}
         for n in state.untracked:
@@ -189,6 +204,9 @@ class Engine:
         program, program_sha = self._program()
         tip = self.workspace.tip()
         baseline = self.best is None          # also after a failed baseline, on resume
+        if not baseline and judging.should_remeasure_best(self.best_samples, self.config.judge,
+                                                          self.since_best_run):
+            self._remeasure_best(n, tip)
         if baseline:
             proposal, problem = Proposal(BASELINE), None
         else:
@@ -221,19 +239,24 @@ class Engine:
         return None
 
     def _measure_and_judge(self, rec: Record, baseline: bool) -> None:
-        runs = max(1, getattr(self.config.judge, "baseline_runs", 1)) if baseline else 1
-        for k in range(runs):
-            result = self._run_once(rec, k)
+        """Run the attempt (the baseline R times), judging after each run; `rerun` = again."""
+        cfg = self.config.judge
+        while True:
+            result = self._run_once(rec, len(rec.samples))
             if result.status != OK:
                 rec.status, rec.reason = result.status, result.detail
                 return
             rec.samples.append(result.metric)
+            if not baseline or not judging.should_remeasure_best(rec.samples, cfg):
+                break
         if baseline:
             rec.status, rec.reason = "keep", "baseline"
             return
         while True:
             verdict = judging.judge(rec.samples, self.best_samples, self.task.metric.direction,
-                                    self.config.judge, rec.lines_added, rec.lines_removed)
+                                    cfg, rec.lines_added, rec.lines_removed,
+                                    noise_sd=judging.estimate_noise(self.history),
+                                    noise_df=judging.noise_df(self.history))
             if verdict.action != judging.RERUN:
                 break
             again = self._run_once(rec, len(rec.samples))
@@ -248,7 +271,7 @@ class Engine:
         n, task = rec.iteration, self.task
         run_dir = self.dir / "runs" / f"{n:04d}-{k}"
         env = experiment_env({**task.env,
-                              "AUTORESEARCH_SEED": str(self.config.seed + k),
+                              "AUTORESEARCH_SEED": str(self._seed(n, k)),
                               "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
                               "AUTORESEARCH_ARTIFACT_DIR": str(run_dir / "artifacts"),
                               "AUTORESEARCH_ITERATION": str(n),
@@ -281,10 +304,14 @@ class Engine:
         if rec.metric is not None and rec.best_before is not None:
             rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
         kept = rec.status == "keep"
+        if rec.samples:
+            self.history.append(rec.samples)
         if kept:
-            self.best_samples = list(rec.samples)
-            self.best = rec
+            self.best_samples, self.best = rec.samples, rec
             self.kept += 1
+            self.since_best_run = 0
+        elif rec.description != BASELINE:
+            self.since_best_run += 1
         rec.best_after = self.best_value()
         if rec.attempt_ref:
             rec.commit = self.workspace.recommit(rec.commit, self._message(rec))
@@ -328,12 +355,37 @@ class Engine:
                                       self.kept)
         self.journal.write("tracked", iteration=rec.iteration)
 
+    def _remeasure_best(self, n: int, tip: str) -> None:
+        """Run the best state once more (new seed): its mean corrects a lucky keep, and the
+        runs refresh the noise estimate. Journalled, logged on the parent run; not a row."""
+        probe = Record(iteration=n, status="remeasure", description="re-measure the best",
+                       commit=tip, run_id=self.tracker.parent_id or "")
+        result = self._run_once(probe, REMEASURE_RUN + len(self.best_samples))
+        self.workspace.restore()
+        value = result.metric if result.status == OK else None
+        self.journal.write("remeasure", iteration=n, commit=tip, value=value,
+                           status=result.status)
+        self.since_best_run = 0
+        if value is None:
+            self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
+            return
+        self.best_samples.append(value)
+        self.tracker.log_best(self.task.metric.name, self.best_value(), len(self.best_samples), n)
+        self.out(f"      re-measured the best: {value:.6f}; best is now the mean of "
+                 f"{len(self.best_samples)} runs, {self.best_value():.6f}")
+
     # -- helpers --------------------------------------------------------------------
+    def _seed(self, n: int, k: int) -> int:
+        """A fresh, reproducible seed for run k of iteration n ($AUTORESEARCH_SEED)."""
+        return self.config.seed + 1000 * n + k
+
     def best_value(self) -> float | None:
         return sum(self.best_samples) / len(self.best_samples) if self.best_samples else None
 
     def _log_path(self, n: int, k: int) -> Path:
-        return self.dir / "logs" / (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log")
+        name = (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log"
+                if k < REMEASURE_RUN else f"iter-{n:04d}-best{k - REMEASURE_RUN}.log")
+        return self.dir / "logs" / name
 
     def _program(self) -> tuple[str, str]:
         try:

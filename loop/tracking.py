@@ -137,6 +137,11 @@ class Tracker:
             ps = [p for p in ps if p.key not in existing]  # params are write-once in MLflow
         self.client.log_batch(run_id, metrics=ms, params=ps, tags=ts)
 
+    def log_best(self, metric_name: str, value: float, runs: int, step: int) -> None:
+        """A re-measurement of the best state moved its mean: log it on the parent run."""
+        self._batch(self.parent_id, metrics={f"best_{metric_name}": value,
+                                             "best_runs": runs}, step=step)
+
     def abandon(self, run_id: str) -> None:
         """An iteration cut off mid-way: mark and hide its run (it is redone on resume)."""
         try:
