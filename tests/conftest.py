@@ -20,12 +20,12 @@ grace_s: 5
 """
 
 TOY_TRAIN = """\
-import os
+import os, random
 X = 3.0
 Y = 2
 NOISE = 0.0
 seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
-jitter = NOISE * ((seed * 7919) % 13 - 6) / 6
+jitter = random.Random(seed).gauss(0, 1) * NOISE      # run-to-run noise, seeded
 print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2 + jitter:.6f}")
 """
 
