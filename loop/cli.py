@@ -44,6 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--repo", default=".")
 
     sub.add_parser("tasks", help="list the built-in tasks")
+
+    ck = sub.add_parser("check-task", help="validate a task folder and run its baseline once "
+                                           "(in a temporary copy; no git needed)")
+    ck.add_argument("path", help="the task folder (or its task.yaml)")
+    ck.add_argument("--time-budget", type=float, dest="time_budget_s",
+                    help="per-experiment budget in seconds (overrides the task's)")
+
+    tk = sub.add_parser("task", help="make a task folder from a benchmark's task")
+    tk_sub = tk.add_subparsers(dest="kind", required=True)
+    mle = tk_sub.add_parser("mlebench", help="an MLE-bench competition (after `mlebench prepare`)")
+    mle.add_argument("competition", help="competition id, or its folder holding config.yaml")
+    mle.add_argument("--data-dir", help="MLE-bench data dir holding <id>/prepared/{public,private}"
+                                        " (default: mlebench's, ~/.cache/mle-bench/data)")
+    mle.add_argument("--metric", help="grade with this built-in metric instead of the "
+                                      "competition's grader (accuracy, auc, logloss, rmse, "
+                                      "mse, mae); needed when it has none")
+    mle.add_argument("--direction", choices=["minimize", "maximize"])
+    mle.add_argument("--out", required=True, help="the task folder to write")
+    mle.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
+    mlab = tk_sub.add_parser("mlagentbench", help="an MLAgentBench task (env/ + scripts/)")
+    mlab.add_argument("benchmark", help="the task's folder, e.g. MLAgentBench/benchmarks/cifar10")
+    mlab.add_argument("--direction", choices=["minimize", "maximize"], required=True,
+                      help="of its eval.py's get_score (accuracy: maximize, MAE: minimize)")
+    mlab.add_argument("--metric", default="score", help="the metric's name (default: score)")
+    mlab.add_argument("--out", required=True, help="the task folder to write")
+    mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
     return p
 
 
@@ -122,7 +148,34 @@ def cmd_tasks(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks}
+def cmd_check_task(args) -> int:
+    from loop.grading import check_task
+    task, result = check_task(args.path, args.time_budget_s,
+                              out=lambda line: print(line, flush=True))
+    metric = "n/a" if result.metric is None else f"{result.metric:.6f}"
+    print(f"{task.name}: status {result.status}; {task.metric.name} = {metric} "
+          f"({task.metric.direction}); {result.wall_s:.1f}s"
+          + (f"; {result.detail}" if result.detail else ""))
+    return 0 if result.status == "ok" else 1
+
+
+def cmd_task(args) -> int:
+    if args.kind == "mlebench":
+        from loop.adapters.mlebench import make_task
+        folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
+                           metric=args.metric, direction=args.direction,
+                           time_budget_s=args.time_budget_s)
+    else:
+        from loop.adapters.mlagentbench import make_task
+        folder = make_task(Path(args.benchmark), Path(args.out), direction=args.direction,
+                           metric=args.metric, time_budget_s=args.time_budget_s)
+    print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "
+          f"commit it, then `autoresearch run --task {folder}`")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks,
+            "check-task": cmd_check_task, "task": cmd_task}
 
 if __name__ == "__main__":
     raise SystemExit(main())

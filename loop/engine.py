@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loop import judge as judging
+from loop import grading, judge as judging
 from loop.config import Config
 from loop.errors import UsageError
 from loop.journal import Journal, Record, record_dict, replay
@@ -82,10 +82,12 @@ class Engine:
         state = replay(self.journal.events())
         self.workspace.open()
         wt_task = self.workspace.worktree / self.task_rel
-        task = load_task(wt_task)
+        task = load_task(wt_task, origin=self.repo_root / self.task_rel)
         if self.config.time_budget_s:
             task = replace(task, time_budget_s=self.config.time_budget_s)
         self.task = task
+        self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
+                                             self.dir / "pristine")  # what grading trusts
         start = state.start or {}
         uri = self.config.tracking.uri or start.get("tracking_uri")
         experiment = self.config.tracking.experiment or start.get("experiment") \
@@ -270,30 +272,35 @@ class Engine:
     def _run_once(self, rec: Record, k: int) -> RunResult:
         n, task = rec.iteration, self.task
         run_dir = self.dir / "runs" / f"{n:04d}-{k}"
-        env = experiment_env({**task.env,
+        artifacts = grading.fresh_dir(run_dir / "artifacts")
+        env = experiment_env({**grading.task_env(task),
                               "AUTORESEARCH_SEED": str(self._seed(n, k)),
                               "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
-                              "AUTORESEARCH_ARTIFACT_DIR": str(run_dir / "artifacts"),
+                              "AUTORESEARCH_ARTIFACT_DIR": str(artifacts),
                               "AUTORESEARCH_ITERATION": str(n),
                               "AUTORESEARCH_RUN_ID": rec.run_id})
         if k > 0:          # a confirmation run starts from the attempt's files, not the last run's
             self.workspace.materialize(rec.commit)
         cwd = self.workspace.worktree / self.task_rel
-        grade_cwd = None
-        if task.evaluate:   # grade from a pristine export of the attempt commit
-            grade_cwd = self.workspace.export(rec.commit, self.task_rel, run_dir / "grader")
+        grader = run_dir / "grader"
+
+        def before_grading():  # the run has ended; the grader's copy is made only now
+            kill_marked(f"AUTORESEARCH_RUN_ID={rec.run_id}")
+            return self.guard.before_grading(
+                cwd, artifacts, lambda: self.workspace.export(rec.commit, self.task_rel, grader))
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
-                                task.evaluate, grade_cwd, task.grace_s)
+                                task.evaluate, grader / self.task_rel, task.grace_s,
+                                self.guard.grader_env(env), before_grading)
+        grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        tampered = [p for p in self.workspace.modified_paths(self.task_rel)
-                    if self.task.is_protected(Path(p).relative_to(self.task_rel).as_posix()
-                                              if self.task_rel else p)]
-        if tampered:
+        tampered = grading.check_branch(self.workspace, rec.parent, n)
+        problem = self.guard.check_folder(cwd)
+        if tampered or problem:
             result.status, result.metric = "crash", None
-            result.detail = f"tampered: the run modified protected file {tampered[0]}"
+            result.detail = tampered or f"tampered: the run {problem}"
         return result
 
     def _finish(self, rec: Record, tip: str) -> None:
@@ -359,7 +366,7 @@ class Engine:
         """Run the best state once more (new seed): its mean corrects a lucky keep, and the
         runs refresh the noise estimate. Journalled, logged on the parent run; not a row."""
         probe = Record(iteration=n, status="remeasure", description="re-measure the best",
-                       commit=tip, run_id=self.tracker.parent_id or "")
+                       commit=tip, parent=tip, run_id=self.tracker.parent_id or "")
         result = self._run_once(probe, REMEASURE_RUN + len(self.best_samples))
         self.workspace.restore()
         value = result.metric if result.status == OK else None

@@ -200,15 +200,28 @@ def classify(returncode: int | None, timed_out: bool, metric: float | None) -> t
 def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
                    metric_pattern: str, memory_pattern: str,
                    evaluate: str = "", evaluate_cwd: Path | None = None,
-                   evaluate_timeout_s: float = 0.0) -> RunResult:
+                   evaluate_timeout_s: float = 0.0, evaluate_env: dict | None = None,
+                   after_run=None) -> RunResult:
     """Run the training command and, when the task has one, the grading command after it.
-    With a grading command, the metric comes from the grader's output only."""
+    With a grading command, the metric comes from the grader's output only.
+
+    `after_run()`, called once the training command has exited 0, makes the checks that
+    stand between training and grading (see loop/grading.py); it returns None, or a
+    (status, reason) that ends the run there. `evaluate_env`: the grader's environment."""
     returncode, timed_out, wall = run_command(command, cwd, env, timeout_s, log_path)
     metric_text = read_tail(log_path)
+    if after_run is not None and returncode == 0 and not timed_out:
+        stopped = after_run()
+        if stopped:
+            with open(log_path, "a") as log:
+                log.write(f"\n=== {stopped[0]}: {stopped[1]} ===\n")
+            memory = parse_metric(read_tail(log_path), memory_pattern)
+            return RunResult(stopped[0], None, returncode, wall,
+                             None if memory is None else memory / 1024.0, log_path, stopped[1])
     if evaluate and returncode == 0 and not timed_out:
         grade_log = log_path.with_name(log_path.stem + ".grade.log")
         returncode, timed_out, grade_wall = run_command(
-            evaluate, evaluate_cwd or cwd, env, evaluate_timeout_s, grade_log)
+            evaluate, evaluate_cwd or cwd, evaluate_env or env, evaluate_timeout_s, grade_log)
         wall += grade_wall
         metric_text = read_tail(grade_log)
         with open(log_path, "a") as log:       # one log per run, the grader's part marked

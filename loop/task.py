@@ -3,6 +3,7 @@ and grade it, and the metric to optimize. Loading a task runs nothing."""
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,12 @@ class Task:
     protected: tuple[str, ...] = ()
     description: str = ""
     evaluate: str = ""                  # optional protected grading step (see docs/tasks.md)
+    artifact: str = ""                  # file the run must write in $AUTORESEARCH_ARTIFACT_DIR
+    private: str = ""                   # held-out data folder, outside the task folder; only the
+                                        # evaluate step gets it ($AUTORESEARCH_PRIVATE_DIR)
+    grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
+                                        # engine's environment to the evaluate step only
+    pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
     env: dict[str, str] = field(default_factory=dict)
@@ -64,6 +71,11 @@ class Task:
 
     def protected_files(self, folder: Path | None = None) -> list[str]:
         return [p for p in _list_files(folder or self.root) if self.is_protected(p)]
+
+    @property
+    def private_dir(self) -> Path | None:
+        """The held-out data folder (absolute once loaded), or None."""
+        return Path(self.private) if self.private else None
 
     def check_edit_path(self, rel: str) -> str | None:
         """Why an edit may not write `rel`, or None if it may."""
@@ -91,8 +103,11 @@ def _list_files(folder: Path) -> list[str]:
     return out
 
 
-def load_task(path: str | Path) -> Task:
-    """Load and validate a task folder (or its task.yaml). Raises TaskError with one line."""
+def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
+    """Load and validate a task folder (or its task.yaml). Raises TaskError with one line.
+
+    `origin`: the folder a relative `private` path resolves against (default: the task
+    folder itself; the engine passes the user's task folder when it loads the worktree copy)."""
     path = Path(path).expanduser().resolve()
     folder = path.parent if path.name == TASK_FILE else path
     yaml_path = folder / TASK_FILE
@@ -111,8 +126,22 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"{where}: unknown key 'root'")
     task = build(Task, data, where, TaskError)
     task = _replace(task, root=folder)
+    if task.private:
+        task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
+                                                           where)))
     _validate(task, where)
     return task
+
+
+def _resolve_private(value: str, origin: Path, where: str) -> Path:
+    """`private` may be absolute, `~/...`, use `$VARS` (kept out of task.yaml and of the
+    experiment's scrubbed environment), or be relative to the task folder."""
+    expanded = os.path.expanduser(os.path.expandvars(value))
+    if "$" in expanded:
+        raise TaskError(f"{where}: private: '{value}' names an environment variable that is "
+                        f"not set")
+    path = Path(expanded)
+    return (path if path.is_absolute() else origin / path).resolve()
 
 
 def _replace(task: Task, **changes) -> Task:
@@ -144,6 +173,40 @@ def _validate(task: Task, where: str) -> None:
     overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
+    _validate_grading(task, where, files)
+
+
+def _validate_grading(task: Task, where: str, files: list[str]) -> None:
+    """The keys of protected grading: the grader, its artifact, its held-out data."""
+    for word in task.evaluate.split():
+        if word in files and task.is_editable(word):
+            raise TaskError(f"{where}: evaluate runs '{word}', which is editable: a grader "
+                            f"must be a protected file")
+    art = Path(task.artifact)
+    if task.artifact and (art.is_absolute() or ".." in art.parts or task.artifact.startswith("~")):
+        raise TaskError(f"{where}: artifact must be a file name inside "
+                        f"$AUTORESEARCH_ARTIFACT_DIR, got '{task.artifact}'")
+    for key in ("grader_env", "pass_env"):
+        for name in getattr(task, key):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
+    if not task.private:
+        return
+    private, root = Path(task.private), task.root.resolve()
+    if not private.exists():
+        raise TaskError(f"{where}: private folder not found: {private}")
+    if not private.is_dir():
+        raise TaskError(f"{where}: private: {private} is not a folder")
+    if private == root or root in private.parents:
+        raise TaskError(f"{where}: private folder {private} is inside the task folder; held-out "
+                        f"data must live outside it (the experiment runs in a copy of the task "
+                        f"folder)")
+    if private in root.parents:
+        raise TaskError(f"{where}: the task folder is inside the private folder {private}; "
+                        f"held-out data must live outside the experiment's reach")
+    if task.private in task.run or any(task.private in str(v) for v in task.env.values()):
+        raise TaskError(f"{where}: the private folder appears in 'run' or 'env': only the "
+                        f"evaluate step may know where it is")
 
 
 def find_tasks(experiments: Path) -> list[Task]:

@@ -1,0 +1,168 @@
+"""Small benchmark tasks laid out exactly as their benchmarks lay them out, generated for
+the adapter tests: an MLE-bench competition (registry entry + prepared data) and an
+MLAgentBench task (env/ + scripts/)."""
+from __future__ import annotations
+
+import csv
+import random
+import textwrap
+from pathlib import Path
+
+COMP = "tiny-tabular"
+
+
+def _rows(n: int, rng: random.Random):
+    rows = []
+    for i in range(n):
+        f = [rng.gauss(0, 1) for _ in range(4)]
+        color = rng.choice(["red", "green", "blue"])
+        score = f[0] * f[1] + 0.8 * f[2] - 0.5 * f[3] ** 2 + (0.7 if color == "red" else -0.2)
+        label = "yes" if score + rng.gauss(0, 0.3) > 0 else "no"
+        rows.append({"id": f"p{i:04d}", "f1": f"{f[0]:.4f}", "f2": f"{f[1]:.4f}",
+                     "f3": f"{f[2]:.4f}", "f4": f"{f[3]:.4f}", "color": color, "label": label})
+    return rows
+
+
+def _write(path: Path, rows: list[dict], columns: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def make_mlebench(root: Path, registry_files: bool = True, leaderboard: bool = True):
+    """(registry folder, data dir): as `mlebench prepare -c tiny-tabular` would leave them.
+    Registry: mlebench/competitions/<id>/{config.yaml, grade.py, leaderboard.csv,
+    description.md}; data: <data>/<id>/prepared/{public,private}/."""
+    rng = random.Random(0)
+    train, test = _rows(400, rng), _rows(200, rng)
+    cols = ["id", "f1", "f2", "f3", "f4", "color", "label"]
+    data = root / "data"
+    public = data / COMP / "prepared" / "public"
+    private = data / COMP / "prepared" / "private"
+    _write(public / "train.csv", train, cols)
+    _write(public / "test.csv", test, cols[:-1])
+    _write(public / "sample_submission.csv", [{"id": r["id"], "label": "no"} for r in test],
+           ["id", "label"])
+    _write(private / "test.csv", test, ["id", "label"])
+    description = "# Tiny tabular\n\nPredict `label` (yes/no) for each test row. Metric: accuracy.\n"
+    (public / "description.md").write_text(description)
+    registry = root / "mlebench" / "competitions" / COMP
+    registry.mkdir(parents=True)
+    if registry_files:
+        (registry / "description.md").write_text(description)
+        (registry / "config.yaml").write_text(textwrap.dedent(f"""\
+            id: {COMP}
+            name: Tiny Tabular
+            competition_type: simple
+            awards_medals: true
+            prizes: null
+            description: mlebench/competitions/{COMP}/description.md
+
+            dataset:
+              answers: {COMP}/prepared/private/test.csv
+              sample_submission: {COMP}/prepared/public/sample_submission.csv
+
+            grader:
+              name: accuracy
+              grade_fn: mlebench.competitions.{COMP}.grade:grade
+
+            preparer: mlebench.competitions.{COMP}.prepare:prepare
+            """))
+        (registry / "grade.py").write_text(textwrap.dedent("""\
+            import pandas as pd
+
+
+            class InvalidSubmissionError(Exception):
+                pass
+
+
+            def grade(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+                if len(submission) != len(answers):
+                    raise InvalidSubmissionError("submission and answers differ in length")
+                merged = answers.merge(submission, on="id", suffixes=("_true", "_pred"))
+                if len(merged) != len(answers):
+                    raise InvalidSubmissionError("submission ids do not match the answers")
+                return float((merged["label_true"].astype(str)
+                              == merged["label_pred"].astype(str)).mean())
+            """))
+        if leaderboard:   # 60 teams, best first (higher accuracy is better)
+            teams = [{"teamId": 1000 + i, "score": f"{0.95 - i * 0.007:.5f}",
+                      "submissionDate": "2024-01-01"} for i in range(60)]
+            _write(registry / "leaderboard.csv", teams, ["teamId", "score", "submissionDate"])
+    return registry, data
+
+
+MLAB_TRAIN = '''\
+import csv
+
+EPOCHS = 20
+LEARNING_RATE = 0.01
+USE_PRODUCTS = 0   # 1: add x1*x2, x1^2, x2^2 as features
+
+
+def load(name):
+    with open(name) as f:
+        return list(csv.DictReader(f))
+
+
+def features(r):
+    x1, x2 = float(r["x1"]), float(r["x2"])
+    return [1.0, x1, x2] + ([x1 * x2, x1 * x1, x2 * x2] if USE_PRODUCTS >= 1 else [])
+
+
+train, test = load("train.csv"), load("test.csv")
+data = [(features(r), float(r["y"])) for r in train]
+w = [0.0] * len(data[0][0])
+for _ in range(EPOCHS):
+    for x, y in data:
+        err = sum(a * b for a, b in zip(w, x)) - y
+        w = [wi - LEARNING_RATE * err * xi for wi, xi in zip(w, x)]
+print("weights:", w)
+with open("submission.csv", "w") as f:
+    f.write("id,y\\n" + "".join(f"{r['id']},{sum(a * b for a, b in zip(w, features(r)))}\\n"
+                                for r in test))
+'''
+
+MLAB_EVAL = '''\
+import os
+import sys
+sys.path.append("../env")
+import pandas as pd
+
+
+def get_score(submission_folder="../env"):
+    submission = pd.read_csv(os.path.join(submission_folder, "submission.csv"))
+    answer = pd.read_csv(os.path.join(os.path.dirname(__file__), "answer.csv"))
+    return float((submission["y"] - answer["y"]).abs().mean())
+
+
+if __name__ == "__main__":
+    print(get_score())
+'''
+
+
+def make_mlagentbench(root: Path) -> Path:
+    """MLAgentBench/benchmarks/tiny-regression: env/ (starter, data), scripts/ (problem,
+    read-only list, eval.py with get_score, answer.csv). Lower MAE is better."""
+    rng = random.Random(1)
+    task = root / "MLAgentBench" / "benchmarks" / "tiny-regression"
+    rows = []
+    for i in range(600):
+        x1, x2 = rng.uniform(-2, 2), rng.uniform(-2, 2)
+        rows.append({"id": i, "x1": f"{x1:.4f}", "x2": f"{x2:.4f}",
+                     "y": f"{2 * x1 - x2 * x2 + 0.5 * x1 * x2 + rng.gauss(0, 0.1):.4f}"})
+    _write(task / "env" / "train.csv", rows[:400], ["id", "x1", "x2", "y"])
+    _write(task / "env" / "test.csv", rows[400:], ["id", "x1", "x2"])
+    _write(task / "scripts" / "answer.csv", rows[400:], ["id", "y"])
+    (task / "env" / "train.py").write_text(MLAB_TRAIN)
+    (task / "env" / "data_description.txt").write_text("x1, x2: inputs; y: target.\n")
+    (task / "scripts" / "eval.py").write_text(MLAB_EVAL)
+    (task / "scripts" / "research_problem.txt").write_text(
+        "Given a training script on a dataset train.py, improve upon the current model "
+        "performance (mean absolute error on the test set). Save test predictions to "
+        "submission.csv as shown in train.py.")
+    (task / "scripts" / "read_only_files.txt").write_text("./train.csv\n./test.csv\n")
+    (task / "scripts" / "prepare.py").write_text("# data already prepared\n")
+    return task

@@ -1,0 +1,203 @@
+"""Benchmarks' tasks through the generic task interface, each run by the real loop end to
+end (mutate proposer, git, MLflow SQLite) with its metric from the benchmark's grader."""
+import csv
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench_layouts import COMP, make_mlagentbench, make_mlebench
+from conftest import git, make_repo, run_cli
+from loop.adapters import mlebench
+from loop.adapters.metrics import score
+from loop.config import Config, JudgeConfig, load_config
+from loop.engine import Engine
+from loop.grading import check_task
+from loop.task import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rows(repo, tag):
+    with open(repo / ".autoresearch" / tag / "results.tsv") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def commit_all(repo, message="add task"):
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", message)
+
+
+def run_loop(repo, task, tag, iterations=2, **kw):
+    cfg = Config(task=task, tag=tag, iterations=iterations, base_dir=repo,
+                 judge=JudgeConfig(rule="strict"), **kw)
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    return rows(repo, tag)
+
+
+# -- MLE-bench ------------------------------------------------------------------------------
+def test_medal_thresholds_follow_the_number_of_teams():
+    desc = [1 - i / 1000 for i in range(2000)]                 # higher is better
+    th = mlebench.thresholds(desc[:50])                        # < 100 teams: top 10/20/40 %
+    assert (th["gold"], th["silver"], th["bronze"]) == (desc[4], desc[9], desc[19])
+    th = mlebench.thresholds(desc[:150])                       # 100-249: gold is 10th place
+    assert (th["gold"], th["silver"], th["bronze"]) == (desc[9], desc[29], desc[59])
+    th = mlebench.thresholds(desc[:500])                       # 250-999: 10+0.2%, 50th, 100th
+    assert (th["gold"], th["silver"], th["bronze"]) == (desc[10], desc[49], desc[99])
+    th = mlebench.thresholds(desc)                             # 1000+: 10+0.2%, top 5 %, 10 %
+    assert (th["gold"], th["silver"], th["bronze"]) == (desc[13], desc[99], desc[199])
+    assert mlebench.rank(desc[12], th) == {"medal": "gold", "above_median": True}
+    assert mlebench.rank(desc[150], th)["medal"] == "bronze"
+    asc = [i / 100 for i in range(50)]                         # lower is better (e.g. RMSE)
+    th = mlebench.thresholds(asc)
+    assert th["lower_is_better"] and mlebench.rank(0.0, th)["medal"] == "gold"
+    assert mlebench.rank(0.49, th) == {"medal": "none", "above_median": False}
+
+
+@pytest.mark.parametrize("metric,truth,pred,expected", [
+    ("accuracy", ["yes", "no", "yes"], ["yes", "yes", "yes"], 2 / 3),
+    ("rmse", ["1", "2"], ["1", "4"], 2 ** 0.5),
+    ("mae", ["1", "2"], ["2", "4"], 1.5),
+    ("auc", ["1", "0", "1", "0"], ["0.9", "0.1", "0.4", "0.6"], 0.75),
+])
+def test_builtin_metrics(metric, truth, pred, expected):
+    answers = [{"id": str(i), "t": v} for i, v in enumerate(truth)]
+    sub = [{"id": str(i), "t": v} for i, v in enumerate(pred)]
+    assert score(metric, answers, sub, "id", ["t"]) == pytest.approx(expected)
+
+
+def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri):
+    registry, data = make_mlebench(tmp_path / "bench")
+    repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
+    res = run_cli("task", "mlebench", str(registry), "--data-dir", str(data),
+                  "--out", "comp", "--time-budget", "20", cwd=repo)
+    assert res.returncode == 0, res.stderr
+    task = load_task(repo / "comp")
+    assert task.metric.name == "accuracy" and task.metric.direction == "maximize"
+    assert task.private_dir == (data / COMP / "prepared" / "private").resolve()
+    assert task.artifact == "submission.csv" and task.evaluate == "python grade.py"
+    assert not list((repo / "comp").rglob("test.csv"))       # no answers in the task folder
+    commit_all(repo)
+
+    table = run_loop(repo, "comp", "mle", iterations=2)
+    assert [r["status"] for r in table][0] == "keep"
+    assert all(r["status"] in ("keep", "discard") for r in table), table
+    # the metric is the competition's own grade of the submission the run handed over
+    import pandas as pd
+    sub = pd.read_csv(repo / ".autoresearch/mle/runs/0000-0/artifacts/submission.csv")
+    answers = pd.read_csv(data / COMP / "prepared" / "private" / "test.csv")
+    merged = answers.merge(sub, on="id", suffixes=("_t", "_p"))
+    assert float(table[0]["accuracy"]) == pytest.approx(
+        (merged["label_t"] == merged["label_p"]).mean(), abs=1e-5)
+    log = (repo / ".autoresearch/mle/logs/iter-0000.log").read_text()
+    assert "graded_by:         competition/grade.py" in log
+    for line in ("leaderboard_teams: 60", "gold_threshold:", "medal:", "above_median:"):
+        assert line in log
+    # the worktree never held the answers
+    worktree = repo / ".autoresearch/mle/worktree"
+    assert not any(p.name == "test.csv" for p in worktree.rglob("*"))
+
+
+def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path):
+    registry, data = make_mlebench(tmp_path / "bench", registry_files=False)
+    folder = mlebench.make_task(COMP, tmp_path / "task", data_dir=data, metric="accuracy",
+                                time_budget_s=20)
+    task = load_task(folder)
+    assert task.metric.direction == "maximize"        # from the built-in metric's table
+    lines = []
+    _, result = check_task(folder, out=lines.append)
+    assert result.status == "ok" and 0.5 < result.metric <= 1.0, lines
+    with pytest.raises(Exception, match="not empty"):
+        mlebench.make_task(COMP, folder, data_dir=data, metric="accuracy")
+    with pytest.raises(Exception, match="prepare the competition"):
+        mlebench.make_task("no-such-competition", tmp_path / "x", data_dir=data)
+
+
+# -- MLAgentBench ---------------------------------------------------------------------------
+def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri):
+    bench = make_mlagentbench(tmp_path / "mlab")
+    repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
+    res = run_cli("task", "mlagentbench", str(bench), "--direction", "minimize",
+                  "--metric", "mae", "--out", "regress", "--time-budget", "20", cwd=repo)
+    assert res.returncode == 0, res.stderr
+    task = load_task(repo / "regress")
+    assert "improve upon the current model performance" in task.description
+    assert task.editable == ("train.py",)
+    assert set(task.protected) == {"grade.py", "train.csv", "test.csv"}
+    assert task.private_dir == (bench / "scripts").resolve()
+    assert not (repo / "regress" / "answer.csv").exists()
+    commit_all(repo)
+
+    table = run_loop(repo, "regress", "mlab", iterations=2)
+    assert table[0]["status"] == "keep"
+    assert all(r["status"] in ("keep", "discard") for r in table), table
+    import pandas as pd
+    sub = pd.read_csv(repo / ".autoresearch/mlab/runs/0000-0/artifacts/submission.csv")
+    answer = pd.read_csv(bench / "scripts" / "answer.csv")
+    assert float(table[0]["mae"]) == pytest.approx((sub["y"] - answer["y"]).abs().mean(),
+                                                   abs=1e-5)
+    assert not list((bench / "scripts").glob("__pycache__"))   # the grader left it as it was
+
+
+# -- a karpathy/autoresearch-style repo ------------------------------------------------------
+KARPATHY_PREPARE = '''\
+"""Read-only: data and the evaluation (stands in for karpathy/autoresearch's prepare.py)."""
+TIME_BUDGET = 300
+
+
+def evaluate_bpb(width, lr):
+    """Stand-in for the real evaluation: lower is better, best near width 64, lr 0.01."""
+    return 1.0 + ((width - 64) / 64) ** 2 + (lr - 0.01) ** 2 * 500
+'''
+
+KARPATHY_TRAIN = '''\
+"""Editable (stands in for karpathy/autoresearch's train.py)."""
+from prepare import evaluate_bpb
+
+WIDTH = 32
+LR = 0.02
+
+val_bpb = evaluate_bpb(WIDTH, LR)
+print("---")
+print(f"val_bpb:          {val_bpb:.6f}")
+print("training_seconds: 0.1")
+print("peak_vram_mb:     0.0")
+'''
+
+
+def test_karpathy_style_repo_runs_with_a_few_lines_of_config(tmp_path, mlflow_uri):
+    repo = make_repo(tmp_path / "autoresearch", {
+        "prepare.py": KARPATHY_PREPARE, "train.py": KARPATHY_TRAIN,
+        "pyproject.toml": "[project]\nname = 'autoresearch'\n",
+        "task.yaml": (ROOT / "examples" / "karpathy" / "task.yaml").read_text(),
+        "configs/karpathy.yaml": (ROOT / "configs" / "karpathy.yaml").read_text()},
+        task_dir=".")
+    (repo / "program.md").write_text("Lower val_bpb. Only train.py may change.\n")
+    commit_all(repo, "program")
+    config = load_config(repo / "configs" / "karpathy.yaml").with_overrides(
+        iterations=3, proposer_kind="mutate", tag="k", time_budget_s=10.0)
+    assert config.resolve(config.task) == repo.resolve()
+    stop = Engine(config, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    table = rows(repo, "k")
+    assert float(table[0]["val_bpb"]) == pytest.approx(1.0 + 0.25 + 0.05, abs=1e-5)
+    assert len(table) == 4 and table[0]["status"] == "keep"
+
+
+# -- the other benchmarks: example task folders, offline stand-in scorers ---------------------
+@pytest.mark.parametrize("name,metric,direction", [
+    ("mlrbench-review", "review_score", "maximize"),
+    ("mlbench-repo", "pass_rate", "maximize"),
+    ("agentbench-agent", "success_rate", "maximize"),
+])
+def test_benchmark_examples_are_valid_tasks_with_offline_scorers(tmp_path, name, metric,
+                                                                 direction):
+    folder = ROOT / "examples" / name
+    task = load_task(folder)
+    assert (task.metric.name, task.metric.direction) == (metric, direction)
+    assert task.evaluate and not task.is_editable(task.evaluate.split()[-1])
+    _, result = check_task(folder, out=lambda s: None)
+    assert result.status == "ok" and result.metric is not None, result.detail
