@@ -39,7 +39,6 @@ BETA2 = 0.95            # AdamW second-moment decay
 WARMUP_FRAC = 0.05      # fraction of the time budget spent warming the LR up linearly
 FINAL_LR_FRAC = 0.1     # LR at the end of the cosine decay, as a fraction of the peak
 GRAD_CLIP = 1.0         # max global grad norm (0 disables)
-LOG_EVERY = 50          # print a progress line every this many steps
 
 
 @dataclass
@@ -202,7 +201,7 @@ def main():
             timed_tokens += x.numel()
         step += 1
         tokens += x.numel()
-        if step % LOG_EVERY == 0:
+        if step % 50 == 0:  # a progress line now and then
             print(f"step {step:5d} | loss {loss_value:.4f} | lr {lr:.2e} | "
                   f"{100 * training_time / prepare.TIME_BUDGET:5.1f}% of budget")
 
