@@ -19,13 +19,14 @@ from loop.journal import Journal, Record, record_dict, replay
 from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
 from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
+from loop.scoreboard import BASELINE, Scoreboard
+from loop.status import commit_message, progress_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
 
 REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
 FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
-BASELINE = "baseline (unmodified code)"
 
 
 @dataclass
@@ -59,11 +60,7 @@ class Engine:
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
-        self.best: Record | None = None
-        self.best_samples: list[float] = []     # every run of the best state (one of history)
-        self.history: list[list[float]] = []    # the runs of every code state measured
-        self.since_best_run = 0                 # proposals since the best was last run
-        self.kept = 0
+        self.score = Scoreboard()
         self.cost = 0.0
 
     # -- set-up and resume ---------------------------------------------------------
@@ -131,31 +128,23 @@ class Engine:
         self.workspace.restore()
         remeasures = {}
         for e in state.remeasures:
-            remeasures.setdefault(e["iteration"], []).append(e)
-        for rec in self.records:
-            for e in remeasures.pop(rec.iteration, []):   # runs of the best before this step
-                if e.get("value") is not None:
-                    self.best_samples.append(e["value"])
-                self.since_best_run = 0
-            if rec.samples:
-                self.history.append(list(rec.samples))
-            if rec.kept:
-                self.best, self.best_samples = rec, self.history[-1]
-                self.kept += 1
-                self.since_best_run = 0
-            elif rec.description != BASELINE:
-                self.since_best_run += 1
+            remeasures.setdefault(e["iteration"], []).append(e["value"])
+        for rec in self.records:     # replay every measurement in the order it was made
+            for value in remeasures.pop(rec.iteration, []):
+                self.score.remeasured(value)
+            self.score.add(rec)
             self.cost += rec.usage.get("cost_usd", 0.0)
-        for events in remeasures.values():      # runs of the best after the last record
-            self.best_samples.extend(e["value"] for e in events if e.get("value") is not None)
-            self.since_best_run = 0
+        for values in remeasures.values():      # runs of the best after the last record
+            for value in values:
+                self.score.remeasured(value)
         write_results(self.results_path, self.task.metric.name, self.records)
         by_iter = {r.iteration: r for r in self.records}
         for n in state.untracked:
             self._track(by_iter[n])
         if self.records:
             self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
-                     f"{self.kept} kept, best {self.task.metric.name} = {self.best_value()}")
+                     f"{self.score.kept} kept, best {self.task.metric.name} = "
+                     f"{self.score.best_value()}")
 
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
@@ -205,9 +194,8 @@ class Engine:
     def _iteration(self, n: int) -> Stop | None:
         program, program_sha = self._program()
         tip = self.workspace.tip()
-        baseline = self.best is None          # also after a failed baseline, on resume
-        if not baseline and judging.should_remeasure_best(self.best_samples, self.config.judge,
-                                                          self.since_best_run):
+        baseline = self.score.best is None    # also after a failed baseline, on resume
+        if self.score.needs_remeasure(self.config.judge):
             self._remeasure_best(n, tip)
         if baseline:
             proposal, problem = Proposal(BASELINE), None
@@ -224,7 +212,7 @@ class Engine:
         rec = Record(iteration=n, status="bad_edit", description=proposal.description,
                      reason=problem or "", parent=tip, run_id=run_id, commit=commit,
                      program_sha=program_sha, seed=self.config.seed, time=time.time(),
-                     best_before=self.best_value(), usage=vars(proposal.usage).copy())
+                     best_before=self.score.best_value(), usage=vars(proposal.usage).copy())
         if commit and not baseline:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
             patch, rec.lines_added, rec.lines_removed = self.workspace.diff(tip, commit)
@@ -234,7 +222,7 @@ class Engine:
             self._measure_and_judge(rec, baseline)
         self._finish(rec, tip)
         self._track(rec, patch, proposal)
-        self._print(rec)
+        self.out(progress_line(rec, self.task.metric, self.config.iterations))
         if baseline and rec.status != "keep":
             return Stop("baseline", f"stopped: the baseline failed ({rec.status}: {rec.reason}); "
                                     f"see {self._log_path(n, 0)}", 1)
@@ -255,10 +243,7 @@ class Engine:
             rec.status, rec.reason = "keep", "baseline"
             return
         while True:
-            verdict = judging.judge(rec.samples, self.best_samples, self.task.metric.direction,
-                                    cfg, rec.lines_added, rec.lines_removed,
-                                    noise_sd=judging.estimate_noise(self.history),
-                                    noise_df=judging.noise_df(self.history))
+            verdict = self.score.judge(rec, self.task.metric.direction, cfg)
             if verdict.action != judging.RERUN:
                 break
             again = self._run_once(rec, len(rec.samples))
@@ -310,38 +295,17 @@ class Engine:
             rec.metric = sum(rec.samples) / len(rec.samples)
         if rec.metric is not None and rec.best_before is not None:
             rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
-        kept = rec.status == "keep"
-        if rec.samples:
-            self.history.append(rec.samples)
-        if kept:
-            self.best_samples, self.best = rec.samples, rec
-            self.kept += 1
-            self.since_best_run = 0
-        elif rec.description != BASELINE:
-            self.since_best_run += 1
-        rec.best_after = self.best_value()
+        self.score.add(rec)
+        rec.best_after = self.score.best_value()
         if rec.attempt_ref:
-            rec.commit = self.workspace.recommit(rec.commit, self._message(rec))
+            rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
         self.journal.write("end", **record_dict(rec))
-        if kept and rec.commit != tip:
+        if rec.kept and rec.commit != tip:
             self.workspace.advance(rec.commit, tip)
         self.workspace.restore()
         self.records.append(rec)
         append_result(self.results_path, metric.name, rec, self.records)
-
-    def _message(self, rec: Record) -> str:
-        m = self.task.metric
-        before = "n/a" if rec.best_before is None else f"{rec.best_before:.6f}"
-        after = "n/a" if rec.metric is None else f"{rec.metric:.6f}"
-        body = f"{m.name} {before} -> {after} ({rec.status}: {rec.reason})"
-        trailers = [f"Autoresearch-Iteration: {rec.iteration}",
-                    f"Autoresearch-Status: {rec.status}",
-                    f"Autoresearch-Metric: {m.name} ({m.direction})",
-                    f"Autoresearch-Before: {before}", f"Autoresearch-After: {after}",
-                    f"Autoresearch-Runs: {len(rec.samples)}",
-                    f"Autoresearch-MLflow-Run: {rec.run_id}"]
-        return f"{rec.description}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
     def _track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
         """Project a finished record into MLflow, then journal that it is there."""
@@ -359,7 +323,7 @@ class Engine:
         tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
                 "program_sha": rec.program_sha}
         self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                      self.kept)
+                                      self.score.kept)
         self.journal.write("tracked", iteration=rec.iteration)
 
     def _remeasure_best(self, n: int, tip: str) -> None:
@@ -367,19 +331,19 @@ class Engine:
         runs refresh the noise estimate. Journalled, logged on the parent run; not a row."""
         probe = Record(iteration=n, status="remeasure", description="re-measure the best",
                        commit=tip, parent=tip, run_id=self.tracker.parent_id or "")
-        result = self._run_once(probe, REMEASURE_RUN + len(self.best_samples))
+        result = self._run_once(probe, REMEASURE_RUN + len(self.score.best_samples))
         self.workspace.restore()
         value = result.metric if result.status == OK else None
         self.journal.write("remeasure", iteration=n, commit=tip, value=value,
                            status=result.status)
-        self.since_best_run = 0
+        self.score.remeasured(value)
         if value is None:
             self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
             return
-        self.best_samples.append(value)
-        self.tracker.log_best(self.task.metric.name, self.best_value(), len(self.best_samples), n)
+        runs, best = len(self.score.best_samples), self.score.best_value()
+        self.tracker.log_best(self.task.metric.name, best, runs, n)
         self.out(f"      re-measured the best: {value:.6f}; best is now the mean of "
-                 f"{len(self.best_samples)} runs, {self.best_value():.6f}")
+                 f"{runs} runs, {best:.6f}")
 
     # -- helpers --------------------------------------------------------------------
     def _seed(self, n: int, k: int) -> int:
@@ -387,7 +351,7 @@ class Engine:
         return self.config.seed + 1000 * n + k
 
     def best_value(self) -> float | None:
-        return sum(self.best_samples) / len(self.best_samples) if self.best_samples else None
+        return self.score.best_value()
 
     def _log_path(self, n: int, k: int) -> Path:
         name = (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log"
@@ -408,7 +372,7 @@ class Engine:
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
                            self._tail(r) if r in failures else "")
                    for r in self.records if r.description != BASELINE]
-        return Context(n, self.task, files, program, history, self.best_value(),
+        return Context(n, self.task, files, program, history, self.score.best_value(),
                        self.config.seed + n)
 
     def _tail(self, rec: Record) -> str:
@@ -430,15 +394,6 @@ class Engine:
         if all(current.get(p) == t for p, t in proposal.files.items()):
             return "the edit changes nothing"
         return None
-
-    def _print(self, rec: Record) -> None:
-        m = self.task.metric
-        value = "" if rec.metric is None else f"{m.name} {rec.metric:.6f}"
-        delta = "" if rec.delta is None or rec.iteration == 0 else f" ({-rec.delta:+.6f})" \
-            if m.direction == "minimize" else f" ({rec.delta:+.6f})"
-        self.out(f"[{rec.iteration:>3}/{self.config.iterations}] {rec.status:<9} "
-                 f"{value}{delta}  {rec.description}  ({rec.wall_s:.1f}s"
-                 f"{', ' + rec.reason if rec.status != 'keep' and rec.reason else ''})")
 
     def _interrupted(self) -> None:
         state = replay(self.journal.events())

@@ -58,3 +58,29 @@ def report(repo: Path, tag: str) -> str:
         delta = "" if r.delta is None else f"{r.delta:+.6f}"
         lines.append(f"| {r.iteration} | {r.status} | {metric} | {delta} | {r.description} |")
     return "\n".join(lines)
+
+
+def commit_message(rec, metric) -> str:
+    """An attempt's commit message: the description as subject, the numbers, then trailers."""
+    before = "n/a" if rec.best_before is None else f"{rec.best_before:.6f}"
+    after = "n/a" if rec.metric is None else f"{rec.metric:.6f}"
+    body = f"{metric.name} {before} -> {after} ({rec.status}: {rec.reason})"
+    trailers = [f"Autoresearch-Iteration: {rec.iteration}",
+                f"Autoresearch-Status: {rec.status}",
+                f"Autoresearch-Metric: {metric.name} ({metric.direction})",
+                f"Autoresearch-Before: {before}", f"Autoresearch-After: {after}",
+                f"Autoresearch-Runs: {len(rec.samples)}",
+                f"Autoresearch-MLflow-Run: {rec.run_id}"]
+    return f"{rec.description}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def progress_line(rec, metric, total: int) -> str:
+    """One line per iteration on the console; the change shown in the metric's own sign."""
+    value = "" if rec.metric is None else f"{metric.name} {rec.metric:.6f}"
+    change = ""
+    if rec.delta is not None:
+        change = f" ({-rec.delta if metric.direction == 'minimize' else rec.delta:+.6f})"
+    runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
+    why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""
+    return (f"[{rec.iteration:>3}/{total}] {rec.status:<9} {value}{change}  {rec.description}"
+            f"  ({rec.wall_s:.1f}s{runs}{why})")
