@@ -219,6 +219,7 @@ class Engine:
         else:
             patch = ""
         if not problem:
+            self.out(f"[{n:>3}/{self.config.iterations}] running   {proposal.description}")
             self._measure_and_judge(rec, baseline)
         self._finish(rec, tip)
         self._track(rec, patch, proposal)
