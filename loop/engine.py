@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from pathlib import Path
 from loop import grading, judge as judging
 from loop.config import Config
 from loop.errors import UsageError
-from loop.journal import Journal, Record, record_dict, replay
+from loop.journal import Journal, Record, TagLock, record_dict, replay
 from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
 from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
@@ -148,7 +149,15 @@ class Engine:
 
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
-        self._install_sigterm()
+        lock = TagLock(self.dir / "lock")
+        lock.acquire()
+        try:
+            return self._run()
+        finally:
+            lock.release()
+
+    def _run(self) -> Stop:
+        self._install_signals()
         self._open()
         started = time.monotonic()
         stop = None
@@ -305,6 +314,9 @@ class Engine:
         if rec.kept and rec.commit != tip:
             self.workspace.advance(rec.commit, tip)
         self.workspace.restore()
+        if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
+            for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
+                shutil.rmtree(run_dir, ignore_errors=True)
         self.records.append(rec)
         append_result(self.results_path, metric.name, rec, self.records)
 
@@ -404,11 +416,13 @@ class Engine:
         self.workspace.restore()
 
     @staticmethod
-    def _install_sigterm() -> None:
-        """SIGTERM (a scheduler, `kill`) stops like Ctrl-C: cleanly, nothing lost."""
+    def _install_signals() -> None:
+        """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal closed) stop like Ctrl-C:
+        cleanly, nothing lost."""
         def handler(signum, frame):
             raise KeyboardInterrupt
         try:
             signal.signal(signal.SIGTERM, handler)
+            signal.signal(signal.SIGHUP, handler)
         except ValueError:
             pass  # not the main thread (tests): Ctrl-C handling still applies

@@ -42,6 +42,38 @@ class Record:
         return self.status == "keep"
 
 
+class TagLock:
+    """One engine per tag: a second `run` of a running tag is refused, not interleaved."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._file = None
+
+    def acquire(self) -> None:
+        import fcntl
+        from loop.errors import UsageError
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise UsageError(f"tag '{self.path.parent.name}' is already running ({holder}); "
+                             f"stop it first or use another --tag") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        if self._file:
+            self._file.close()   # closing drops the lock
+            self._file = None
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)

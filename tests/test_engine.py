@@ -220,3 +220,32 @@ def test_cli_status_json(toy_repo, mlflow_uri):
     assert s["tag"] == "t" and s["iterations"] == 2 and s["metric_name"] == "score"
     assert s["tracking_uri"] == mlflow_uri.replace("sqlite:///", "sqlite:///")
     assert run_cli("status", "--tag", "nope", cwd=toy_repo).returncode == 2
+
+
+def test_a_running_tag_cannot_be_started_twice(toy_repo, mlflow_uri):
+    from loop.errors import UsageError
+    from loop.journal import TagLock
+    held = TagLock(toy_repo / ".autoresearch" / "t" / "lock")
+    held.acquire()
+    with pytest.raises(UsageError, match="already running"):
+        Engine(config(toy_repo, iterations=1), out=lambda s: None).run()
+    held.release()
+    assert Engine(config(toy_repo, iterations=1), out=lambda s: None).run().exit_code == 0
+
+
+def test_discarded_attempts_leave_no_artifacts_behind(toy_repo, mlflow_uri):
+    from loop.proposers.base import Proposal
+
+    class WritesArtifacts:
+        def propose(self, context):
+            x = {1: "1.0", 2: "9.0"}[context.iteration]        # a keep, then a discard
+            return Proposal(f"X={x}", files={"train.py": (
+                f"import os\nX = {x}\nY = 2\n"
+                "open(os.path.join(os.environ['AUTORESEARCH_ARTIFACT_DIR'], 'ckpt'), 'w').write('w')\n"
+                "print(f'score: {(X - 1) ** 2 + (Y - 4) ** 2}')\n")})
+
+    Engine(config(toy_repo, iterations=2), out=lambda s: None, proposer=WritesArtifacts()).run()
+    assert [r["status"] for r in rows(toy_repo)] == ["keep", "keep", "discard"]
+    runs = toy_repo / ".autoresearch" / "t" / "runs"
+    assert (runs / "0001-0" / "artifacts" / "ckpt").exists()      # the kept one's checkpoint
+    assert not list(runs.glob("0002-*"))                          # the discarded one's: gone

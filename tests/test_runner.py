@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from loop.runner import (experiment_env, parse_metric, run_command, run_experiment)
+from loop.runner import _alive, experiment_env, parse_metric, run_command, run_experiment
 from loop.task import Metric
 
 PATTERN = Metric("val_bpb").pattern
@@ -65,14 +65,6 @@ def test_grader_is_the_only_source_of_the_metric(tmp_path):
     res = _run(tmp_path, 'print("val_bpb: 0.01")', evaluate=f"{sys.executable} grade.py")
     assert res.status == "ok" and res.metric == 2.5
     assert "=== evaluate" in (tmp_path / "log.txt").read_text()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path):
