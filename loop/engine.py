@@ -386,7 +386,7 @@ class Engine:
                            self._tail(r) if r in failures else "")
                    for r in self.records if r.description != BASELINE]
         return Context(n, self.task, files, program, history, self.score.best_value(),
-                       self.config.seed + n)
+                       self.config.seed + n, judging.estimate_noise(self.score.history))
 
     def _tail(self, rec: Record) -> str:
         path = self._log_path(rec.iteration, 0)

@@ -136,3 +136,16 @@ def test_cli_with_openai_base_url_and_a_401(toy_repo, mlflow_uri, openai_server)
                   "strict", "--proposer", "llm", "--model", "m", cwd=toy_repo, env=env)
     assert res.returncode == 1
     assert "401" in res.stdout and len(openai_server.requests) == 2   # no retry on 401
+
+
+def test_prompt_states_the_measured_noise(toy_repo, mlflow_uri, openai_server):
+    from conftest import git
+    (toy_repo / "task" / "train.py").write_text(
+        (toy_repo / "task" / "train.py").read_text().replace("NOISE = 0.0", "NOISE = 0.5"))
+    git(toy_repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "noisy")
+    openai_server.script(SEARCH_REPLACE)
+    cfg = llm_config(toy_repo, openai_server, iterations=1)
+    cfg.judge = JudgeConfig(rule="noise", baseline_runs=3)
+    Engine(cfg, out=lambda s: None).run()
+    user = openai_server.requests[0]["messages"][-1]["content"]
+    assert "Run-to-run noise (different seeds, same code): sd 0." in user

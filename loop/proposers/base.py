@@ -28,6 +28,7 @@ class Context:
     history: list[Attempt]
     best_metric: float | None
     seed: int                   # proposer seed for this iteration (reproducible)
+    noise_sd: float | None = None  # measured run-to-run noise of the metric, when known
 
 
 @dataclass

@@ -52,7 +52,7 @@ USER = """\
 # Task: {name}
 
 {description}
-Metric: {metric} ({direction}: {better} is better). Best so far: {best}.
+Metric: {metric} ({direction}: {better} is better). Best so far: {best}.{noise}
 Each experiment runs for about {budget:g} s. This is iteration {iteration}.
 
 # Current best code (the editable files, as kept so far)
@@ -98,9 +98,17 @@ def user_prompt(context: Context, journal_chars: int) -> str:
         name=task.name, description=task.description.strip(),
         metric=metric.name, direction=metric.direction,
         better="lower" if metric.direction == "minimize" else "higher",
-        best=_num(context.best_metric), budget=task.time_budget_s,
+        best=_num(context.best_metric), budget=task.time_budget_s, noise=_noise(context),
         iteration=context.iteration, files=render_files(context.files),
         journal=render_journal(context.history, journal_chars))
+
+
+def _noise(context: Context) -> str:
+    """The measured run-to-run noise, so the model aims for effects that can be shown."""
+    if not context.noise_sd:
+        return ""
+    return (f"\nRun-to-run noise (different seeds, same code): sd {_num(context.noise_sd)}. "
+            f"A change is kept only when its effect is clearly larger than that.")
 
 
 def render_files(files: dict[str, str]) -> str:
