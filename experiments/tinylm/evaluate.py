@@ -5,8 +5,13 @@ It does not trust the numbers train.py printed. It rebuilds the model from the c
 the model is causal (a model that peeks at future bytes would score an impossibly low
 bpb), and measures val_bpb with the protected prepare.evaluate_bpb.
 
+It also scores fresh text from the same grammar, generated from a random seed at grading
+time: nothing a run could have trained on. The val split is fixed and prepare.py is readable,
+so train.py could train on val itself; a model that did scores far better on val than on
+fresh text, and is refused.
+
 Exit codes: 0 graded, 1 non-finite logits (val_bpb: nan), 2 no/unreadable checkpoint,
-3 causality check failed.
+3 causality check failed, 4 val much better than fresh text (trained on val).
 """
 import os
 import sys
@@ -20,11 +25,15 @@ import torch  # noqa: E402
 
 import prepare  # noqa: E402
 
-evaluate_bpb = prepare.evaluate_bpb  # bound before train.py's import-time code can swap it
+# Bound and loaded before train.py's import-time code runs, so it cannot swap them.
+evaluate_bpb = prepare.evaluate_bpb
+VAL = prepare.load_split("val")
+FRESH = prepare.fresh_text()
 import train  # noqa: E402  (import-safe: train.py trains only under __main__)
 
 CAUSAL_TOL = 1e-4   # max |logit change| allowed at positions before the edited bytes
 CAUSAL_BATCH = 2    # sequences in the fixed causality probe
+LEAK_MARGIN = 0.05  # bpb; val and fresh text differ by about 0.01 for an honest model
 
 
 def fail(code, message):
@@ -50,7 +59,7 @@ def load_model(path, device):
 def is_causal(model, device, seq_len):
     """Logits at positions <= t must not change when the bytes after t change."""
     gen = torch.Generator().manual_seed(0)
-    x = prepare.load_split("val")[:CAUSAL_BATCH * seq_len].long().view(CAUSAL_BATCH, seq_len)
+    x = VAL[:CAUSAL_BATCH * seq_len].long().view(CAUSAL_BATCH, seq_len)
     base = model(x.to(device)).float()
     if not torch.isfinite(base).all():  # a broken model is "diverged", not "cheating"
         fail(1, "model produces non-finite logits\n---\nval_bpb:          nan")
@@ -77,7 +86,12 @@ def main():
     if not is_causal(model, device, seq_len):
         fail(3, "causality_check: failed")
     print("causality_check: passed")
-    val_bpb = evaluate_bpb(model, device, seq_len)
+    val_bpb = evaluate_bpb(model, device, seq_len, data=VAL)
+    fresh_bpb = evaluate_bpb(model, device, seq_len, data=FRESH)
+    print(f"fresh_text_bpb: {fresh_bpb:.6f}")
+    if val_bpb < fresh_bpb - LEAK_MARGIN:
+        fail(4, f"leak_check: failed: val_bpb {val_bpb:.4f} is {fresh_bpb - val_bpb:.4f} below "
+                f"fresh text from the same grammar (was the model trained on the val split?)")
     print("---")
     print(f"val_bpb:          {val_bpb:.6f}")
     print(f"eval_seconds:     {time.time() - t0:.1f}")
