@@ -110,9 +110,17 @@ def cmd_run(args) -> int:
     return stop.exit_code
 
 
+def _repo(path: str) -> Path:
+    """The research repo holding `path` (its git top level), so a subfolder works too."""
+    import subprocess
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True,
+                         text=True)
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else Path(path).resolve()
+
+
 def cmd_status(args) -> int:
     from loop.status import find_tag, summary
-    repo = Path(args.repo).resolve()
+    repo = _repo(args.repo)
     tag = args.tag or find_tag(repo)
     s = summary(repo, tag)
     if args.json:
@@ -128,7 +136,7 @@ def cmd_status(args) -> int:
 
 def cmd_report(args) -> int:
     from loop.status import find_tag, report
-    repo = Path(args.repo).resolve()
+    repo = _repo(args.repo)
     print(report(repo, args.tag or find_tag(repo)))
     return 0
 

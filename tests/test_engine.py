@@ -220,6 +220,10 @@ def test_cli_status_json(toy_repo, mlflow_uri):
     assert s["tag"] == "t" and s["iterations"] == 2 and s["metric_name"] == "score"
     assert s["tracking_uri"] == mlflow_uri.replace("sqlite:///", "sqlite:///")
     assert run_cli("status", "--tag", "nope", cwd=toy_repo).returncode == 2
+    from_subfolder = run_cli("status", "--json", cwd=toy_repo / "task")
+    assert json.loads(from_subfolder.stdout)["tag"] == "t"
+    report = run_cli("report", cwd=toy_repo)
+    assert report.returncode == 0 and "| 2 |" in report.stdout
 
 
 def test_a_running_tag_cannot_be_started_twice(toy_repo, mlflow_uri):
