@@ -112,10 +112,8 @@ def cmd_run(args) -> int:
 
 def _repo(path: str) -> Path:
     """The research repo holding `path` (its git top level), so a subfolder works too."""
-    import subprocess
-    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True,
-                         text=True)
-    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else Path(path).resolve()
+    from loop.workspace import git_toplevel
+    return git_toplevel(Path(path)) or Path(path).resolve()
 
 
 def cmd_status(args) -> int:

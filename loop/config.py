@@ -7,10 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from loop.errors import ConfigError
-from loop.schema import build
+from loop.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
 JUDGE_RULES = ("strict", "noise")
@@ -145,10 +144,7 @@ def load_config(path: str | Path | None, base_dir: Path | None = None) -> Config
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    data = load_yaml(path, ConfigError) or {}
     if isinstance(data, dict) and "base_dir" in data:
         raise ConfigError(f"{path}: unknown key 'base_dir'")
     cfg = build(Config, data, str(path), ConfigError)

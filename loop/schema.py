@@ -5,6 +5,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 
@@ -79,3 +80,12 @@ def build(cls, data: dict | None, where: str, error: type[Exception]):
                    if n not in data and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
         raise error(f"{where}: missing required key '{missing[0]}'" if missing else f"{where}: {exc}")
+
+
+def load_yaml(path, error: type[Exception]) -> object:
+    """A YAML file's content (None when empty); invalid YAML is one line of `error`."""
+    import yaml
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None

@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from loop.errors import TaskError
-from loop.schema import build
+from loop.schema import build, load_yaml
 
 TASK_FILE = "task.yaml"
 DIRECTIONS = ("minimize", "maximize")
@@ -115,10 +114,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
         raise TaskError(f"task folder not found: {folder}")
     if not yaml_path.is_file():
         raise TaskError(f"{yaml_path}: no task.yaml in this folder")
-    try:
-        data = yaml.safe_load(yaml_path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise TaskError(f"{yaml_path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    data = load_yaml(yaml_path, TaskError) or {}
     where = str(yaml_path)
     if isinstance(data, dict) and isinstance(data.get("metric"), str):
         data["metric"] = {"name": data["metric"]}

@@ -17,6 +17,13 @@ from loop.errors import UsageError
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
 
+def git_toplevel(path: Path) -> Path | None:
+    """The root of the git repository holding `path`, or None outside any."""
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path,
+                         capture_output=True, text=True)
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None
+
+
 class Workspace:
     def __init__(self, repo_root: Path, tag: str, worktree: Path):
         import git  # GitPython; lazily, so `autoresearch --help` stays instant
@@ -31,12 +38,11 @@ class Workspace:
     # -- set-up ------------------------------------------------------------------
     @staticmethod
     def find_repo_root(path: Path) -> Path:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
+        root = git_toplevel(path)
+        if root is None:
             raise UsageError(f"{path} is not inside a git repository (run `git init` and commit "
                              f"the task first)")
-        return Path(out.stdout.strip()).resolve()
+        return root
 
     def open(self) -> bool:
         """Create the branch (from HEAD) and its worktree if needed. True if the branch is new."""
