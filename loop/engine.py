@@ -209,7 +209,13 @@ class Engine:
         if baseline:
             proposal, problem = Proposal(BASELINE), None
         else:
-            proposal = self.proposer.propose(self._context(n, program))
+            try:
+                proposal = self.proposer.propose(self._context(n, program))
+            except (ProposerFatal, KeyboardInterrupt):
+                raise
+            except Exception as exc:     # a proposer bug costs an iteration, not the night
+                proposal = Proposal("proposer error", error=f"proposer raised "
+                                    f"{type(exc).__name__}: {exc}")
             problem = proposal.error or self._check(proposal)
         self.cost += proposal.usage.cost_usd
         run_id = self.tracker.start_iteration(self.tag, n)

@@ -253,3 +253,16 @@ def test_discarded_attempts_leave_no_artifacts_behind(toy_repo, mlflow_uri):
     runs = toy_repo / ".autoresearch" / "t" / "runs"
     assert (runs / "0001-0" / "artifacts" / "ckpt").exists()      # the kept one's checkpoint
     assert not list(runs.glob("0002-*"))                          # the discarded one's: gone
+
+
+def test_a_proposer_bug_costs_an_iteration_not_the_night(toy_repo, mlflow_uri):
+    class Buggy:
+        def propose(self, context):
+            raise KeyError("oops")
+
+    stop = Engine(config(toy_repo, iterations=5, max_consecutive_failures=2),
+                  out=lambda s: None, proposer=Buggy()).run()
+    table = rows(toy_repo)
+    assert stop.reason == "failures"
+    assert [r["status"] for r in table] == ["keep", "bad_edit", "bad_edit"]
+    assert "proposer raised KeyError" in table[1]["reason"]
