@@ -140,8 +140,10 @@ class Engine:
                 self.score.remeasured(value)
         write_results(self.results_path, self.task.metric.name, self.records)
         by_iter = {r.iteration: r for r in self.records}
-        for n in state.untracked:
-            self._track(by_iter[n])
+        for n in state.untracked:                 # MLflow missed these: log them now
+            rec = by_iter[n]
+            patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
+            self._track(rec, patch)
         if self.records:
             self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
                      f"{self.score.kept} kept, best {self.task.metric.name} = "
@@ -341,8 +343,13 @@ class Engine:
                   "time_budget_s": self.task.time_budget_s}
         tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
                 "program_sha": rec.program_sha}
-        self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                      self.score.kept)
+        try:
+            self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
+                                          self.score.kept)
+        except Exception as exc:   # e.g. the SQLite store locked by a busy `mlflow ui`
+            self.out(f"warning: MLflow logging of iteration {rec.iteration} failed "
+                     f"({type(exc).__name__}: {exc}); it is retried at the next start")
+            return
         self.journal.write("tracked", iteration=rec.iteration)
 
     def _remeasure_best(self, n: int, tip: str) -> None:

@@ -266,3 +266,28 @@ def test_a_proposer_bug_costs_an_iteration_not_the_night(toy_repo, mlflow_uri):
     assert stop.reason == "failures"
     assert [r["status"] for r in table] == ["keep", "bad_edit", "bad_edit"]
     assert "proposer raised KeyError" in table[1]["reason"]
+
+
+def test_mlflow_failure_is_survived_and_repaired_on_resume(toy_repo, mlflow_uri, monkeypatch):
+    from loop.tracking import Tracker
+    real = Tracker.finish_iteration
+    calls = {"n": 0}
+
+    def flaky(self, rec, *args, **kw):
+        calls["n"] += 1
+        if rec.iteration == 1:
+            raise RuntimeError("database is locked")
+        return real(self, rec, *args, **kw)
+
+    monkeypatch.setattr(Tracker, "finish_iteration", flaky)
+    lines = []
+    stop = Engine(config(toy_repo, iterations=2), out=lines.append).run()
+    assert stop.exit_code == 0 and len(rows(toy_repo)) == 3       # the loop went on
+    assert any("MLflow logging of iteration 1 failed" in line for line in lines)
+    monkeypatch.setattr(Tracker, "finish_iteration", real)
+    Engine(config(toy_repo, iterations=2), out=lambda s: None).run()   # resume repairs it
+    client, _, children = mlflow_runs(mlflow_uri)
+    repaired = children[1]
+    assert repaired.data.tags["status"] == rows(toy_repo)[1]["status"]
+    assert "diff.patch" in {a.path for a in client.list_artifacts(repaired.info.run_id)}
+    assert_same_story(toy_repo, mlflow_uri)
