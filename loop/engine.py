@@ -68,7 +68,7 @@ class Engine:
     def _check_committed(self, task: Task) -> None:
         if self.workspace.branch_exists():
             return
-        if not self.workspace._ok("cat-file", "-e", f"HEAD:{self.task_rel}/task.yaml".lstrip("/")):
+        if not self.workspace.committed(f"{self.task_rel}/task.yaml".lstrip("/")):
             raise UsageError(f"{self.task_rel or '.'}/task.yaml is not committed: the loop runs "
                              f"on a branch from HEAD, so commit the task first")
         dirty = self.workspace.git.status("--porcelain", "--", task.root.as_posix())

@@ -64,6 +64,10 @@ class Workspace:
         self.restore()
         return created
 
+    def committed(self, path: str, ref: str = "HEAD") -> bool:
+        """Whether `path` (relative to the repo root) exists in commit `ref`."""
+        return self._ok("cat-file", "-e", f"{ref}:{path}")
+
     def branch_exists(self) -> bool:
         return self._ok("show-ref", "--verify", "--quiet", f"refs/heads/{self.branch}")
 
