@@ -2,7 +2,7 @@
 bad ones are refused, and that none is ever applied wrongly; plus the LLM prompt's size
 over a long night (it must stay bounded).
 
-    /tmp/venv/bin/python benchmarks/edits.py
+    python benchmarks/edits.py
 
 Prints markdown tables. Exits 1 if any reply was applied wrongly or the prompt grows."""
 from __future__ import annotations

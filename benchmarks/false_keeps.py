@@ -21,7 +21,7 @@ Two ways to place a proposal against a best:
 Cost: every run a proposal causes (its own runs, its re-runs, the re-measurement of the
 best it became) plus its loop's baseline runs spread over the loop's proposals.
 
-    /tmp/venv/bin/python benchmarks/false_keeps.py [--seed 0] [--trials 1000]
+    python benchmarks/false_keeps.py [--seed 0] [--trials 1000]
 """
 from __future__ import annotations
 
