@@ -26,6 +26,7 @@ best it became) plus its loop's baseline runs spread over the loop's proposals.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import sys
 import time
@@ -131,6 +132,28 @@ def table(rows, strict_row) -> list[str]:
     return lines
 
 
+def sweep(seed: int, trials: int, loop_length: int) -> None:
+    """Every combination of R, confirm_runs, confidence and plausible_p, per proposal: the
+    cheapest settings that keep false keeps <= 2% and detect >= 90% of 3σ gains."""
+    _, s_cost, _ = evaluate(STRICT, seed, trials, loop_length, False)
+    found = []
+    for r, c, conf, pp in itertools.product((2, 3, 4), (1, 2, 3), (0.97, 0.98, 0.985, 0.99),
+                                            (0.1, 0.2, 0.3)):
+        cfg = JudgeConfig(baseline_runs=r, confirm_runs=c, confidence=conf, plausible_p=pp)
+        kept, cost, noop = evaluate(cfg, seed, trials, loop_length, False)
+        fk, d3 = (kept[e][0] / kept[e][1] for e in (0.0, 3.0))
+        if fk <= TARGET_FALSE_KEEPS and d3 >= TARGET_DETECT_3SIGMA:
+            found.append((cost / s_cost, fk, d3, describe(cfg)))
+    print(f"settings meeting the false-keep and 3σ targets: {len(found)} of 108")
+    print("| rule | false keeps | kept 3σ | runs vs strict |\n|---|---|---|---|")
+    for ratio, fk, d3, name in sorted(found)[:8]:
+        print(f"| {name} | {fk:.1%} | {d3:.1%} | {ratio:.2f}x |")
+    cheapest = min(found)[0] if found else float("nan")
+    print(f"cost target (<= {TARGET_COST}x strict): "
+          f"{'met' if cheapest <= TARGET_COST else 'NOT met'} by any of them "
+          f"(cheapest {cheapest:.2f}x)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -138,8 +161,14 @@ def main(argv=None) -> int:
                     help="proposals per effect size (no-ops: twice as many)")
     ap.add_argument("--loop-length", type=int, default=50,
                     help="proposals per research loop (its baseline is spread over them)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="search the noise rule's settings for ones that meet all targets")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.sweep:
+        sweep(args.seed, args.trials, args.loop_length)
+        print(f"\n({time.perf_counter() - t0:.1f} s)")
+        return 0
     rules = [STRICT, JudgeConfig()]               # the noise rule with the shipped defaults
     print(f"{2 * args.trials} no-op proposals and {args.trials} per effect size (1, 2, 3 σ), "
           f"loops of {args.loop_length} proposals, seed {args.seed}")
