@@ -19,6 +19,8 @@ HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*
 PATH_TOKEN_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}$")
 # alone on its line, a path needs no extension if it has a folder ('/etc/passwd', 'src/Makefile')
 LABEL_ONLY_PATH_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)+[\w.-]*\w$")
+# a word in prose that might be a file name ('train.py', 'src/model.py', 'Makefile')
+NAME_WORD_RE = re.compile(r"^(?:[\w.-]+/)*[A-Za-z_][\w.-]*$")
 DESCRIPTION_RE = re.compile(
     r"^\W*(?:description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
 DESCRIPTION_MAX = 120
@@ -37,6 +39,9 @@ class Edit:
     index: int = 1              # 1-based, across the reply, for error messages
     line_hint: int | None = None  # diff hunks: the old start line from "@@ -l,s"
     source: str = "search/replace"  # "search/replace" | "diff" | "whole file"
+    # a fence under prose: the words above it that may name the file (path is None);
+    # loop.edits keeps it only if exactly one names an existing file and it holds all of it
+    named: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -53,7 +58,33 @@ class ParsedReply:
     problems: list[str] = field(default_factory=list)  # parts that could not be parsed
 
 
+THINK_OPEN_RE = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+THINK_CLOSE_RE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(thinking, answer) of a reasoning model's message content.
+
+    DeepSeek-R1, Qwen3 and the like, served by vLLM, Ollama or llama.cpp without a
+    reasoning parser, think inside <think>...</think> in the content; chat templates that
+    open the tag in the prompt leave only the closing tag; a reply cut off while thinking
+    has only the opening one. Drafts inside the thinking are not the answer: they must
+    never be parsed as edits."""
+    thinking: list[str] = []
+    first_close, first_open = THINK_CLOSE_RE.search(text), THINK_OPEN_RE.search(text)
+    if first_close and (not first_open or first_close.start() < first_open.start()):
+        thinking.append(text[:first_close.start()])          # the tag was in the prompt
+        text = text[first_close.end():]
+    while (opened := THINK_OPEN_RE.search(text)):
+        closed = THINK_CLOSE_RE.search(text, opened.end())
+        stop = closed.start() if closed else len(text)       # unclosed: cut off thinking
+        thinking.append(text[opened.end():stop])
+        text = text[:opened.start()] + (text[closed.end():] if closed else "")
+    return "\n\n".join(t.strip() for t in thinking if t.strip()), text.lstrip("\n")
+
+
 def parse_reply(text: str) -> ParsedReply:
+    text = split_thinking(text)[1]
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     used = [False] * len(lines)      # lines that belong to an edit (not prose)
     found: list[tuple[int, Edit]] = []  # (line number, edit) to restore reply order
@@ -117,22 +148,49 @@ def _parse_search_replace(lines, used, found, problems) -> None:
             continue
         start, path = i, _path_before(lines, i, previous_path)
         divider = _next_match(lines, i + 1, DIVIDER_RE, stop=SEARCH_RE)
-        end = _next_match(lines, (divider or i) + 1, REPLACE_RE, stop=SEARCH_RE)
-        if divider is None or end is None:
-            problems.append(f"the SEARCH/REPLACE block starting at reply line {start + 1} "
-                            f"is not terminated (missing '=======' or '>>>>>>> REPLACE'; "
-                            f"was the reply cut off?)")
+        end = _block_end(lines, start, divider)
+        if end is None or isinstance(end, str):
+            problems.append(end or f"the SEARCH/REPLACE block starting at reply line "
+                            f"{start + 1} is not terminated (missing '=======' or "
+                            f"'>>>>>>> REPLACE'; was the reply cut off?)")
             stop = _next_match(lines, start + 1, SEARCH_RE, stop=re.compile(r"(?!)"))
             for k in range(start, stop or len(lines)):  # the cut-off rest is not prose
                 used[k] = True
             i = stop or len(lines)
             continue
+        replace_end, end = end
         search = "\n".join(lines[start + 1:divider])
-        replace = "\n".join(lines[divider + 1:end])
+        replace = "\n".join(lines[divider + 1:replace_end])
         found.append((start, Edit(path, "replace", search, replace)))
         for k in range(start, end + 1):
             used[k] = True
         previous_path, i = path, end + 1
+
+
+def _block_end(lines, start, divider) -> tuple[int, int] | str | None:
+    """(end of the REPLACE text, last line of the block), a problem, or None (cut off).
+
+    REPLACE ends at '>>>>>>> REPLACE' or, as aider reads it, at a second '=======':
+    models write SEARCH / ======= / new / ======= / >>>>>>> REPLACE, or close with the
+    second divider alone, prose after. The divider is never part of the new text; text
+    between a second divider and the end marker makes the block ambiguous: refused."""
+    if divider is None:
+        return None
+    for k in range(divider + 1, len(lines)):
+        if SEARCH_RE.match(lines[k]):
+            return None
+        if REPLACE_RE.match(lines[k]):
+            return k, k
+        if DIVIDER_RE.match(lines[k]):
+            marker = _next_match(lines, k + 1, REPLACE_RE, stop=SEARCH_RE)
+            if marker is None:
+                return k, k                      # '=======' closed the block
+            if any(l.strip() for l in lines[k + 1:marker]):
+                return (f"the SEARCH/REPLACE block at reply line {start + 1} has a second "
+                        f"'=======' with more text before '>>>>>>> REPLACE': write one "
+                        f"'=======' between the SEARCH and the REPLACE text")
+            return k, marker
+    return None
 
 
 def _next_match(lines, i, pattern, stop) -> int | None:
@@ -167,34 +225,56 @@ def _path_before(lines, i, previous_path) -> str | None:
 
 @dataclass
 class Fence:
-    open: int            # line of the opening ``` (body is open+1 .. close-1)
-    close: int | None    # None: never closed (a truncated reply)
+    open: int            # line of the opening ``` (body is open+1 .. end-1)
+    close: int | None    # None: never closed (a truncated reply, or a restarted listing)
     info: str
+    end: int = 0         # where the body stops: the close, a restart, or the reply's end
+    restarted: bool = False  # the model opened the listing again before closing it
 
 
 def _find_fences(lines, used) -> list[Fence]:
+    """Pair fences. A listing is *restarted* when, before its closing fence, a new fence
+    with an info string opens (```python), or when the 'closing' fence comes right after
+    the listed file's name alone on a line: the model stopped, wrote prose and the file
+    name, and began again; that fence opens the new listing instead of closing the old."""
     fences, k = [], 0
     while k < len(lines):
         m = FENCE_RE.match(lines[k]) if not used[k] else None
         if not m:
             k += 1
             continue
-        marker, close = m.group(1), None
+        marker, close, restart = m.group(1), None, None
         for j in range(k + 1, len(lines)):
-            if used[j]:
+            c = FENCE_RE.match(lines[j]) if not used[j] else None
+            if not (c and c.group(1)[0] == marker[0] and len(c.group(1)) >= len(marker)):
                 continue
-            c = FENCE_RE.match(lines[j])
-            if c and c.group(1)[0] == marker[0] and len(c.group(1)) >= len(marker) \
-                    and not c.group(2).strip():
+            if c.group(2).strip():
+                restart = j
+            elif _names_the_listing(lines, k, j, m.group(2)):
+                restart = j
+            else:
                 close = j
-                break
-        fences.append(Fence(k, close, m.group(2).strip()))
-        k = (close if close is not None else len(lines)) + 1
+            break
+        if restart is not None:
+            fences.append(Fence(k, None, m.group(2).strip(), restart, restarted=True))
+            k = restart
+            continue
+        end = close if close is not None else len(lines)
+        fences.append(Fence(k, close, m.group(2).strip(), end))
+        k = end + 1
     return fences
 
 
+def _names_the_listing(lines, fence_open, close, info) -> bool:
+    """The line before a would-be closing fence is the listed file's own name."""
+    path = _path_in_info(info) or _label_above(lines, fence_open)
+    last = next((lines[j] for j in range(close - 1, fence_open, -1) if lines[j].strip()), "")
+    name = path_label(last)
+    return bool(path and name and name.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1])
+
+
 def _body(lines, fence: Fence) -> list[str]:
-    return lines[fence.open + 1:fence.close if fence.close is not None else len(lines)]
+    return lines[fence.open + 1:fence.end]
 
 
 # -- format 2: unified diffs -------------------------------------------------------------
@@ -290,16 +370,28 @@ def _looks_like_diff(content: list[str]) -> bool:
 
 def _parse_whole_files(lines, used, fences, found, problems) -> None:
     """A fence labelled with a bare path (line above, or info string) is a whole file.
-    A fence under a prose line is an illustration, not an edit, and is ignored."""
-    for fence in fences:
-        body = range(fence.open + 1, fence.close if fence.close is not None else len(lines))
+    A fence under a prose line naming files, or under a bare name with no extension
+    ('Makefile'), *may* be one: it becomes an Edit with `named` candidates, kept only if
+    it names exactly one existing file and holds all of it (see loop.edits)."""
+    for n, fence in enumerate(fences):
+        body = range(fence.open + 1, fence.end)
         if any(used[j] for j in body):
             continue
         path = _path_in_info(fence.info) or _label_above(lines, fence.open)
-        if path is None:
-            continue
         content = _body(lines, fence)
-        if fence.close is None:
+        if path is None:
+            named, source = _names_above(lines, used, fence.open)
+            if named and fence.close is not None and not _looks_like_diff(content) \
+                    and not any(ELISION_RE.search(l) for l in content):
+                found.append((fence.open, Edit(None, "whole", "", "\n".join(content) + "\n",
+                                               source=source, named=named)))
+            continue
+        if fence.restarted:
+            if not any((_path_in_info(f.info) or _label_above(lines, f.open)) == path
+                       for f in fences[n + 1:]):
+                problems.append(f"the listing of {path} at reply line {fence.open + 1} stops "
+                                f"and starts again, and is never completed")
+        elif fence.close is None:
             problems.append(f"the code block for {path} at reply line {fence.open + 1} is "
                             f"never closed (was the reply cut off?)")
         elif fence.info.split()[:1] in (["diff"], ["patch"]) or _looks_like_diff(content):
@@ -312,9 +404,24 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
         else:
             found.append((fence.open, Edit(path, "whole", "", "\n".join(content) + "\n",
                                            source="whole file")))
-        last = fence.close if fence.close is not None else len(lines) - 1
-        for j in range(fence.open, last + 1):
+        for j in range(fence.open, fence.end if fence.close is None else fence.close + 1):
             used[j] = True
+
+
+def _names_above(lines, used, fence_open: int) -> tuple[tuple[str, ...], str]:
+    """The words that could name a file on the line just above a fence, and the edit's
+    source: a bare word ('Makefile') is a label, 'whole file'; a prose line ('Here is the
+    updated `train.py`:') gives 'whole file named in prose'. loop.edits keeps the words
+    that are real files."""
+    for k in range(fence_open - 1, max(-1, fence_open - 3), -1):
+        if lines[k].strip():
+            if used[k] or FENCE_RE.match(lines[k]):
+                return (), ""
+            words = [w.strip("*`'\"_:.,!?") for w in re.split(r"[\s,;()]+", lines[k])]
+            words = [w for w in words if w]
+            source = "whole file" if len(words) == 1 else "whole file named in prose"
+            return tuple(dict.fromkeys(w for w in words if NAME_WORD_RE.match(w))), source
+    return (), ""
 
 
 # -- the description ----------------------------------------------------------------------
@@ -323,7 +430,7 @@ def _description(lines, used, fences) -> str | None:
     """The 'Description: ...' line, else the first sentence of prose."""
     in_fence = set()
     for f in fences:
-        in_fence.update(range(f.open, (f.close if f.close is not None else len(lines)) + 1))
+        in_fence.update(range(f.open, f.end + 1))
     prose = [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]
     for line in prose:
         m = DESCRIPTION_RE.match(line.strip())

@@ -12,14 +12,14 @@ Pure: texts in, texts out; no git, no files. The contract the engine relies on:
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Callable, Iterable
 
-from loop.edit_parse import Edit, ParsedReply, one_line, parse_reply
+from loop.edit_parse import Edit, ParsedReply, one_line, parse_reply, split_thinking
 
 __all__ = ["Edit", "ParsedReply", "EditError", "EditOutcome", "parse_reply", "apply_edits",
-           "try_edits", "apply_reply", "one_line"]
+           "try_edits", "apply_reply", "one_line", "settle_named", "split_thinking"]
 
 PathCheck = Callable[[str], "str | None"]  # rel path -> why it may not be written, or None
 NO_EDITS = ("no edit found in the reply: write each change as a SEARCH/REPLACE block under "
@@ -27,6 +27,9 @@ NO_EDITS = ("no edit found in the reply: write each change as a SEARCH/REPLACE b
 NOTHING_CHANGED = ("the edit changes nothing: every block leaves the files as they are; "
                    "propose a change that alters the code")
 MIN_WHOLE_FILE_SHARE = 1 / 3   # a "whole file" far shorter than the file is a fragment
+# a fence under prose ("Here is the updated `train.py`:") is taken for the whole file only
+# if it is about as long as the file, keeps most of its lines and its first or last line
+NAMED_MIN_LENGTH, NAMED_MIN_KEPT = 2 / 3, 0.5
 
 
 class EditError(Exception):
@@ -65,7 +68,7 @@ def apply_edits(files: dict[str, str], edits: ParsedReply | list[Edit],
     path may not be written (None: only the given files may be edited, none created).
     Returns the new texts of the files that changed."""
     problems = edits.problems if isinstance(edits, ParsedReply) else []
-    edit_list = edits.edits if isinstance(edits, ParsedReply) else list(edits)
+    edit_list = settle_named(files, edits.edits if isinstance(edits, ParsedReply) else edits)
     if not edit_list and not problems:
         raise EditError(NO_EDITS, [NO_EDITS])
     outcome = try_edits(files, edit_list, check_path)
@@ -90,6 +93,7 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
     `allow_already_applied`: a block whose REPLACE text is already in place counts as
     applied (used on repair turns, where models resend blocks that worked)."""
     check = getattr(check_path, "check_edit_path", check_path)
+    edits = settle_named(files, edits)
     texts, outcome = dict(files), EditOutcome()
     line_shift: dict[str, int] = {}  # per file: lines added by earlier diff hunks
     for edit in edits:
@@ -109,6 +113,44 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
 
 
 # -- which file ------------------------------------------------------------------------------
+
+def settle_named(files: dict[str, str], edits: Iterable[Edit]) -> list[Edit]:
+    """Decide the fences that prose named ('Here is the updated `train.py`:'): each is
+    kept, as a whole-file edit of that file, only when exactly one of the words above it
+    is an existing file, it holds the whole file, and the reply has no explicit edit
+    (an explicit block wins: the prose fence may be the old code, quoted). Else it was an
+    illustration, and is dropped."""
+    edits = list(edits)
+    if any(not e.named for e in edits):
+        return [e for e in edits if not e.named]
+    kept = []
+    for edit in edits:
+        homes = {p for p in (_existing(w, files) for w in edit.named) if p}
+        if len(homes) == 1:
+            path = homes.pop()
+            if edit.source == "whole file" or _whole_listing(files[path], edit.replace):
+                kept.append(replace(edit, path=path, named=()))
+    return kept
+
+
+def _existing(word: str, files: dict[str, str]) -> str | None:
+    word = word[2:] if word.startswith("./") else word
+    if word in files:
+        return word
+    near = [k for k in files if k.endswith("/" + word)]
+    return near[0] if len(near) == 1 else None
+
+
+def _whole_listing(old: str, new: str) -> bool:
+    old_lines = [l.strip() for l in old.splitlines() if l.strip()]
+    new_lines = [l.strip() for l in new.splitlines() if l.strip()]
+    if not old_lines or len(new_lines) < NAMED_MIN_LENGTH * len(old_lines):
+        return False
+    present = set(new_lines)
+    kept = sum(l in present for l in old_lines) / len(old_lines)
+    return kept >= NAMED_MIN_KEPT and (old_lines[0] == new_lines[0]
+                                       or old_lines[-1] == new_lines[-1])
+
 
 def _resolve_path(edit: Edit, texts: dict[str, str]) -> str:
     if edit.path is None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from loop.edits import EditError, apply_edits, apply_reply, parse_reply, try_edits
+from loop.edits import (EditError, apply_edits, apply_reply, parse_reply, settle_named,
+                        try_edits)
 from loop.task import load_task
 
 TRAIN = """\
@@ -86,7 +87,8 @@ def test_several_blocks_for_one_file_apply_in_order(task):
 
 def test_an_illustrative_snippet_under_prose_is_not_an_edit():
     parsed = parse_reply("In train.py you could write:\n```python\nLR = 1e-3\n```\n")
-    assert parsed.edits == []
+    assert [e.path for e in parsed.edits] == [None]      # a candidate only, not a whole file
+    assert settle_named(FILES, parsed.edits) == []
     with pytest.raises(EditError, match="no edit found"):
         apply_edits(FILES, parsed, None)
 

@@ -1,0 +1,129 @@
+"""Reply shapes seen from real models that our own corpus missed (issue 8): a second
+'=======', '=======' as the end marker, a whole-file listing restarted half-way, the file
+named in prose, thinking from reasoning models. Each case is written by us."""
+from __future__ import annotations
+
+import pytest
+
+from loop.edits import EditError, apply_reply, parse_reply, split_thinking
+
+TRAIN = "".join(f"W{i} = {i}\n" for i in range(40)) + "LR = 3e-4\n\n\ndef train():\n    return LR\n"
+FILES = {"train.py": TRAIN}
+NEW = TRAIN.replace("LR = 3e-4", "LR = 1e-3")
+
+
+def applies(reply, files=FILES):
+    return apply_reply(files, reply)[1]
+
+
+def refused(reply, files=FILES) -> str:
+    with pytest.raises(EditError) as err:
+        apply_reply(files, reply)
+    return err.value.message
+
+
+# -- a second divider ---------------------------------------------------------------------------
+
+def test_second_divider_before_the_end_marker_is_never_written():
+    reply = ("train.py\n```python\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n"
+             "=======\n>>>>>>> REPLACE\n```\n")
+    changed = applies(reply)
+    assert changed == {"train.py": NEW}
+    assert "=======" not in changed["train.py"]
+
+
+def test_divider_as_the_end_marker_with_prose_after_applies():
+    reply = ("Description: faster LR\n\ntrain.py\n```python\n<<<<<<< SEARCH\nLR = 3e-4\n"
+             "=======\nLR = 1e-3\n=======\n```\n\nThis converges faster on small models.\n")
+    description, changed = apply_reply(FILES, reply)
+    assert changed == {"train.py": NEW} and description == "faster LR"
+
+
+def test_two_blocks_each_closed_by_a_divider_both_apply():
+    reply = ("train.py\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n=======\n\n"
+             "and the first weight:\n\n<<<<<<< SEARCH\nW0 = 0\n=======\nW0 = 5\n=======\n")
+    assert applies(reply)["train.py"] == NEW.replace("W0 = 0", "W0 = 5")
+
+
+def test_text_between_a_second_divider_and_the_end_marker_is_refused():
+    reply = ("train.py\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n=======\nLR = 2e-3\n"
+             ">>>>>>> REPLACE\n")
+    assert "second '======='" in refused(reply)
+
+
+def test_one_divider_and_no_end_marker_is_still_a_cut_off_block():
+    assert "not terminated" in refused("train.py\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n")
+
+
+# -- a restarted whole-file listing ----------------------------------------------------------------
+
+HALF = "".join(TRAIN.splitlines(keepends=True)[:30])
+RESTART = "\nHmm, I made a mistake above. Let me write the whole file again.\n\ntrain.py\n"
+
+
+def test_restarted_listing_cut_off_is_refused_not_written_with_prose():
+    # the second listing's bare ``` used to close the first, writing the prose into the file
+    reply = f"train.py\n```python\n{HALF}{RESTART}```\n{HALF}"
+    message = refused(reply)
+    assert "never closed" in message
+
+
+def test_restarted_listing_with_a_complete_second_listing_takes_it():
+    reply = f"train.py\n```python\n{HALF}{RESTART}```\n{NEW}```\n"
+    assert applies(reply) == {"train.py": NEW}
+
+
+def test_restart_opened_with_a_language_tag_takes_the_complete_listing():
+    reply = f"train.py\n```python\n{HALF}{RESTART}```python\n{NEW}```\nDone.\n"
+    assert applies(reply) == {"train.py": NEW}
+
+
+def test_restart_never_completed_is_refused():
+    reply = f"train.py\n```python\n{HALF}{RESTART}```python\n{HALF}"
+    assert "never closed" in refused(reply)
+
+
+def test_restart_with_no_second_label_is_refused():
+    reply = f"train.py\n```python\n{HALF}\nOops, again:\n```python\n{NEW}```\n"
+    assert "stops and starts again" in refused(reply)
+
+
+# -- the file named in prose -------------------------------------------------------------------------
+
+def test_whole_file_under_a_prose_line_naming_it_applies():
+    reply = f"Description: faster LR\n\nHere is the updated `train.py`:\n\n```python\n{NEW}```\n"
+    assert applies(reply) == {"train.py": NEW}
+
+
+def test_prose_naming_two_files_of_which_one_is_editable():
+    reply = f"The new `train.py` (it still imports `prepare.py`):\n```python\n{NEW}```\n"
+    assert applies(reply) == {"train.py": NEW}
+
+
+@pytest.mark.parametrize("reply", [
+    "In `train.py` you could write:\n```python\nLR = 1e-3\n```\n",             # a snippet
+    f"Here is how `train.py` and `model.py` would look:\n```python\n{NEW}```\n".replace(
+        "`model.py`", "`eval.py`"),                                           # two real files
+    f"Here is a fresh script `new_train.py`:\n```python\n{NEW}```\n",          # not a file we have
+])
+def test_prose_fences_that_are_not_a_whole_known_file_are_not_edits(reply):
+    files = {**FILES, "eval.py": "print(1)\n"}
+    assert "no edit found" in refused(reply, files)
+
+
+def test_prose_fence_loses_to_an_explicit_block_in_the_same_reply():
+    # the model quotes the old file under prose, then edits it: quoting must not revert it
+    reply = ("train.py\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n>>>>>>> REPLACE\n\n"
+             f"For reference, the original `train.py` was:\n```python\n{TRAIN}```\n")
+    assert applies(reply) == {"train.py": NEW}
+
+
+@pytest.mark.parametrize("above", ["Makefile", "**Makefile**", "Here is the new `Makefile`:"])
+def test_root_file_without_extension_named_above_a_fence(above):
+    files = {"Makefile": "all:\n\tpython train.py\n", **FILES}
+    reply = f"{above}\n```make\nall:\n\tpython train.py --fast\n```\n"
+    assert applies(reply, files) == {"Makefile": "all:\n\tpython train.py --fast\n"}
+
+
+def test_a_bare_word_that_is_no_file_is_not_a_label():
+    assert "no edit found" in refused("Output\n```\nloss 2.31\n```\n")
