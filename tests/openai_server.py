@@ -6,7 +6,17 @@ client end to end (retries, timeouts, status codes, usage) without mocking it.
     server.requests                      # the JSON bodies received, in order
 
 Each request consumes the next scripted Reply; an empty script answers 500 so a test that
-sends more requests than it expects fails loudly."""
+sends more requests than it expects fails loudly.
+
+`Reply.shape` answers as a given server does (their JSON, as documented and observed):
+  "openai"    the reference API: usage with prompt/completion token details;
+  "vllm"      `reasoning` beside content (vLLM >= 0.11 with --reasoning-parser), null
+              tool/refusal fields, `stop_reason`, usage without details;
+  "deepseek"  `reasoning_content` (the DeepSeek API; vLLM before the rename), and usage
+              counting `reasoning_tokens`;
+  "ollama"    `system_fingerprint: fp_ollama`, usage with three counts only, `reasoning`;
+  "llamacpp"  `reasoning_content` (its default --reasoning-format), `timings`, no details.
+Without a reasoning parser these servers put <think>...</think> in `text` itself."""
 from __future__ import annotations
 
 import json
@@ -29,6 +39,8 @@ class Reply:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     error: dict | None = None            # the error body for status >= 400
+    shape: str = "openai"                # which server's JSON to imitate (see above)
+    reasoning: str | None = None         # thinking, in the shape's separate field
 
 
 class OpenAIServer:
@@ -71,20 +83,41 @@ class OpenAIServer:
         self.httpd.server_close()
 
 
+REASONING_KEY = {"vllm": "reasoning", "deepseek": "reasoning_content", "ollama": "reasoning",
+                 "llamacpp": "reasoning_content", "openai": "reasoning_content"}
+
+
 def completion_json(reply: Reply, model: str) -> dict:
-    body = {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
-                     "message": {"role": "assistant", "content": reply.text}}],
-    }
+    message = {"role": "assistant", "content": reply.text}
+    choice = {"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+              "message": message}
+    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [choice]}
+    if reply.reasoning is not None or reply.shape == "vllm":
+        message[REASONING_KEY[reply.shape]] = reply.reasoning      # vLLM sends null
+    if reply.shape == "vllm":
+        message.update(refusal=None, annotations=None, audio=None, function_call=None,
+                       tool_calls=[])
+        choice["stop_reason"] = None
+        body.update(service_tier=None, system_fingerprint=None, prompt_logprobs=None,
+                    kv_transfer_params=None)
+    elif reply.shape == "ollama":
+        body["system_fingerprint"] = "fp_ollama"
+    elif reply.shape == "llamacpp":
+        body.update(system_fingerprint="b6000-test", timings={
+            "prompt_n": reply.prompt_tokens, "predicted_n": reply.completion_tokens})
     if reply.usage:
-        body["usage"] = {
-            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-        }
+        usage = {"prompt_tokens": reply.prompt_tokens,
+                 "completion_tokens": reply.completion_tokens,
+                 "total_tokens": reply.prompt_tokens + reply.completion_tokens}
+        if reply.shape == "openai":
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+            usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        elif reply.shape == "deepseek":             # the DeepSeek API counts its thinking
+            usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        elif reply.shape == "vllm":
+            usage["prompt_tokens_details"] = None
+        body["usage"] = usage
     return body
 
 

@@ -2,6 +2,7 @@
 OpenAI-compatible server; edits in each format are applied, run, judged and logged."""
 import csv
 import os
+from pathlib import Path
 
 from conftest import git, run_cli
 from loop.config import Config, JudgeConfig, ProposerConfig
@@ -39,6 +40,7 @@ WHOLE_FILE = """Description: rewrite train.py more simply with the same score
 train.py
 ```python
 import os
+from pathlib import Path
 X = 1.0
 Y = 4
 print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2:.6f}")
@@ -149,3 +151,21 @@ def test_prompt_states_the_measured_noise(toy_repo, mlflow_uri, openai_server):
     Engine(cfg, out=lambda s: None).run()
     user = openai_server.requests[0]["messages"][-1]["content"]
     assert "Run-to-run noise (different seeds, same code): sd 0." in user
+
+
+def test_reasoning_model_thinking_is_an_mlflow_artifact_and_never_applied(
+        toy_repo, mlflow_uri, openai_server):
+    draft = SEARCH_REPLACE.replace("X = 1.0\n>>>", "X = 99.0\n>>>")   # would be a wrong edit
+    openai_server.script(Reply(f"<think>\nFirst idea:\n{draft}\nNo, the minimum is 1.0.\n"
+                               f"</think>\n{SEARCH_REPLACE}", shape="ollama"))
+    Engine(llm_config(toy_repo, openai_server, iterations=1), out=lambda s: None).run()
+    table = rows(toy_repo)
+    assert table[1]["status"] == "keep" and float(table[1]["score"]) == 4.0
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(mlflow_uri)
+    run_id = table[1]["mlflow_run_id"]
+    names = {a.path for a in client.list_artifacts(run_id)}
+    assert {"prompt.md", "response.md", "reasoning.md"} <= names
+    reasoning = (Path(client.download_artifacts(run_id, "reasoning.md"))).read_text()
+    assert "X = 99.0" in reasoning and "No, the minimum is 1.0." in reasoning
+    assert client.get_run(run_id).data.metrics["llm.reasoning_tokens"] > 0

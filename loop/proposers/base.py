@@ -36,7 +36,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    reasoning_tokens: int = 0
+    reasoning_tokens: int = 0   # as reported; estimated (chars / 4) where servers report none
     requests: int = 0
     cost_usd: float = 0.0
 
@@ -52,6 +52,7 @@ class Proposal:
     error: str | None = None                     # no applicable edit -> recorded as bad_edit
     usage: Usage = field(default_factory=Usage)
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> text (prompt, reply)
+    reasoning: str = ""                          # a reasoning model's thinking, never parsed
 
 
 class Proposer(Protocol):

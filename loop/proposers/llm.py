@@ -9,6 +9,8 @@ Failure policy, so a night of experiments survives a flaky endpoint:
     stops with one line saying what to fix;
   * an edit that does not parse or apply, or a reply cut off at max_tokens: the error goes
     back to the model in the same conversation (repair turns), then Proposal(error=...).
+Reasoning models' thinking (a `reasoning`/`reasoning_content` field, or <think> tags in the
+content) is split off before parsing, never sent back, kept as reasoning.md and counted.
 `openai` is imported lazily so importing this module stays cheap."""
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ import time
 import warnings
 
 from loop.config import ProposerConfig
-from loop.edits import NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply, try_edits
+from loop.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
+                        settle_named, split_thinking, try_edits)
 from loop.proposers import prompts
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 LOCAL_DUMMY_KEY = "sk-local"       # local servers ignore the key, but the client wants one
 MAX_RETRY_AFTER_S = 120.0          # a server asking for longer is not worth waiting for
 TRANSIENT_STATUS = {408, 409, 429}
+REASONING_FIELDS = ("reasoning", "reasoning_content")  # vLLM >= 0.11 / DeepSeek, llama.cpp
+CHARS_PER_TOKEN = 4                # to count thinking when the server does not report it
 _tracing_enabled = False
 
 
@@ -60,56 +65,72 @@ class LLMProposer:
         messages = [{"role": "system", "content": prompts.system_prompt(context)},
                     {"role": "user", "content": prompts.user_prompt(
                         context, self.config.journal_chars)}]
-        usage, replies = Usage(), []
+        usage, replies, thoughts = Usage(), [], []
         working = dict(context.files)   # blocks that applied, kept across repair turns
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
             try:
-                text, finish = self._complete(messages, usage, context.seed)
+                text, finish, reasoning = self._complete(messages, usage, context.seed)
             except _Unavailable as exc:
                 error = str(exc)
                 break
+            thinking, text = split_thinking(text)
+            thinking = "\n\n".join(t for t in (reasoning.strip(), thinking) if t)
+            thoughts.append(thinking)
             replies.append(text)
-            messages.append({"role": "assistant", "content": text})
+            messages.append({"role": "assistant", "content": text})  # thinking is not resent
             if finish == "length":
-                error = f"the reply was cut off at max_tokens={self.config.max_tokens}"
+                still_thinking = bool(thinking) and not text.strip()
+                error = (f"the reply was cut off at max_tokens={self.config.max_tokens}"
+                         + (" while the model was still thinking (no answer yet): raise "
+                            "proposer.max_tokens" if still_thinking else ""))
                 if cut_off_before:
                     break
-                cut_off_before, feedback = True, prompts.LENGTH_REPAIR
+                cut_off_before = True
+                feedback = prompts.THINKING_REPAIR if still_thinking else prompts.LENGTH_REPAIR
             else:
                 parsed = parse_reply(text)
                 description = description or parsed.description
+                edits = settle_named(working, parsed.edits)
                 resent_ok = working != context.files  # earlier blocks applied: resends are fine
-                outcome = try_edits(working, parsed.edits, context.task, resent_ok)
+                outcome = try_edits(working, edits, context.task, resent_ok)
                 working.update(outcome.changed)
                 failures = parsed.problems + outcome.failures
-                if not parsed.edits and not failures:
+                if not edits and not failures:
                     failures = [NO_EDITS]
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
                 if not failures and changed:
-                    return self._proposal(description, changed, None, usage, messages, replies)
+                    return self._proposal(description, changed, None, usage, messages,
+                                          replies, thoughts)
                 error = describe_failures(failures or [NOTHING_CHANGED],
-                                          len(parsed.edits) + len(parsed.problems))
+                                          len(edits) + len(parsed.problems))
                 partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
                            if outcome.applied and failures else prompts.NONE_APPLIED)
                 feedback = prompts.EDIT_REPAIR.format(error=error, partial=partial)
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
         return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
-                              messages, replies)
+                              messages, replies, thoughts)
 
-    def _proposal(self, description, files, error, usage, messages, replies) -> Proposal:
+    def _proposal(self, description, files, error, usage, messages, replies,
+                  thoughts) -> Proposal:
         artifacts = {}
+        reasoning = "\n\n---\n\n".join(f"## reply {i + 1}\n\n{t or '(none)'}"
+                                       for i, t in enumerate(thoughts)) if any(thoughts) else ""
         if self.config.log_prompts:
             artifacts["prompt.md"] = "\n\n".join(f"## {m['role']}\n\n{m['content']}"
                                                  for m in messages)
             artifacts["response.md"] = "\n\n---\n\n".join(
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
+            if reasoning:
+                artifacts["reasoning.md"] = reasoning
         return Proposal(description=description or "LLM proposal (no description given)",
-                        files=files, error=error, usage=usage, artifacts=artifacts)
+                        files=files, error=error, usage=usage, artifacts=artifacts,
+                        reasoning=reasoning)
 
     # -- one request, with retries ------------------------------------------------------------
-    def _complete(self, messages, usage: Usage, seed: int) -> tuple[str, str | None]:
+    def _complete(self, messages, usage: Usage, seed: int) -> tuple[str, str | None, str]:
+        """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
 
@@ -134,11 +155,16 @@ class LLMProposer:
                 raise _Unavailable(f"LLM endpoint unreachable after {self.config.max_retries}"
                                    f" retries ({self.base_url or 'api.openai.com'}): "
                                    f"{exc}") from None
-        usage.add(self._usage(response))
         if not response.choices:
-            return "", None
+            usage.add(self._usage(response))
+            return "", None, ""
         choice = response.choices[0]
-        return choice.message.content or "", choice.finish_reason
+        content = choice.message.content or ""
+        extra = choice.message.model_extra or {}
+        reasoning = next((extra[k] for k in REASONING_FIELDS
+                          if isinstance(extra.get(k), str) and extra[k].strip()), "")
+        usage.add(self._usage(response, reasoning + split_thinking(content)[0]))
+        return content, choice.finish_reason, reasoning
 
     def _create(self, messages, seed: int):
         params = {"model": self.config.model, "messages": messages,
@@ -172,14 +198,17 @@ class LLMProposer:
         base = min(60.0, 2.0 ** (state.attempt_number - 1))
         return self.backoff_scale * (base + _jitter())
 
-    def _usage(self, response) -> Usage:
+    def _usage(self, response, thinking: str = "") -> Usage:
+        """Tokens and cost; reasoning tokens as the server reports them, else estimated
+        from the thinking text (vLLM, Ollama and llama.cpp report none)."""
         u = getattr(response, "usage", None)
+        estimate = len(thinking) // CHARS_PER_TOKEN
         if u is None:
-            return Usage(requests=1)
+            return Usage(reasoning_tokens=estimate, requests=1)
         prompt, completion = u.prompt_tokens or 0, u.completion_tokens or 0
         cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0
         reasoning = getattr(getattr(u, "completion_tokens_details", None),
-                            "reasoning_tokens", 0) or 0
+                            "reasoning_tokens", 0) or estimate
         c = self.config
         cached_price = (c.price_cached_input_per_m if c.price_cached_input_per_m is not None
                         else c.price_input_per_m)

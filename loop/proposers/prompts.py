@@ -71,6 +71,10 @@ LENGTH_REPAIR = ("Your reply was cut off: it reached the output token limit befo
                  "was complete. Reply again, shorter: the `Description:` line, then only the "
                  "SEARCH/REPLACE blocks, each as small as possible. Do not repeat whole files.")
 
+THINKING_REPAIR = ("Your reply was cut off while you were still thinking: the output token limit "
+                   "was reached before any answer. Think briefly this time, then reply with the "
+                   "`Description:` line and small SEARCH/REPLACE blocks.")
+
 EDIT_REPAIR = """{error}
 
 Fix this and reply with corrected SEARCH/REPLACE blocks. {partial}"""
