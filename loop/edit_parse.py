@@ -235,8 +235,9 @@ class Fence:
 def _find_fences(lines, used) -> list[Fence]:
     """Pair fences. A listing is *restarted* when, before its closing fence, a new fence
     with an info string opens (```python), or when the 'closing' fence comes right after
-    the listed file's name alone on a line: the model stopped, wrote prose and the file
-    name, and began again; that fence opens the new listing instead of closing the old."""
+    the listed file's name alone on a line, or is followed by the listing's first line:
+    the model stopped, wrote prose (and the file name), and began again; that fence
+    opens the new listing instead of closing the old."""
     fences, k = [], 0
     while k < len(lines):
         m = FENCE_RE.match(lines[k]) if not used[k] else None
@@ -250,7 +251,7 @@ def _find_fences(lines, used) -> list[Fence]:
                 continue
             if c.group(2).strip():
                 restart = j
-            elif _names_the_listing(lines, k, j, m.group(2)):
+            elif _restarts_listing(lines, k, j, m.group(2)):
                 restart = j
             else:
                 close = j
@@ -265,12 +266,17 @@ def _find_fences(lines, used) -> list[Fence]:
     return fences
 
 
-def _names_the_listing(lines, fence_open, close, info) -> bool:
-    """The line before a would-be closing fence is the listed file's own name."""
+def _restarts_listing(lines, fence_open, close, info) -> bool:
+    """A would-be closing fence that really opens the listing again: the line before it
+    is the listed file's own name, or the code after it starts as the listing did."""
     path = _path_in_info(info) or _label_above(lines, fence_open)
     last = next((lines[j] for j in range(close - 1, fence_open, -1) if lines[j].strip()), "")
     name = path_label(last)
-    return bool(path and name and name.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1])
+    if path and name and name.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]:
+        return True
+    first = next((l for l in lines[fence_open + 1:close] if l.strip()), "")
+    after = next((l for l in lines[close + 1:] if l.strip()), "")
+    return len(first.strip()) >= 8 and after == first and not FENCE_RE.match(first)
 
 
 def _body(lines, fence: Fence) -> list[str]:
