@@ -225,4 +225,33 @@ CASES = [
          "You could lower the learning rate in train.py:\n```python\nLEARNING_RATE = 2e-3\n```\n",
          REJECT),
     Case("no-edit-at-all", "prose only", "I think the current setup is already optimal.", REJECT),
+    # -- shapes seen from real models (issue 8), written by us ---------------------------------
+    Case("sr-second-divider", "'=======' again before '>>>>>>> REPLACE'",
+         DESC + sr(LR_OLD, LR_NEW + "=======\n"), [(LR_OLD, LR_NEW)]),
+    Case("sr-divider-closes", "'=======' as the end marker, prose after",
+         DESC + "train.py\n```python\n<<<<<<< SEARCH\n" + LR_OLD + "=======\n" + LR_NEW
+         + "=======\n```\nThis should be more stable.\n", [(LR_OLD, LR_NEW)]),
+    Case("sr-divider-ambiguous", "text between a second '=======' and the end marker",
+         DESC + sr(LR_OLD, LR_NEW + "=======\nLEARNING_RATE = 1e-3\n"), REJECT),
+    Case("think-draft", "a draft edit inside <think>, the answer after it",
+         "<think>\nMaybe lower weight decay?\n" + sr(WD_OLD, WD_NEW) + "No: the LR.\n</think>\n"
+         + DESC + sr(LR_OLD, LR_NEW), [(LR_OLD, LR_NEW)]),
+    Case("think-close-only", "template opened <think>; only </think> in the reply",
+         "Maybe lower weight decay?\n" + sr(WD_OLD, WD_NEW) + "</think>\n\n" + DESC
+         + sr(LR_OLD, LR_NEW), [(LR_OLD, LR_NEW)]),
+    Case("think-only", "only thinking, never closed", "<think>\n" + sr(LR_OLD, LR_NEW), REJECT),
+    Case("whole-named-in-prose", "'Here is the updated `train.py`:' then a bare fence",
+         "Description: lower LR, higher beta2\n\nHere is the updated `train.py`:\n\n```python\n"
+         + WHOLE_NEW + "```\n", WHOLE_NEW),
+    Case("whole-restarted-cut", "listing stops, prose and the name, starts again, cut off",
+         "Description: lower LR\n\ntrain.py\n```python\n" + WHOLE_NEW[:len(WHOLE_NEW) // 2]
+         + "\nLet me write it again from the start.\n\ntrain.py\n```\n"
+         + WHOLE_NEW[:len(WHOLE_NEW) // 3], REJECT),
+    Case("whole-restarted-complete", "listing restarted, second listing complete",
+         "Description: lower LR, higher beta2\n\ntrain.py\n```python\n"
+         + WHOLE_NEW[:len(WHOLE_NEW) // 2] + "\nSorry, again in full:\n\ntrain.py\n```python\n"
+         + WHOLE_NEW + "```\n", WHOLE_NEW),
+    Case("whole-starts-over", "listing cut, then a bare fence and the listing from the top",
+         "Description: lower LR\n\ntrain.py\n```python\n" + WHOLE_NEW[:len(WHOLE_NEW) // 2]
+         + "\n```\n" + WHOLE_NEW[:len(WHOLE_NEW) // 3], REJECT),
 ]

@@ -276,7 +276,7 @@ def _restarts_listing(lines, fence_open, close, info) -> bool:
         return True
     first = next((l for l in lines[fence_open + 1:close] if l.strip()), "")
     after = next((l for l in lines[close + 1:] if l.strip()), "")
-    return len(first.strip()) >= 8 and after == first and not FENCE_RE.match(first)
+    return len(first.strip()) >= 4 and after == first and not FENCE_RE.match(first)
 
 
 def _body(lines, fence: Fence) -> list[str]:

@@ -199,12 +199,21 @@ def _apply_one(text: str | None, edit: Edit, shift: int, allow_already_applied: 
 def _whole(old: str | None, edit: Edit) -> str:
     if old is None:
         return edit.replace
+    if _fence_lines(old) and not _fence_lines(edit.replace):
+        # a file holding ``` blocks (markdown), listed inside ```: the listing ends at the
+        # file's first inner fence, so what we read is the file cut there
+        raise _Failure(f"{edit.path} contains ``` code fences, so a whole-file listing of it "
+                       f"inside ``` is cut at the first of them: use SEARCH/REPLACE blocks")
     old_n, new_n = len(old.splitlines()), len(edit.replace.splitlines())
     if old_n >= 30 and new_n < old_n * MIN_WHOLE_FILE_SHARE:
         raise _Failure(f"this whole-file block has {new_n} lines where {edit.path} has "
                        f"{old_n}: it looks like a fragment, not the whole file. To change "
                        f"part of a file, use SEARCH/REPLACE blocks")
     return edit.replace
+
+
+def _fence_lines(text: str) -> int:
+    return sum(1 for l in text.splitlines() if l.lstrip().startswith(("```", "~~~")))
 
 
 def _replace(old: str | None, edit: Edit, shift: int, allow_already_applied: bool) -> str:

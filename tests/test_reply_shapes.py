@@ -127,3 +127,38 @@ def test_root_file_without_extension_named_above_a_fence(above):
 
 def test_a_bare_word_that_is_no_file_is_not_a_label():
     assert "no edit found" in refused("Output\n```\nloss 2.31\n```\n")
+
+
+# -- classes found in peers' fixtures and transcripts (our own text) -------------------------
+
+def test_listing_that_starts_over_after_a_bare_fence_is_refused():
+    # a reply interrupted mid-listing, then the same listing from its first line again
+    reply = f"train.py\n```python\n{HALF}W30 = 3\n```\n{HALF}"
+    assert "stops and starts again" in refused(reply)
+
+
+def test_markdown_file_with_its_own_fences_is_not_cut_at_the_first_one():
+    notes = "# Notes\n\nRun it so:\n```\npython train.py\n```\nThat is all.\n"
+    reply = "notes.md\n```\n# Notes\n\nRun it like this:\n```\npython train.py\n```\nDone.\n```\n"
+    assert "contains ``` code fences" in refused(reply, {"notes.md": notes})
+
+
+def test_markdown_file_listed_in_a_longer_fence_keeps_its_own_fences():
+    notes = "# Notes\n```\nold\n```\n"
+    new = "# Notes\n```\nnew\n```\n"
+    assert applies(f"notes.md\n````markdown\n{new}````\n", {"notes.md": notes}) == {
+        "notes.md": new}
+
+
+def test_file_name_in_a_fence_of_its_own_above_the_block():
+    # a model that wraps the file name in its own fence, then opens the block's fence
+    reply = (" ```python\ntrain.py\n```\n```python\n<<<<<<< SEARCH\nLR = 3e-4\n=======\n"
+             "LR = 1e-3\n>>>>>>> REPLACE\n```\n")
+    assert applies(reply) == {"train.py": NEW}
+
+
+def test_diff_hunks_without_line_numbers_for_two_files_in_one_fence():
+    files = {"a.py": "x = 1\n", "b.py": "z = 3\nw = 4\n"}
+    reply = ("```diff\n--- a.py\n+++ a.py\n@@ ... @@\n x = 1\n+y = 2\n--- b.py\n+++ b.py\n"
+             "@@ ... @@\n z = 3\n-w = 4\n+w = 5\n```\n")
+    assert applies(reply, files) == {"a.py": "x = 1\ny = 2\n", "b.py": "z = 3\nw = 5\n"}
