@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from loop.thinking import split_thinking
+
 SEARCH_RE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
 DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
 REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
@@ -56,31 +58,6 @@ class ParsedReply:
     description: str | None
     edits: list[Edit] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # parts that could not be parsed
-
-
-THINK_OPEN_RE = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
-THINK_CLOSE_RE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
-
-
-def split_thinking(text: str) -> tuple[str, str]:
-    """(thinking, answer) of a reasoning model's message content.
-
-    DeepSeek-R1, Qwen3 and the like, served by vLLM, Ollama or llama.cpp without a
-    reasoning parser, think inside <think>...</think> in the content; chat templates that
-    open the tag in the prompt leave only the closing tag; a reply cut off while thinking
-    has only the opening one. Drafts inside the thinking are not the answer: they must
-    never be parsed as edits."""
-    thinking: list[str] = []
-    first_close, first_open = THINK_CLOSE_RE.search(text), THINK_OPEN_RE.search(text)
-    if first_close and (not first_open or first_close.start() < first_open.start()):
-        thinking.append(text[:first_close.start()])          # the tag was in the prompt
-        text = text[first_close.end():]
-    while (opened := THINK_OPEN_RE.search(text)):
-        closed = THINK_CLOSE_RE.search(text, opened.end())
-        stop = closed.start() if closed else len(text)       # unclosed: cut off thinking
-        thinking.append(text[opened.end():stop])
-        text = text[:opened.start()] + (text[closed.end():] if closed else "")
-    return "\n\n".join(t.strip() for t in thinking if t.strip()), text.lstrip("\n")
 
 
 def parse_reply(text: str) -> ParsedReply:

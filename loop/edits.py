@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Callable, Iterable
 
-from loop.edit_parse import Edit, ParsedReply, one_line, parse_reply, split_thinking
+from loop.edit_parse import Edit, ParsedReply, one_line, parse_reply
+from loop.thinking import split_thinking
 
 __all__ = ["Edit", "ParsedReply", "EditError", "EditOutcome", "parse_reply", "apply_edits",
            "try_edits", "apply_reply", "one_line", "settle_named", "split_thinking"]

@@ -162,3 +162,26 @@ def test_diff_hunks_without_line_numbers_for_two_files_in_one_fence():
     reply = ("```diff\n--- a.py\n+++ a.py\n@@ ... @@\n x = 1\n+y = 2\n--- b.py\n+++ b.py\n"
              "@@ ... @@\n z = 3\n-w = 4\n+w = 5\n```\n")
     assert applies(reply, files) == {"a.py": "x = 1\ny = 2\n", "b.py": "z = 3\nw = 5\n"}
+
+
+# -- thinking ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content, thinking, answer", [
+    ("<think>\nplan\n</think>\n\nDescription: x", "plan", "Description: x"),
+    ("<think>plan</think>Description: x", "plan", "Description: x"),
+    ("  <thinking>\nplan\n</thinking>\nDescription: x", "plan", "Description: x"),
+    ("plan, opened by the template\n</think>\n\nDescription: x",
+     "plan, opened by the template", "Description: x"),
+    ("<think>\nplan, then cut off", "plan, then cut off", ""),
+    ("Description: x\n", "", "Description: x\n"),
+])
+def test_split_thinking_in_each_servers_shape(content, thinking, answer):
+    assert split_thinking(content) == (thinking, answer)
+
+
+def test_think_tags_inside_an_edit_are_code_not_thinking():
+    # a tokenizer's special tokens in the code being edited
+    files = {"tok.py": 'SPECIAL = ["<pad>"]\n'}
+    reply = ('tok.py\n<<<<<<< SEARCH\nSPECIAL = ["<pad>"]\n=======\n'
+             'SPECIAL = ["<pad>", "<think>", "</think>"]\n>>>>>>> REPLACE\n')
+    assert applies(reply, files) == {"tok.py": 'SPECIAL = ["<pad>", "<think>", "</think>"]\n'}
