@@ -69,8 +69,9 @@ def test_builtin_metrics(metric, truth, pred, expected):
     assert score(metric, answers, sub, "id", ["t"]) == pytest.approx(expected)
 
 
-def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri):
+def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri, monkeypatch):
     registry, data = make_mlebench(tmp_path / "bench")
+    monkeypatch.setenv(mlebench.DATA_ROOT_VAR, str(data))
     repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
     res = run_cli("task", "mlebench", str(registry), "--data-dir", str(data),
                   "--out", "comp", "--time-budget", "20", cwd=repo)
@@ -101,8 +102,9 @@ def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri):
     assert not any(p.name == "test.csv" for p in worktree.rglob("*"))
 
 
-def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path):
+def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path, monkeypatch):
     registry, data = make_mlebench(tmp_path / "bench", registry_files=False)
+    monkeypatch.setenv(mlebench.DATA_ROOT_VAR, str(data))
     folder = mlebench.make_task(COMP, tmp_path / "task", data_dir=data, metric="accuracy",
                                 time_budget_s=20)
     task = load_task(folder)
