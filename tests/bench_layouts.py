@@ -147,7 +147,18 @@ if __name__ == "__main__":
 '''
 
 
-def make_mlagentbench(root: Path) -> Path:
+MLAB_WORKSPACE_EVAL = '''\
+import os
+
+
+def get_score(submission_folder="../env"):
+    model = os.path.join(submission_folder, "checkpoints")   # a model the run left behind
+    return float(open(submission_folder + "/output/score.txt").read())
+'''
+
+
+def make_mlagentbench(root: Path, prepared: bool = True, incomplete: bool = False,
+                      workspace_eval: bool = False) -> Path:
     """MLAgentBench/benchmarks/tiny-regression: env/ (starter, data), scripts/ (problem,
     read-only list, eval.py with get_score, answer.csv). Lower MAE is better."""
     rng = random.Random(1)
@@ -162,7 +173,16 @@ def make_mlagentbench(root: Path) -> Path:
     _write(task / "scripts" / "answer.csv", rows[400:], ["id", "y"])
     (task / "env" / "train.py").write_text(MLAB_TRAIN)
     (task / "env" / "data_description.txt").write_text("x1, x2: inputs; y: target.\n")
-    (task / "scripts" / "eval.py").write_text(MLAB_EVAL)
+    (task / "scripts" / "eval.py").write_text(MLAB_WORKSPACE_EVAL if workspace_eval
+                                              else MLAB_EVAL)
+    if incomplete:   # as the real house-price and spaceship-titanic starters are shipped
+        (task / "env" / "train.py").write_text(MLAB_TRAIN.replace(
+            "for _ in range(EPOCHS):", "# *****\n# write and train the model here\n# *****\n"
+            "for _ in range(EPOCHS):"))
+    if not prepared:   # scripts/prepare.py not run yet: no data in env/, no answers
+        for name in ("train.csv", "test.csv"):
+            (task / "env" / name).unlink()
+        (task / "scripts" / "answer.csv").unlink()
     (task / "scripts" / "research_problem.txt").write_text(
         "Given a training script on a dataset train.py, improve upon the current model "
         "performance (mean absolute error on the test set). Save test predictions to "

@@ -10,7 +10,7 @@ import yaml
 
 from bench_layouts import COMP, make_mlagentbench, make_mlebench
 from conftest import git, make_repo, run_cli
-from loop.adapters import mlebench
+from loop.adapters import mlagentbench, mlebench
 from loop.adapters.metrics import score
 from loop.config import Config, JudgeConfig, load_config
 from loop.engine import Engine
@@ -119,8 +119,9 @@ def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path, monkeypatch
 
 
 # -- MLAgentBench ---------------------------------------------------------------------------
-def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri):
+def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri, monkeypatch):
     bench = make_mlagentbench(tmp_path / "mlab")
+    monkeypatch.setenv(mlagentbench.ROOT_VAR, str(bench.parent))
     repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
     res = run_cli("task", "mlagentbench", str(bench), "--direction", "minimize",
                   "--metric", "mae", "--out", "regress", "--time-budget", "20", cwd=repo)
@@ -142,6 +143,29 @@ def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri):
     assert float(table[0]["mae"]) == pytest.approx((sub["y"] - answer["y"]).abs().mean(),
                                                    abs=1e-5)
     assert not list((bench / "scripts").glob("__pycache__"))   # the grader left it as it was
+
+
+def test_mlagentbench_real_task_shapes_get_a_clear_word(tmp_path, monkeypatch):
+    """As the real checkout holds them: data not prepared yet, an incomplete starter, an
+    eval.py that grades a model left in the workspace (babylm, CLRS)."""
+    said = []
+    make = lambda bench, out: mlagentbench.make_task(bench, tmp_path / out, "minimize",  # noqa
+                                                     warn=said.append)
+    with pytest.raises(Exception, match="prepare the task first"):
+        make(make_mlagentbench(tmp_path / "a", prepared=False), "ta")
+    with pytest.raises(Exception, match="grades checkpoints, output/score.txt from the workspace"):
+        make(make_mlagentbench(tmp_path / "b", workspace_eval=True), "tb")
+    bench = make_mlagentbench(tmp_path / "c", incomplete=True)
+    monkeypatch.setenv(mlagentbench.ROOT_VAR, str(bench.parent))
+    folder = make(bench, "tc")
+    assert [line for line in said if "incomplete starter" in line]
+    assert not [line for line in said if "export" in line]     # the variable is set already
+    assert str(tmp_path) not in "".join(p.read_text() for p in folder.glob("*.py")) + \
+        (folder / "task.yaml").read_text()
+    monkeypatch.delenv(mlagentbench.ROOT_VAR)
+    with pytest.raises(Exception, match=f"needs the environment variable "
+                                        f"{mlagentbench.ROOT_VAR}"):
+        load_task(folder)
 
 
 # -- a karpathy/autoresearch-style repo ------------------------------------------------------
