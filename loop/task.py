@@ -140,10 +140,10 @@ def _resolve_private(value: str, origin: Path, where: str) -> Path:
 def _expand(value: str, key: str, where: str) -> str:
     """$VARS in a path (e.g. a data root, so task.yaml holds no path of one machine)."""
     expanded = os.path.expandvars(value)
-    if "$" in expanded:
-        name = re.search(r"\$\{?(\w+)", expanded)
+    unset = re.search(r"\$\{?(\w+)", expanded)     # a lone `$` (a regex's end) is no variable
+    if unset:
         raise TaskError(f"{where}: {key}: '{value}' needs the environment variable "
-                        f"{name.group(1) if name else '?'}, which is not set")
+                        f"{unset.group(1)}, which is not set")
     return expanded
 
 
