@@ -155,6 +155,13 @@ def test_lfs_pointer_leaderboard_warns_and_the_task_still_grades(tmp_path, monke
     assert not (folder / "competition" / "leaderboard.csv").exists()   # no stub copied
     _, result = check_task(folder, out=lambda s: None)
     assert result.status == "ok" and 0.5 < result.metric <= 1.0, result.detail
+    config = registry / "config.yaml"        # a metric no built-in grader knows
+    config.write_text(config.read_text().replace("name: accuracy", "name: dice-coefficient"))
+    said.clear()
+    mlebench.make_task(str(registry), tmp_path / "t2", data_dir=data, direction="maximize",
+                       warn=said.append)
+    assert _mlebench() is not None or any("no built-in grader for 'dice-coefficient'" in line
+                                          for line in said), said
 
 
 @needs_mlebench

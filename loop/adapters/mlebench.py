@@ -16,6 +16,7 @@ own copy of the prepared data. The grader (mlebench_grade.py, copied into the ta
 `grader/` with metrics.py) scores $AUTORESEARCH_ARTIFACT_DIR/submission.csv."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -150,6 +151,11 @@ def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
         warn(f"warning: {board} is a Git LFS pointer, not the leaderboard: medal thresholds "
              f"unavailable. Fetch the real files with `git lfs install && git lfs pull` in "
              f"the mle-bench checkout, then make the task again")
+    if metrics.canonical(comp.grader_name) is None and importlib.util.find_spec("mlebench") \
+            is None:
+        warn(f"warning: no built-in grader for '{comp.grader_name}': the competition's "
+             f"grade.py needs mlebench's helpers, so grading fails until mlebench is "
+             f"installed where the loop runs")
     direction = direction or _direction(leaderboard) or \
         metrics.DIRECTIONS.get(metrics.canonical(comp.grader_name) or "")
     if direction is None:
