@@ -190,7 +190,9 @@ val_bpb = evaluate_bpb(WIDTH, LR)
 print("---")
 print(f"val_bpb:          {val_bpb:.6f}")
 print("training_seconds: 0.1")
-print("peak_vram_mb:     0.0")
+print("total_seconds:    0.2")
+print("peak_vram_mb:     45060.2")
+print("mfu_percent:      39.80")
 '''
 
 
@@ -211,6 +213,7 @@ def test_karpathy_style_repo_runs_with_a_few_lines_of_config(tmp_path, mlflow_ur
     table = rows(repo, "k")
     assert float(table[0]["val_bpb"]) == pytest.approx(1.0 + 0.25 + 0.05, abs=1e-5)
     assert len(table) == 4 and table[0]["status"] == "keep"
+    assert table[0]["memory_gb"] == "44.0"            # their peak_vram_mb line, in GB
 
 
 # -- the other benchmarks: example task folders, offline stand-in scorers ---------------------
