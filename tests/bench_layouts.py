@@ -248,7 +248,8 @@ def parity_submissions(kind: str, ids: list[str], truth: list[str], id_col: str,
            "unknown id": good[:-1] + [{id_col: ids[-1] + "x", target: good[-1][target]}],
            "no target column": [{id_col: r[id_col], "prediction": r[target]} for r in good],
            "blank prediction": [dict(good[0], **{target: ""})] + good[1:],
-           "text prediction": [dict(good[0], **{target: "n/a"})] + good[1:]}
+           "NA prediction": [dict(good[0], **{target: "NA"})] + good[1:],
+           "text prediction": [dict(good[0], **{target: "unknown"})] + good[1:]}
     if kind == "bool":
         as01 = {"True": "1", "False": "0"}
         out["coded 0/1"] = [dict(r, **{target: as01[r[target]]}) for r in good]

@@ -119,6 +119,7 @@ def test_builtin_grader_scores_and_refuses_as_mlebench_does(tmp_path):
     assert grade(None, extra) is None                                    # extra row
     assert grade(None, extra[:9] + [extra[0]]) is None                   # duplicate id
     assert grade(pred[:9] + [""]) is None                                # blank prediction
+    assert grade(pred[:9] + ["NA"]) is None                              # pandas: missing
     probs = write_csv(tmp_path / "p.csv", [{"Pid": i, "T": p} for i, p in
                                             zip(ids, ["0.9", "0.2"] * 4 + ["1.5", "0.1"])])
     numeric = write_csv(tmp_path / "n.csv", [{"Pid": i, "T": y} for i, y in

@@ -21,6 +21,8 @@ ALIASES = {"roc_auc": "auc", "roc-auc": "auc", "auc-roc": "auc", "log_loss": "lo
            "multi-class-classification-accuracy": "accuracy"}
 EPS = sys.float_info.epsilon    # sklearn's log_loss clips to the dtype's machine epsilon
 TRUE, FALSE = {"True", "TRUE", "true"}, {"False", "FALSE", "false"}   # pandas' defaults
+MISSING = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+           "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
 
 
 class InvalidSubmission(ValueError):
@@ -36,9 +38,9 @@ def canonical(name: str) -> str | None:
 
 def typed(values: list[str]) -> tuple[str, list]:
     """(kind, values) of a CSV column as pandas reads it: 'bool', 'number' or 'text';
-    a blank cell is None."""
-    filled = [v for v in values if v not in ("", None)]
-    cells = [None if v in ("", None) else v for v in values]
+    a blank cell (or one pandas reads as missing: NA, nan, null, ...) is None."""
+    cells = [None if v is None or v in MISSING else v for v in values]
+    filled = [v for v in cells if v is not None]
     if filled and all(v in TRUE or v in FALSE for v in filled):
         return "bool", [None if v is None else v in TRUE for v in cells]
     try:
