@@ -197,6 +197,14 @@ def classify(returncode: int | None, timed_out: bool, metric: float | None) -> t
     return OK, ""
 
 
+def grader_error(grade_log: str, fallback: str) -> str:
+    """A failed grader's reason: its last `error: ...` line (else its last line), so a refused
+    submission reads as the grader's word, not as `exit code 1`."""
+    lines = [line.strip() for line in grade_log.splitlines() if line.strip()]
+    said = [line for line in lines if line.lower().startswith("error")] or lines[-1:]
+    return f"grader: {said[-1][:300]} ({fallback})" if said else fallback
+
+
 def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
                    metric_pattern: str, memory_pattern: str,
                    evaluate: str = "", evaluate_cwd: Path | None = None,
@@ -218,7 +226,8 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
             memory = parse_metric(read_tail(log_path), memory_pattern)
             return RunResult(stopped[0], None, returncode, wall,
                              None if memory is None else memory / 1024.0, log_path, stopped[1])
-    if evaluate and returncode == 0 and not timed_out:
+    graded = bool(evaluate and returncode == 0 and not timed_out)
+    if graded:
         grade_log = log_path.with_name(log_path.stem + ".grade.log")
         returncode, timed_out, grade_wall = run_command(
             evaluate, evaluate_cwd or cwd, evaluate_env or env, evaluate_timeout_s, grade_log)
@@ -228,6 +237,8 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
             log.write(f"\n=== evaluate: {evaluate} ===\n{metric_text}")
     metric = parse_metric(metric_text, metric_pattern)
     status, detail = classify(returncode, timed_out, metric)
+    if graded and status == CRASH:
+        detail = grader_error(metric_text, detail)
     memory = parse_metric(read_tail(log_path), memory_pattern)
     return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
                      None if memory is None else memory / 1024.0, log_path, detail)

@@ -121,7 +121,8 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if isinstance(data, dict) and "root" in data:
         raise TaskError(f"{where}: unknown key 'root'")
     task = build(Task, data, where, TaskError)
-    task = _replace(task, root=folder)
+    task = _replace(task, root=folder,
+                    env={k: _expand(str(v), f"env.{k}", where) for k, v in task.env.items()})
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
@@ -132,12 +133,18 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
 def _resolve_private(value: str, origin: Path, where: str) -> Path:
     """`private` may be absolute, `~/...`, use `$VARS` (kept out of task.yaml and of the
     experiment's scrubbed environment), or be relative to the task folder."""
-    expanded = os.path.expanduser(os.path.expandvars(value))
-    if "$" in expanded:
-        raise TaskError(f"{where}: private: '{value}' names an environment variable that is "
-                        f"not set")
-    path = Path(expanded)
+    path = Path(os.path.expanduser(_expand(value, "private", where)))
     return (path if path.is_absolute() else origin / path).resolve()
+
+
+def _expand(value: str, key: str, where: str) -> str:
+    """$VARS in a path (e.g. a data root, so task.yaml holds no path of one machine)."""
+    expanded = os.path.expandvars(value)
+    unset = re.search(r"\$\{?(\w+)", expanded)     # a lone `$` (a regex's end) is no variable
+    if unset:
+        raise TaskError(f"{where}: {key}: '{value}' needs the environment variable "
+                        f"{unset.group(1)}, which is not set")
+    return expanded
 
 
 def _replace(task: Task, **changes) -> Task:

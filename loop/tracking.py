@@ -29,7 +29,7 @@ def tsv_row(rec: Record) -> list[str]:
     runs = len(rec.samples)
     spread = pstdev(rec.samples) if runs > 1 else None
     clean = lambda s: " ".join(str(s).split())  # noqa: E731 - tabs/newlines would break rows
-    return [rec.commit[:7], _fmt(rec.metric) if rec.metric is not None else "0.000000",
+    return [rec.commit[:7], _fmt(rec.metric),
             _fmt(rec.memory_gb, 1) if rec.memory_gb is not None else "0.0", rec.status,
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id]

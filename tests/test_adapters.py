@@ -10,7 +10,7 @@ import yaml
 
 from bench_layouts import COMP, make_mlagentbench, make_mlebench
 from conftest import git, make_repo, run_cli
-from loop.adapters import mlebench
+from loop.adapters import mlagentbench, mlebench
 from loop.adapters.metrics import score
 from loop.config import Config, JudgeConfig, load_config
 from loop.engine import Engine
@@ -69,8 +69,9 @@ def test_builtin_metrics(metric, truth, pred, expected):
     assert score(metric, answers, sub, "id", ["t"]) == pytest.approx(expected)
 
 
-def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri):
+def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri, monkeypatch):
     registry, data = make_mlebench(tmp_path / "bench")
+    monkeypatch.setenv(mlebench.DATA_ROOT_VAR, str(data))
     repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
     res = run_cli("task", "mlebench", str(registry), "--data-dir", str(data),
                   "--out", "comp", "--time-budget", "20", cwd=repo)
@@ -101,8 +102,9 @@ def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri):
     assert not any(p.name == "test.csv" for p in worktree.rglob("*"))
 
 
-def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path):
+def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path, monkeypatch):
     registry, data = make_mlebench(tmp_path / "bench", registry_files=False)
+    monkeypatch.setenv(mlebench.DATA_ROOT_VAR, str(data))
     folder = mlebench.make_task(COMP, tmp_path / "task", data_dir=data, metric="accuracy",
                                 time_budget_s=20)
     task = load_task(folder)
@@ -117,8 +119,9 @@ def test_mlebench_without_a_grader_uses_the_builtin_metric(tmp_path):
 
 
 # -- MLAgentBench ---------------------------------------------------------------------------
-def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri):
+def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri, monkeypatch):
     bench = make_mlagentbench(tmp_path / "mlab")
+    monkeypatch.setenv(mlagentbench.ROOT_VAR, str(bench.parent))
     repo = make_repo(tmp_path / "repo", {"README.md": "research repo\n"}, task_dir=".")
     res = run_cli("task", "mlagentbench", str(bench), "--direction", "minimize",
                   "--metric", "mae", "--out", "regress", "--time-budget", "20", cwd=repo)
@@ -140,6 +143,29 @@ def test_mlagentbench_task_runs_the_loop(tmp_path, mlflow_uri):
     assert float(table[0]["mae"]) == pytest.approx((sub["y"] - answer["y"]).abs().mean(),
                                                    abs=1e-5)
     assert not list((bench / "scripts").glob("__pycache__"))   # the grader left it as it was
+
+
+def test_mlagentbench_real_task_shapes_get_a_clear_word(tmp_path, monkeypatch):
+    """As the real checkout holds them: data not prepared yet, an incomplete starter, an
+    eval.py that grades a model left in the workspace (babylm, CLRS)."""
+    said = []
+    make = lambda bench, out: mlagentbench.make_task(bench, tmp_path / out, "minimize",  # noqa
+                                                     warn=said.append)
+    with pytest.raises(Exception, match="prepare the task first"):
+        make(make_mlagentbench(tmp_path / "a", prepared=False), "ta")
+    with pytest.raises(Exception, match="grades checkpoints, output/score.txt from the workspace"):
+        make(make_mlagentbench(tmp_path / "b", workspace_eval=True), "tb")
+    bench = make_mlagentbench(tmp_path / "c", incomplete=True)
+    monkeypatch.setenv(mlagentbench.ROOT_VAR, str(bench.parent))
+    folder = make(bench, "tc")
+    assert [line for line in said if "incomplete starter" in line]
+    assert not [line for line in said if "export" in line]     # the variable is set already
+    assert str(tmp_path) not in "".join(p.read_text() for p in folder.glob("*.py")) + \
+        (folder / "task.yaml").read_text()
+    monkeypatch.delenv(mlagentbench.ROOT_VAR)
+    with pytest.raises(Exception, match=f"needs the environment variable "
+                                        f"{mlagentbench.ROOT_VAR}"):
+        load_task(folder)
 
 
 # -- a karpathy/autoresearch-style repo ------------------------------------------------------
@@ -164,7 +190,9 @@ val_bpb = evaluate_bpb(WIDTH, LR)
 print("---")
 print(f"val_bpb:          {val_bpb:.6f}")
 print("training_seconds: 0.1")
-print("peak_vram_mb:     0.0")
+print("total_seconds:    0.2")
+print("peak_vram_mb:     45060.2")
+print("mfu_percent:      39.80")
 '''
 
 
@@ -185,6 +213,7 @@ def test_karpathy_style_repo_runs_with_a_few_lines_of_config(tmp_path, mlflow_ur
     table = rows(repo, "k")
     assert float(table[0]["val_bpb"]) == pytest.approx(1.0 + 0.25 + 0.05, abs=1e-5)
     assert len(table) == 4 and table[0]["status"] == "keep"
+    assert table[0]["memory_gb"] == "44.0"            # their peak_vram_mb line, in GB
 
 
 # -- the other benchmarks: example task folders, offline stand-in scorers ---------------------

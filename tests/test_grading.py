@@ -54,6 +54,17 @@ def test_private_resolves_absolute_relative_and_from_a_variable(tmp_path, monkey
     assert load_task(copy, origin=tmp_path / "b").private_dir == private.resolve()
 
 
+def test_env_values_expand_variables_so_task_yaml_names_no_machine_path(tmp_path, monkeypatch):
+    text = BASE + "env: {DATA_DIR: '${DATA_ROOT_T}/public', PATTERN: '^a$'}\n"
+    monkeypatch.delenv("DATA_ROOT_T", raising=False)
+    with pytest.raises(TaskError, match="env.DATA_DIR: .* needs the environment variable "
+                                        "DATA_ROOT_T, which is not set"):
+        load_task(write_task(tmp_path / "a", text))
+    monkeypatch.setenv("DATA_ROOT_T", str(tmp_path / "data"))
+    task = load_task(tmp_path / "a")
+    assert task.env == {"DATA_DIR": f"{tmp_path}/data/public", "PATTERN": "^a$"}
+
+
 @pytest.mark.parametrize("extra,message", [
     ("private: ${NOT_SET_ANYWHERE}\n", "not set"),
     ("private: /no/such/folder\n", "private folder not found"),

@@ -17,8 +17,8 @@ nothing else it leaves behind is graded."""
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -27,8 +27,9 @@ from loop.adapters import dump_task_yaml
 from loop.errors import UsageError
 
 SUBMISSION = "submission.csv"
-ENGINE_ROOT = Path(__file__).resolve().parents[2]
+ROOT_VAR = "AUTORESEARCH_MLAGENTBENCH"   # the benchmarks folder (MLAgentBench/benchmarks)
 SKIP = {"__pycache__", ".git", "backup", ".ipynb_checkpoints"}
+LARGE_MB = 100    # a task folder holding more data than this is worth a warning: it is committed
 
 
 def read_only_globs(scripts: Path) -> list[str]:
@@ -45,8 +46,27 @@ def read_only_globs(scripts: Path) -> list[str]:
     return globs
 
 
+def graded_files(eval_py: Path) -> list[str]:
+    """What get_score reads from the folder it is given, besides submission.csv: the
+    real babylm and CLRS tasks grade a model or checkpoints left in the workspace, which
+    this adapter does not hand over (only submission.csv travels to the grader)."""
+    text = eval_py.read_text(errors="replace")
+    head = re.search(r"def get_score\(\s*(\w+)", text)
+    if not head:
+        return []
+    name = head.group(1)
+    body = text[head.end():]
+    uses = re.findall(rf"{name}\s*\+\s*[\"']([^\"']+)[\"']|"
+                      rf"os\.path\.join\(\s*{name}\s*,\s*[\"']([^\"']+)[\"']", body)
+    found = {a or b for a, b in uses}
+    return sorted(f.lstrip("/") for f in found if f.lstrip("/") != SUBMISSION)
+
+
 def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
-              time_budget_s: float = 300.0) -> Path:
+              time_budget_s: float = 300.0, warn=None) -> Path:
+    """Write the task folder. `warn(line)` hears what the user must know (stderr by default):
+    data not prepared, data that will be committed, the variable to export."""
+    warn = warn or (lambda line: print(line, file=sys.stderr))
     benchmark = Path(benchmark).expanduser().resolve()
     env, scripts = benchmark / "env", benchmark / "scripts"
     for path in (env, scripts):
@@ -58,20 +78,43 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
         raise UsageError(f"{problem} not found")
     if not (scripts / "eval.py").is_file():
         raise UsageError(f"{scripts / 'eval.py'} not found: the task has no grader")
+    other = graded_files(scripts / "eval.py")
+    if other:
+        raise UsageError(f"{benchmark.name}: eval.py grades {', '.join(other)} from the "
+                         f"workspace, not only {SUBMISSION}; this adapter hands the grader "
+                         f"{SUBMISSION} alone (write a task.yaml by hand, docs/tasks.md)")
     if direction not in ("minimize", "maximize"):
         raise UsageError(f"direction must be minimize or maximize, got '{direction}'")
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
+    env_files = sorted(p.relative_to(env).as_posix() for p in env.rglob("*") if p.is_file()
+                       and not SKIP.intersection(p.relative_to(env).parts))
+    globs = read_only_globs(scripts)
+    missing = [g for g in globs if not any(fnmatch.fnmatch(f, g) for f in env_files)]
+    if globs and len(missing) == len(globs):
+        raise UsageError(f"{benchmark.name}: none of its read-only data is in env/ "
+                         f"({', '.join(globs)}): prepare the task first (run "
+                         f"`python prepare.py` in {scripts}; it downloads the data)")
+    if missing:
+        warn(f"warning: read-only files not found in env/: {', '.join(missing)}")
     shutil.copytree(env, out, dirs_exist_ok=True, symlinks=True,
                     ignore=shutil.ignore_patterns(*SKIP, SUBMISSION))
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    read_only = [g for g in read_only_globs(scripts) if any(fnmatch.fnmatch(f, g) for f in files)]
+    read_only = [g for g in globs if any(fnmatch.fnmatch(f, g) for f in files)]
     editable = [f for f in files if f.endswith(".py")
                 and not any(fnmatch.fnmatch(f, g) for g in read_only)]
     if not editable:
         raise UsageError(f"{env}: no editable .py file (all are read-only)")
-    (out / "grade.py").write_text(GRADE_PY.format(engine=str(ENGINE_ROOT), metric=metric))
+    starter = out / "train.py"
+    if starter.is_file() and "# *****" in starter.read_text(errors="replace"):
+        warn("warning: train.py is an incomplete starter (its model section, between the "
+             "`# ****` lines, is left for the agent): the baseline fails until you fill it in")
+    size_mb = sum((out / f).stat().st_size for f in files) / 2**20
+    if size_mb > LARGE_MB:
+        warn(f"warning: the task folder holds {size_mb:.0f} MB of env/ data, which will be "
+             f"committed with it; consider git-lfs for it")
+    (out / "grade.py").write_text(GRADE_PY.replace("METRIC", repr(metric)))
     description = problem.read_text(errors="replace").strip()
     (out / "task.yaml").write_text(dump_task_yaml({
         "name": f"mlagentbench-{benchmark.name}",
@@ -85,43 +128,38 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
                f"cp {SUBMISSION} \"$AUTORESEARCH_ARTIFACT_DIR/\"; fi",
         "evaluate": "python grade.py",
         "artifact": SUBMISSION,
-        "private": str(scripts),
+        "private": "${%s}/%s/scripts" % (ROOT_VAR, benchmark.name),
         "metric": {"name": metric, "direction": direction},
         "time_budget_s": float(time_budget_s),
         "grace_s": 120.0,
     }))
+    if Path(os.environ.get(ROOT_VAR) or "/nonexistent").expanduser().resolve() != \
+            benchmark.parent:
+        warn(f"note: the task finds the benchmark's scripts/ through ${ROOT_VAR}; before "
+             f"running it, export {ROOT_VAR}={benchmark.parent}")
     return out
 
 
-def grade_main(metric: str) -> int:
-    """The protected grader's body: get_score(the artifact folder) from the task's eval.py."""
-    private = os.environ.get("AUTORESEARCH_PRIVATE_DIR")
-    if not private or not (Path(private) / "eval.py").is_file():
-        print("error: the benchmark's scripts/eval.py is not available "
-              "(AUTORESEARCH_PRIVATE_DIR unset or wrong)")
-        return 2
-    artifacts = os.environ.get("AUTORESEARCH_ARTIFACT_DIR") or "."
-    sys.dont_write_bytecode = True          # leave the private folder exactly as it was
-    sys.path.insert(0, private)
-    spec = importlib.util.spec_from_file_location("mlagentbench_eval", Path(private) / "eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    score = float(module.get_score(artifacts))
-    print(f"{metric}: {score:.6f}")
-    return 0
-
-
+# The protected grader, self-contained (a clone of the research repo needs no engine
+# checkout): get_score(the artifact folder) from the task's eval.py.
 GRADE_PY = '''\
 """Protected grader, written by `autoresearch task mlagentbench`: calls the benchmark's
-scripts/eval.py get_score() on the submission the run handed over (see
-loop/adapters/mlagentbench.py)."""
+scripts/eval.py get_score() on the submission the run handed over."""
+import importlib.util
+import os
 import sys
+from pathlib import Path
 
-try:
-    from loop.adapters.mlagentbench import grade_main
-except ImportError:   # the engine is not installed: use the checkout that wrote this file
-    sys.path.insert(0, {engine!r})
-    from loop.adapters.mlagentbench import grade_main
-
-sys.exit(grade_main({metric!r}))
+private = os.environ.get("AUTORESEARCH_PRIVATE_DIR")
+if not private or not (Path(private) / "eval.py").is_file():
+    print("error: the benchmark's scripts/eval.py is not available "
+          "(AUTORESEARCH_PRIVATE_DIR unset or wrong)")
+    sys.exit(2)
+sys.dont_write_bytecode = True          # leave the private folder exactly as it was
+sys.path.insert(0, private)
+spec = importlib.util.spec_from_file_location("mlagentbench_eval", Path(private) / "eval.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+score = float(module.get_score(os.environ.get("AUTORESEARCH_ARTIFACT_DIR") or "."))
+print(f"{METRIC}: {score:.6f}")
 '''

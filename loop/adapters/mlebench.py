@@ -2,44 +2,41 @@
 
 `make_task` turns a competition prepared by `mlebench prepare` into an ordinary task folder:
 
-    <data-dir>/<id>/prepared/public/    what the experiment sees ($DATA_DIR): description.md,
+    <data-root>/<id>/prepared/public/   what the experiment sees ($DATA_DIR): description.md,
                                         train/test files, sample_submission.csv
-    <data-dir>/<id>/prepared/private/   the answers: the task's `private` folder, which only
+    <data-root>/<id>/prepared/private/  the answers: the task's `private` folder, which only
                                         the protected grader is told about
     <competition folder>                MLE-bench's registry entry (mlebench/competitions/<id>/:
                                         config.yaml, grade.py, leaderboard.csv), copied into
                                         the task folder as protected files
 
-The experiment writes $AUTORESEARCH_ARTIFACT_DIR/submission.csv; the grader (`grade_main`)
-scores it with the competition's own grade: `mlebench.grade.grade_csv` when mlebench is
-importable, else the competition's grade function (config.yaml `grader.grade_fn`, or its
-grade.py loaded from the copy), else a built-in metric named by `grader.name` or --metric.
-With a leaderboard it also prints the medal thresholds and where the score lands, computed
-as MLE-bench does (Kaggle's progression rules; see `thresholds`)."""
+task.yaml names both data folders relative to ${AUTORESEARCH_DATA_ROOT} (the data dir), so
+the research repo holds no path of this machine: a clone elsewhere sets the variable to its
+own copy of the prepared data. The grader (mlebench_grade.py, copied into the task's
+`grader/` with metrics.py) scores $AUTORESEARCH_ARTIFACT_DIR/submission.csv."""
 from __future__ import annotations
 
-import csv
-import importlib
 import importlib.util
 import json
 import os
 import re
 import shutil
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from loop.adapters import metrics
-from loop.adapters import dump_task_yaml
+from loop.adapters import dump_task_yaml, metrics
+from loop.adapters.mlebench_grade import (COMPETITION_DIR, SUBMISSION, direction as
+                                          _direction, is_lfs_pointer, rank, read_leaderboard,
+                                          thresholds)
 from loop.errors import UsageError
 
 DEFAULT_DATA_DIR = Path("~/.cache/mle-bench/data").expanduser()   # mlebench's own default
-SUBMISSION = "submission.csv"
-COMPETITION_DIR = "competition"     # in the task folder: the registry entry's copy
-ENGINE_ROOT = Path(__file__).resolve().parents[2]
+DATA_ROOT_VAR = "AUTORESEARCH_DATA_ROOT"
+GRADER_DIR = "grader"               # in the task folder: the grading code, copied
+__all__ = ["make_task", "find_competition", "thresholds", "rank"]
 
 
 @dataclass
@@ -140,12 +137,25 @@ def _only_csv(private: Path) -> str:
 # -- writing the task folder ----------------------------------------------------------------
 def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
               metric: str | None = None, direction: str | None = None,
-              time_budget_s: float = 300.0) -> Path:
+              time_budget_s: float = 300.0, warn=None) -> Path:
+    """Write the task folder. `warn(line)` hears what the user must know (stderr by
+    default): a leaderboard left as a Git LFS pointer, the data root to export."""
+    warn = warn or (lambda line: print(line, file=sys.stderr))
     comp = find_competition(competition, data_dir, metric)
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
-    leaderboard = _leaderboard_scores(comp.registry / "leaderboard.csv") if comp.registry else None
+    board = comp.registry / "leaderboard.csv" if comp.registry else None
+    leaderboard = read_leaderboard(board) if board else None
+    if board is not None and board.is_file() and is_lfs_pointer(board):
+        warn(f"warning: {board} is a Git LFS pointer, not the leaderboard: medal thresholds "
+             f"unavailable. Fetch the real files with `git lfs install && git lfs pull` in "
+             f"the mle-bench checkout, then make the task again")
+    if metrics.canonical(comp.grader_name) is None and importlib.util.find_spec("mlebench") \
+            is None:
+        warn(f"warning: no built-in grader for '{comp.grader_name}': the competition's "
+             f"grade.py needs mlebench's helpers, so grading fails until mlebench is "
+             f"installed where the loop runs")
     direction = direction or _direction(leaderboard) or \
         metrics.DIRECTIONS.get(metrics.canonical(comp.grader_name) or "")
     if direction is None:
@@ -156,33 +166,43 @@ def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
     copied.mkdir()
     if comp.registry:
         for path in sorted(comp.registry.iterdir()):
-            if path.is_file() and path.suffix in (".py", ".yaml", ".csv", ".md", ".txt"):
+            if path.is_file() and path.suffix in (".py", ".yaml", ".csv", ".md", ".txt") \
+                    and not is_lfs_pointer(path):
                 shutil.copy2(path, copied / path.name)
     (copied / "description.md").write_text(comp.description or f"# {comp.id}\n")
+    grader = out / GRADER_DIR
+    grader.mkdir()
+    for name in ("mlebench_grade.py", "metrics.py"):
+        shutil.copy2(Path(__file__).with_name(name), grader / name)
     metric_name = re.sub(r"[^A-Za-z0-9_]+", "_", comp.grader_name).strip("_") or "score"
     grading = {"id": comp.id, "metric": metric_name, "grader": comp.grader_name,
                "grade_fn": comp.grade_fn, "builtin": bool(metric), "answers": comp.answers,
                "sample_submission": comp.sample_submission,
                "leaderboard": "leaderboard.csv" if leaderboard else None}
     (out / "grading.json").write_text(json.dumps(grading, indent=2) + "\n")
-    (out / "grade.py").write_text(GRADE_PY.format(engine=str(ENGINE_ROOT)))
+    (out / "grade.py").write_text(GRADE_PY)
     starter = Path(__file__).with_name("mlebench_starter.py").read_text()
     (out / "train.py").write_text(starter.replace(
         "PREDICT = 'label'", f"PREDICT = {_predict_kind(comp.grader_name)!r}"))
+    root = "${%s}/%s/prepared" % (DATA_ROOT_VAR, comp.id)
     (out / "task.yaml").write_text(dump_task_yaml({
         "name": f"mlebench-{comp.id}",
         "description": _task_description(comp),
         "editable": ["train.py"],
-        "protected": ["grade.py", "grading.json", f"{COMPETITION_DIR}/*"],
+        "protected": ["grade.py", "grading.json", f"{COMPETITION_DIR}/*", f"{GRADER_DIR}/*"],
         "run": "python train.py",
         "evaluate": "python grade.py",
         "artifact": SUBMISSION,
-        "private": str(comp.private),
-        "env": {"DATA_DIR": str(comp.public)},
+        "private": f"{root}/private",
+        "env": {"DATA_DIR": f"{root}/public"},
         "metric": {"name": metric_name, "direction": direction},
         "time_budget_s": float(time_budget_s),
         "grace_s": 120.0,
     }))
+    data_root = comp.public.parents[2]
+    if Path(os.environ.get(DATA_ROOT_VAR) or "/nonexistent").expanduser().resolve() != data_root:
+        warn(f"note: the task finds its data through ${DATA_ROOT_VAR}; before running it, "
+             f"export {DATA_ROOT_VAR}={data_root}")
     return out
 
 
@@ -201,178 +221,16 @@ def _task_description(comp: Competition) -> str:
             f"{text}\n")
 
 
-# -- grading ---------------------------------------------------------------------------------
-def thresholds(scores: list[float]) -> dict:
-    """Medal and median thresholds of a leaderboard (best first), per Kaggle's progression
-    rules as MLE-bench applies them: the cut-offs depend on the number of teams."""
-    n = len(scores)
-    if n == 0:
-        raise ValueError("an empty leaderboard has no thresholds")
-
-    def at(position: int) -> float:
-        return scores[min(max(position, 1), n) - 1]
-    if n < 100:
-        gold, silver, bronze = at(int(n * 0.1)), at(int(n * 0.2)), at(int(n * 0.4))
-    elif n < 250:
-        gold, silver, bronze = at(10), at(int(n * 0.2)), at(int(n * 0.4))
-    elif n < 1000:
-        gold, silver, bronze = at(10 + int(n * 0.002)), at(50), at(100)
-    else:
-        gold, silver, bronze = at(10 + int(n * 0.002)), at(int(n * 0.05)), at(int(n * 0.1))
-    return {"gold": gold, "silver": silver, "bronze": bronze,
-            "median": statistics.median(scores), "teams": n,
-            "lower_is_better": scores[0] < scores[-1]}
-
-
-def rank(score: float, th: dict) -> dict:
-    """Which medal `score` earns against thresholds `th`, and whether it beats the median."""
-    def reaches(limit):
-        return score <= limit if th["lower_is_better"] else score >= limit
-    medal = next((m for m in ("gold", "silver", "bronze") if reaches(th[m])), "none")
-    above = score < th["median"] if th["lower_is_better"] else score > th["median"]
-    return {"medal": medal, "above_median": above}
-
-
-def _leaderboard_scores(path: Path) -> list[float] | None:
-    if not path.is_file() or path.read_text(errors="replace").startswith("version https://git-lfs"):
-        return None
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    scores = []
-    for row in rows:
-        try:
-            scores.append(float(row.get("score", "")))
-        except ValueError:
-            continue
-    return scores or None
-
-
-def _direction(scores: list[float] | None) -> str | None:
-    if not scores or scores[0] == scores[-1]:
-        return None
-    return "minimize" if scores[0] < scores[-1] else "maximize"
-
-
-def grade_main(grading_file: Path) -> int:
-    """The protected grader's body: print the competition's score for the run's submission."""
-    here = Path(grading_file).resolve().parent
-    cfg = json.loads(Path(grading_file).read_text())
-    private = os.environ.get("AUTORESEARCH_PRIVATE_DIR")
-    if not private:
-        print("error: AUTORESEARCH_PRIVATE_DIR is not set (run me as the task's evaluate step)")
-        return 2
-    submission = Path(os.environ.get("AUTORESEARCH_ARTIFACT_DIR") or "artifacts") / SUBMISSION
-    if not submission.is_file():
-        print(f"error: submission not found: {submission}")
-        return 2
-    answers = Path(private) / cfg["answers"]
-    try:
-        score, how = _grade(submission, answers, cfg, here, Path(private))
-    except metrics.InvalidSubmission as exc:
-        print(f"error: invalid submission: {exc}")
-        return 1
-    if score is None or score != score:
-        print("error: invalid submission: the competition's grader returned no score")
-        return 1
-    print(f"graded_by:         {how}")
-    lb = _leaderboard_scores(here / COMPETITION_DIR / cfg["leaderboard"]) \
-        if cfg.get("leaderboard") else None
-    if lb:
-        th = thresholds(lb)
-        r = rank(score, th)
-        print(f"leaderboard_teams: {th['teams']}")
-        for key in ("gold", "silver", "bronze", "median"):
-            print(f"{key}_threshold:{' ' * (8 - len(key))}{th[key]:.6g}")
-        print(f"medal:             {r['medal']}")
-        print(f"above_median:      {str(r['above_median']).lower()}")
-    print(f"{cfg['metric']}: {score:.6f}")
-    return 0
-
-
-def _grade(submission: Path, answers: Path, cfg: dict, here: Path,
-           private: Path) -> tuple[float | None, str]:
-    """(score, which grader): mlebench itself, the competition's grade function, or built-in."""
-    if private.parts[-2:] == ("prepared", "private") and not cfg.get("builtin"):
-        report = _grade_with_mlebench(submission, cfg["id"], private.parents[2])
-        if report is not None:
-            return report, "mlebench.grade.grade_csv"
-    fn, origin = (None, "") if cfg.get("builtin") else _grade_function(cfg, here)
-    if fn is not None:
-        import pandas as pd   # the competition graders' interface: (submission_df, answers_df)
-        try:
-            value = fn(pd.read_csv(submission), pd.read_csv(answers))
-        except Exception as exc:  # their InvalidSubmissionError and friends
-            raise metrics.InvalidSubmission(f"{type(exc).__name__}: {exc}") from None
-        return (None if value is None else round(float(value), 5)), origin
-    if metrics.canonical(cfg["grader"]) is None:
-        raise metrics.InvalidSubmission(f"no grader available for '{cfg['grader']}' "
-                                        f"(install mlebench)")
-    sample = _read_rows(Path(os.environ.get("DATA_DIR", "")) / cfg["sample_submission"]) \
-        if os.environ.get("DATA_DIR") else None
-    truth, sub = _read_rows(answers), _read_rows(submission)
-    if not sub:
-        raise metrics.InvalidSubmission("the submission has no rows")
-    columns = list((sample or truth)[0].keys())
-    id_column = columns[0]
-    targets = [c for c in columns[1:] if c in truth[0]]
-    return metrics.score(cfg["grader"], truth, sub, id_column, targets), \
-        f"built-in {metrics.canonical(cfg['grader'])}"
-
-
-def _grade_with_mlebench(submission: Path, comp_id: str, data_dir: Path) -> float | None:
-    try:
-        from mlebench.grade import grade_csv
-        from mlebench.registry import registry
-    except ImportError:
-        return None
-    try:
-        competition = registry.set_data_dir(data_dir).get_competition(comp_id)
-    except Exception:
-        return None
-    return grade_csv(submission, competition).score
-
-
-def _grade_function(cfg: dict, here: Path):
-    """The competition's grade function: importable by name, else from the copied grade.py."""
-    spec = cfg.get("grade_fn")
-    if spec and ":" in spec:
-        module, _, name = spec.partition(":")
-        try:
-            return getattr(importlib.import_module(module), name), spec
-        except (ImportError, AttributeError):
-            pass
-    path = here / COMPETITION_DIR / "grade.py"
-    if not path.is_file():
-        return None, ""
-    sys.path.insert(0, str(path.parent))
-    try:
-        loader = importlib.util.spec_from_file_location("competition_grade", path)
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-        return getattr(module, "grade"), f"{COMPETITION_DIR}/grade.py"
-    except (ImportError, AttributeError):   # it needs mlebench's helpers: fall back
-        return None, ""
-    finally:
-        sys.path.remove(str(path.parent))
-
-
-def _read_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 GRADE_PY = '''\
 """Protected grader, written by `autoresearch task mlebench`: scores
 $AUTORESEARCH_ARTIFACT_DIR/submission.csv against the answers in $AUTORESEARCH_PRIVATE_DIR
-with the competition's own metric (see loop/adapters/mlebench.py)."""
+with the competition's own metric (grader/mlebench_grade.py, a copy of the engine's)."""
 import sys
 from pathlib import Path
 
-try:
-    from loop.adapters.mlebench import grade_main
-except ImportError:   # the engine is not installed: use the checkout that wrote this file
-    sys.path.insert(0, {engine!r})
-    from loop.adapters.mlebench import grade_main
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "grader"))
+from mlebench_grade import grade_main  # noqa: E402
 
-sys.exit(grade_main(Path(__file__).resolve().parent / "grading.json"))
+sys.exit(grade_main(HERE / "grading.json"))
 '''
