@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loop.config import JudgeConfig  # noqa: E402
 from loop.judge import (KEEP, RERUN, estimate_noise, judge, noise_df,  # noqa: E402
-                        should_remeasure_best)
+                        back_to_back, period_residuals, should_remeasure_best)
 
 SIGMA = 1.0
 EFFECTS = (1.0, 2.0, 3.0)              # true improvements, in sigma
@@ -53,33 +53,52 @@ def measure_best(run, cfg: JudgeConfig) -> list[float]:
     return best
 
 
-def decide(run, best: list[float], history: list[list[float]], cfg: JudgeConfig):
-    """One proposal, as the engine handles it: run, judge, re-run while asked; after a
-    keep, re-measure the new best. Returns (kept, candidate samples, runs spent)."""
-    candidate = [run()]
+def decide(run, run_best, best: list[float], history: list[list[float]], cfg: JudgeConfig,
+           period_noise: list[tuple[float, int]]):
+    """One proposal, as the engine handles it: run, judge, re-run while asked (with a run
+    of the best next to it when the verdict says `also_best`); after a keep, re-measure the
+    new best. Returns (kept, candidate samples, runs spent, (ss, df) of its period)."""
+    candidate, pairs, runs = [run()], [], 1
     while True:
         v = judge(candidate, best, "minimize", cfg,
-                  noise_sd=estimate_noise(history), noise_df=noise_df(history))
+                  noise_sd=estimate_noise(history), noise_df=noise_df(history),
+                  pairs=pairs, period_noise=period_noise)
         if v.action != RERUN:
             break
+        b = None
+        if v.also_best:                           # the best first, then the candidate
+            b = run_best()
+            best.append(b)
         candidate.append(run())
-    runs = len(candidate)
+        runs += 1 + (1 if v.also_best else 0)
+        if v.also_best:
+            pairs.append((candidate[-1], b))
     if v.action == KEEP:
         while should_remeasure_best(candidate, cfg):
             candidate.append(run())
             runs += 1
-    return v.action == KEEP, candidate, runs
+    return v.action == KEEP, candidate, runs, (period_residuals(candidate[0], pairs)
+                                               if pairs else (0.0, 0))
 
 
-def run_loop(rng: random.Random, effects: list[float], cfg: JudgeConfig, stream: bool):
+def run_loop(rng: random.Random, effects: list[float], cfg: JudgeConfig, stream: bool,
+             drift: float = 0.0):
     """One research loop over `effects` (true improvement of each proposal, in order).
-    Returns (effect, kept, runs) per proposal, the baseline spread over the loop."""
+    `drift`: how much every run's metric improves per run made, in sd, whatever the code
+    (a machine getting faster under a wall-clock budget). Returns (effect, kept, runs)
+    per proposal, the baseline spread over the loop."""
+    clock = [0]
+
     def runner(true_value: float):
-        return lambda: true_value + rng.gauss(0.0, SIGMA)
+        def run():
+            clock[0] += 1
+            return true_value + rng.gauss(0.0, SIGMA) - drift * SIGMA * clock[0]
+        return run
 
     truth = 0.0                                   # true metric of the current best
     best = measure_best(runner(truth), cfg)
     baseline_runs, history, out, since = len(best), [best], [], 0
+    period = [back_to_back(best)]                 # noise measured within one period
     for effect in effects:
         runs = 0
         if not stream:                            # a fresh best, measured as a best is
@@ -89,8 +108,10 @@ def run_loop(rng: random.Random, effects: list[float], cfg: JudgeConfig, stream:
             runs, since = 1, 0
         cand_true = truth - effect * SIGMA        # minimize: an improvement lowers it
         noise_groups = history if stream else history + [best]   # the best, once
-        kept, candidate, spent = decide(runner(cand_true), best, noise_groups, cfg)
+        kept, candidate, spent, own = decide(runner(cand_true), runner(truth), best,
+                                             noise_groups, cfg, period)
         history.append(candidate)
+        period.append(own)
         since += 1
         if kept and stream:
             best, truth, since = candidate, cand_true, 0
@@ -99,14 +120,15 @@ def run_loop(rng: random.Random, effects: list[float], cfg: JudgeConfig, stream:
     return [(e, k, r + share) for e, k, r in out]
 
 
-def evaluate(cfg: JudgeConfig, seed: int, trials: int, loop_length: int, stream: bool):
+def evaluate(cfg: JudgeConfig, seed: int, trials: int, loop_length: int, stream: bool,
+             drift: float = 0.0):
     """Keep rate per effect size, runs per proposal, runs per no-op proposal."""
     rng = random.Random(seed)
     proposals = [0.0] * (2 * trials) + [e for e in EFFECTS for _ in range(trials)]
     rng.shuffle(proposals)
     results = []
     for i in range(0, len(proposals), loop_length):
-        results += run_loop(rng, proposals[i:i + loop_length], cfg, stream)
+        results += run_loop(rng, proposals[i:i + loop_length], cfg, stream, drift)
     kept = {e: [k for ee, k, _ in results if ee == e] for e in (0.0, *EFFECTS)}
     noop_runs = [r for e, _, r in results if e == 0.0]
     return ({e: (sum(k), len(k)) for e, k in kept.items()},
@@ -116,7 +138,7 @@ def evaluate(cfg: JudgeConfig, seed: int, trials: int, loop_length: int, stream:
 def describe(cfg: JudgeConfig) -> str:
     if cfg.rule == "strict":
         return f"strict (min_delta={cfg.min_delta:g})"
-    return (f"noise (R={cfg.baseline_runs}, confirm={cfg.confirm_runs}, "
+    return (f"noise{'' if cfg.paired else ' unpaired'} (R={cfg.baseline_runs}, confirm={cfg.confirm_runs}, "
             f"conf={cfg.confidence:g}, plausible_p={cfg.plausible_p:g})")
 
 

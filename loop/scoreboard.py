@@ -1,5 +1,6 @@
 """What the loop knows of its measurements: the best state's runs, every state's runs (for
-the noise estimate) and how long ago the best was last run. Built the same way live and
+the noise estimate), the noise measured within one period (drift-proof, for the paired
+judge) and how long ago the best was last run. Built the same way live and
 when replaying the journal on resume, so the two can never disagree."""
 from __future__ import annotations
 
@@ -15,12 +16,18 @@ class Scoreboard:
         self.best_samples: list[float] = []     # every run of the best state (one of history)
         self.history: list[list[float]] = []    # the runs of every code state measured
         self.since_best_run = 0                 # proposals since the best was last run
+        self.period_noise: list[tuple[float, int]] = []  # (ss, df) of runs made in one
+                                                # period: the baseline, each paired candidate
         self.kept = 0                           # keeps, the baseline included
 
     def add(self, rec: Record) -> None:
         """A finished iteration."""
         if rec.samples:
             self.history.append(rec.samples)
+        if rec.description == BASELINE and len(rec.samples) > 1:
+            self.period_noise.append(judging.back_to_back(list(rec.samples)))
+        if rec.pairs:
+            self.period_noise.append(judging.period_residuals(rec.samples[0], rec.pairs))
         if rec.kept:
             self.best, self.best_samples = rec, rec.samples
             self.kept += 1
@@ -45,4 +52,5 @@ class Scoreboard:
         return judging.judge(rec.samples, self.best_samples, direction, config,
                              rec.lines_added, rec.lines_removed,
                              noise_sd=judging.estimate_noise(self.history),
-                             noise_df=judging.noise_df(self.history))
+                             noise_df=judging.noise_df(self.history),
+                             pairs=rec.pairs, period_noise=self.period_noise)
