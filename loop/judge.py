@@ -270,7 +270,8 @@ def period_residuals(first: float, pairs: list) -> tuple[float, int]:
 
 def back_to_back(samples: list[float]) -> tuple[float, int]:
     """(ss, df) of runs of one state made one after the other (the baseline)."""
-    return trend_residuals([[(float(i), x) for i, x in enumerate(samples)]])
+    sd, df = pooled_sd([samples])                # a few runs: too short for drift to tell
+    return (sd * sd * df, df) if sd is not None else (0.0, 0)
 
 
 def _fmt(delta: float, p: float) -> str:
