@@ -302,6 +302,8 @@ class Engine:
                                 self.guard.grader_env(env), before_grading)
         grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s
+        if task.throughput_pattern and result.status == OK:   # the machine's speed, per run
+            rec.throughput.append(task.throughput(read_tail(self._log_path(n, k))))
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
         tampered = grading.check_branch(self.workspace, rec.parent, n)

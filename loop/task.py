@@ -61,6 +61,16 @@ class Task:
     search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
     root: Path = Path(".")              # absolute task folder (set by load_task, not a YAML key)
 
+    def throughput(self, output: str) -> float | None:
+        """The last number `throughput_pattern` captures in a run's output, or None."""
+        if not self.throughput_pattern:
+            return None
+        found = re.findall(throughput_regex(self.throughput_pattern), output, re.M)
+        try:
+            return float(found[-1]) if found else None
+        except ValueError:
+            return None
+
     # -- files -----------------------------------------------------------------
     def is_editable(self, rel: str) -> bool:
         return _matches(rel, self.editable) and not self.is_protected(rel)
