@@ -147,8 +147,9 @@ def evaluate(cfg: JudgeConfig, seed: int, trials: int, loop_length: int, stream:
 def describe(cfg: JudgeConfig) -> str:
     if cfg.rule == "strict":
         return f"strict (min_delta={cfg.min_delta:g})"
-    return (f"noise{'' if cfg.paired else ' unpaired'} (R={cfg.baseline_runs}, confirm={cfg.confirm_runs}, "
-            f"conf={cfg.confidence:g}, plausible_p={cfg.plausible_p:g})")
+    return (f"noise{'' if cfg.paired else ' unpaired'} (R={cfg.baseline_runs}, "
+            f"confirm={cfg.confirm_runs}, conf={cfg.confidence:g}, "
+            f"plausible_p={cfg.plausible_p:g})")
 
 
 def table(rows, strict_row) -> list[str]:

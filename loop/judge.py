@@ -11,7 +11,17 @@ Two rules (`JudgeConfig.rule`):
   plausibly better (p < `plausible_p`) but not significant -> `rerun`, until the candidate
   has 1 + `confirm_runs` runs; otherwise discard. Simplicity: each net added line raises
   the bar by `simplicity_weight` noise sd; a net deletion is kept when the metric stays
-  within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%).
+  within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%, with
+  and without drift).
+
+With `paired` (the default) the candidate is confirmed only against runs of the best made
+alongside its own, so a machine whose speed drifts over the night cannot fake a keep: see
+`paired_judge`. Then a `rerun` verdict carries `also_best=1`, and the engine runs the best
+once right before the candidate's next run and passes `pairs` (candidate, best) back:
+
+        if v.also_best: b = run(best); best.append(b)           # journalled as a remeasure
+        c = run(candidate); candidate.append(c)
+        if v.also_best: pairs.append((c, b))
 
 The protocol the engine follows (benchmarks/false_keeps.py runs exactly this). Every run
 gets a fresh seed in $AUTORESEARCH_SEED, so repeated runs of one state measure the noise.
@@ -21,16 +31,18 @@ list object, so its re-measurements count), the candidate under judgement is not
 
     best = [run()]                                   # baseline: R runs, new seed each
     while should_remeasure_best(best, cfg): best.append(run())
-    history, since = [best], 0
+    history, since, period = [best], 0, [back_to_back(best)]
     for each proposal (its diff has `added` / `removed` lines):
         if should_remeasure_best(best, cfg, since): best.append(run()); since = 0
-        candidate = [run()]
+        candidate, pairs = [run()], []
         while True:                                  # noise refreshed at every call
             v = judge(candidate, best, direction, cfg, added, removed,
-                      noise_sd=estimate_noise(history), noise_df=noise_df(history))
+                      noise_sd=estimate_noise(history), noise_df=noise_df(history),
+                      pairs=pairs, period_noise=period)   # paired: see above
             if v.action != RERUN: break
-            candidate.append(run())
+            candidate.append(run())                  # paired: as above, with the best
         history.append(candidate); since += 1
+        if pairs: period.append(period_residuals(candidate[0], pairs))
         if v.action == KEEP:                         # commit; the candidate is the new best
             best, since = candidate, 0
             while should_remeasure_best(best, cfg): best.append(run())  # only if R > 1 + C

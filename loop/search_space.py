@@ -157,6 +157,6 @@ def valid(values: dict[str, float], space: dict[str, Dim]) -> str | None:
             if other and other in values:
                 a, b = (values[other], v) if divides else (v, values[other])
                 if b == 0 or a % b:
-                    return f"{dim.name} = {v:g} does not {'divide' if divides else 'make a multiple of'} " \
-                           f"{other} = {values[other]:g}"
+                    how = "divide" if divides else "make a multiple of"
+                    return f"{dim.name} = {v:g} does not {how} {other} = {values[other]:g}"
     return None
