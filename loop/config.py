@@ -46,12 +46,14 @@ class JudgeConfig:
     min_delta: float = 0.0               # a kept gain must exceed this (metric units, both rules)
     baseline_runs: int = 3               # noise: R, runs of every best state: the baseline, and
                                          # a candidate is only kept once it has R runs
-    confirm_runs: int = 3                # noise: extra runs of a candidate, at most; the first
+    confirm_runs: int = 4                # noise: extra runs of a candidate, at most; the first
                                          # R - 1 double as the new best's re-measurement
-    confidence: float = 0.985            # noise: one-sided confidence that a kept gain is real
-    plausible_p: float = 0.2             # noise: p below this but not significant -> re-run
+    confidence: float = 0.99             # noise: one-sided confidence that a kept gain is real
+    plausible_p: float = 0.3             # noise: p below this but not significant -> re-run
     simplicity_weight: float = 0.01      # noise: extra margin per net added line, in noise sd;
                                          # a net deletion is kept when the metric is within noise
+    paired: bool = True                  # noise: confirm a candidate only against runs of the
+                                         # best made next to its own (drift-proof; 2x runs)
     remeasure_every: int = 0             # noise: re-run the best every N proposals (0: only
                                          # after a keep, until it has baseline_runs samples)
 

@@ -264,12 +264,17 @@ class Engine:
             verdict = self.score.judge(rec, self.task.metric.direction, cfg)
             if verdict.action != judging.RERUN:
                 break
+            # also_best: a run of the best right before, so both are measured in one period
+            best_run = self._remeasure_best(rec.iteration, rec.parent) \
+                if verdict.also_best else None
             again = self._run_once(rec, len(rec.samples))
             if again.status != OK:
                 verdict = judging.Verdict(judging.DISCARD, f"confirmation run: {again.status}",
                                           verdict.stats)
                 break
             rec.samples.append(again.metric)
+            if best_run is not None:
+                rec.pairs.append([again.metric, best_run])
         rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
 
     def _run_once(self, rec: Record, k: int) -> RunResult:
@@ -297,6 +302,8 @@ class Engine:
                                 self.guard.grader_env(env), before_grading)
         grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s
+        if task.throughput_pattern and result.status == OK:   # the machine's speed, per run
+            rec.throughput.append(task.throughput(read_tail(self._log_path(n, k))))
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
         tampered = grading.check_branch(self.workspace, rec.parent, n)
@@ -352,7 +359,7 @@ class Engine:
             return
         self.journal.write("tracked", iteration=rec.iteration)
 
-    def _remeasure_best(self, n: int, tip: str) -> None:
+    def _remeasure_best(self, n: int, tip: str) -> float | None:
         """Run the best state once more (new seed): its mean corrects a lucky keep, and the
         runs refresh the noise estimate. Journalled, logged on the parent run; not a row."""
         probe = Record(iteration=n, status="remeasure", description="re-measure the best",
@@ -365,11 +372,12 @@ class Engine:
         self.score.remeasured(value)
         if value is None:
             self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
-            return
+            return None
         runs, best = len(self.score.best_samples), self.score.best_value()
         self.tracker.log_best(self.task.metric.name, best, runs, n)
         self.out(f"      re-measured the best: {value:.6f}; best is now the mean of "
                  f"{runs} runs, {best:.6f}")
+        return value
 
     # -- helpers --------------------------------------------------------------------
     def _seed(self, n: int, k: int) -> int:

@@ -34,6 +34,8 @@ class Record:
     program_sha: str = ""
     seed: int = 0
     stats: dict = field(default_factory=dict)
+    pairs: list = field(default_factory=list)  # [candidate, best] runs made side by side
+    throughput: list = field(default_factory=list)  # per run, from task.throughput_pattern
     usage: dict = field(default_factory=dict)
     time: float = 0.0
 

@@ -11,7 +11,17 @@ Two rules (`JudgeConfig.rule`):
   plausibly better (p < `plausible_p`) but not significant -> `rerun`, until the candidate
   has 1 + `confirm_runs` runs; otherwise discard. Simplicity: each net added line raises
   the bar by `simplicity_weight` noise sd; a net deletion is kept when the metric stays
-  within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%).
+  within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%, with
+  and without drift).
+
+With `paired` (the default) the candidate is confirmed only against runs of the best made
+alongside its own, so a machine whose speed drifts over the night cannot fake a keep: see
+`paired_judge`. Then a `rerun` verdict carries `also_best=1`, and the engine runs the best
+once right before the candidate's next run and passes `pairs` (candidate, best) back:
+
+        if v.also_best: b = run(best); best.append(b)           # journalled as a remeasure
+        c = run(candidate); candidate.append(c)
+        if v.also_best: pairs.append((c, b))
 
 The protocol the engine follows (benchmarks/false_keeps.py runs exactly this). Every run
 gets a fresh seed in $AUTORESEARCH_SEED, so repeated runs of one state measure the noise.
@@ -21,16 +31,18 @@ list object, so its re-measurements count), the candidate under judgement is not
 
     best = [run()]                                   # baseline: R runs, new seed each
     while should_remeasure_best(best, cfg): best.append(run())
-    history, since = [best], 0
+    history, since, period = [best], 0, [back_to_back(best)]
     for each proposal (its diff has `added` / `removed` lines):
         if should_remeasure_best(best, cfg, since): best.append(run()); since = 0
-        candidate = [run()]
+        candidate, pairs = [run()], []
         while True:                                  # noise refreshed at every call
             v = judge(candidate, best, direction, cfg, added, removed,
-                      noise_sd=estimate_noise(history), noise_df=noise_df(history))
+                      noise_sd=estimate_noise(history), noise_df=noise_df(history),
+                      pairs=pairs, period_noise=period)   # paired: see above
             if v.action != RERUN: break
-            candidate.append(run())
+            candidate.append(run())                  # paired: as above, with the best
         history.append(candidate); since += 1
+        if pairs: period.append(period_residuals(candidate[0], pairs))
         if v.action == KEEP:                         # commit; the candidate is the new best
             best, since = candidate, 0
             while should_remeasure_best(best, cfg): best.append(run())  # only if R > 1 + C
@@ -44,7 +56,7 @@ import math
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from loop.stats import pooled_sd, t_cdf, t_ppf
+from loop.stats import pooled_parts, pooled_sd, t_cdf, t_ppf, trend_residuals
 
 KEEP, DISCARD, RERUN = "keep", "discard", "rerun"
 
@@ -54,23 +66,32 @@ class Verdict:
     action: str                                  # keep | discard | rerun
     reason: str                                  # short, for results.tsv and the commit
     stats: dict[str, float] = field(default_factory=dict)  # the numbers behind it (MLflow)
+    # With `rerun`: run the best state this many times right BEFORE the candidate's next
+    # run, and hand the judge the pair (candidate value, best value). See `paired_judge`.
+    also_best: int = 0
 
 
 def judge(candidate: list[float], best: list[float], direction: str, config,
           lines_added: int = 0, lines_removed: int = 0,
-          noise_sd: float | None = None, noise_df: int | None = None) -> Verdict:
+          noise_sd: float | None = None, noise_df: int | None = None,
+          pairs: list | None = None, period_noise: list | None = None) -> Verdict:
     """Decide on a candidate from its metric samples against the best state's samples.
 
     `noise_sd`/`noise_df`: the run-to-run noise measured on other states (see
-    `estimate_noise`); None = unknown. `noise_df=None` with a known sd = known exactly."""
+    `estimate_noise`); None = unknown. `noise_df=None` with a known sd = known exactly.
+    `pairs`: None = the unpaired protocol; a list (empty at first) = the drift-proof one of
+    `paired_judge`, with `period_noise` the (ss, df) of earlier periods (see there)."""
     if not candidate or not best:
         raise ValueError("judge needs at least one sample of the candidate and of the best")
     if config.rule == "strict":
         return strict(candidate, best, direction, config.min_delta)
-    if config.rule == "noise":
-        return noise_aware(candidate, best, direction, config, lines_added, lines_removed,
-                           noise_sd, noise_df)
-    raise ValueError(f"unknown judge rule {config.rule!r}")
+    if config.rule != "noise":
+        raise ValueError(f"unknown judge rule {config.rule!r}")
+    if pairs is not None and config.paired:
+        return paired_judge(candidate, best, direction, config, lines_added, lines_removed,
+                            noise_sd, noise_df, pairs, period_noise or [])
+    return noise_aware(candidate, best, direction, config, lines_added, lines_removed,
+                       noise_sd, noise_df)
 
 
 def improvement(candidate: float, best: float, direction: str) -> float:
@@ -162,6 +183,107 @@ def noise_aware(candidate: list[float], best: list[float], direction: str, confi
         return Verdict(DISCARD, f"gain within noise ({_fmt(delta, p)}, bar {threshold:.4g}"
                                 f"{extra})", stats)
     return Verdict(DISCARD, f"not better ({_fmt(delta, p)})", stats)
+
+
+def paired_judge(candidate: list[float], best: list[float], direction: str, config,
+                 lines_added: int, lines_removed: int, noise_sd: float | None,
+                 noise_df: int | None, pairs: list, period_noise: list) -> Verdict:
+    """The drift-proof `noise` rule. A machine whose speed changes over the night moves a
+    wall-clock-budgeted metric for every state alike; a candidate measured now against a
+    best measured hours ago then looks better (or worse) by the drift. So:
+
+    - screening: the candidate's first run c0 against the best's latest R runs, unpaired.
+      Not plausibly better -> discard (1 run, as before). Otherwise -> `rerun` with
+      `also_best=1`: the engine runs the best once, then the candidate once, and hands the
+      judge the pair (candidate value, best value).
+    - every later decision uses only this period: c0, b1, c1, b2, c2, ... The candidate's
+      runs and the best's runs then have the same mean time, so a drift that is linear over
+      the period cancels from mean(candidate) - mean(best); the test is the unpaired rule's
+      one-sided Student t on that difference, with the noise measured with the drift taken
+      out (`period_residuals`, pooled with `period_noise`: the (ss, df) of earlier periods
+      and of the baseline, `back_to_back`).
+    - keep once there are max(1, min(R, 1 + confirm_runs) - 1) pairs (the candidate then
+      has as many runs as the unpaired rule asks), re-run (another pair) while plausible
+      and fewer than `confirm_runs` pairs, else discard."""
+    if not pairs:
+        recent = best[-config.baseline_runs:]
+        v = noise_aware(candidate, recent, direction, config, lines_added, lines_removed,
+                        noise_sd, noise_df)
+        if v.action == DISCARD or len(candidate) > config.confirm_runs:
+            return v       # no pair possible (none allowed, or the best's runs failed)
+        v.stats["paired_runs"] = 0
+        return Verdict(RERUN, f"{v.reason.rsplit(': ', 1)[0]}: confirming next to the best",
+                       v.stats, also_best=1)
+    cand = [candidate[0]] + [c for c, _ in pairs]
+    ref = [b for _, b in pairs]
+    k, n_c, n_b = len(pairs), len(cand), len(ref)
+    d = improvement(fmean(cand), fmean(ref), direction)
+    sd, df = pooled_parts(list(period_noise) + [period_residuals(candidate[0], pairs)])
+    if sd is None and noise_sd is not None:      # nothing measured within one period yet
+        sd, df = noise_sd, noise_df
+    net = lines_added - lines_removed
+    need = max(1, min(config.baseline_runs, 1 + config.confirm_runs) - 1)
+    can_rerun = k < config.confirm_runs and len(candidate) <= config.confirm_runs
+    stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "delta": d,
+             "paired_runs": k, "best_period_mean": fmean(ref), "candidate_runs": n_c,
+             "best_runs": len(best), "net_lines_added": net}
+    again = {"also_best": 1}
+    why = f"against {n_b} run{'s' if n_b > 1 else ''} of the best alongside"
+    if sd is None:
+        if can_rerun:
+            return Verdict(RERUN, "noise unknown: another run next to the best", stats, **again)
+        v = strict(cand, ref, direction, config.min_delta)
+        v.reason, v.stats = f"noise unknown, strict rule, {why}: {v.reason}", {**stats, **v.stats}
+        return v
+    se = sd * math.sqrt(1.0 / n_c + 1.0 / n_b)
+    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
+    p = 1.0 - t_cdf(t, df)
+    t_crit = t_ppf(config.confidence, df)
+    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
+    if df is not None:
+        stats["noise_df"] = df
+    if net < 0:                                  # simpler code: equal is good enough
+        stats["threshold"] = -se
+        if d >= -se:
+            if k < need:
+                return Verdict(RERUN, f"simpler, within noise so far ({_fmt(d, p)}, {why})",
+                               stats, **again)
+            what = "better and simpler" if d > t_crit * se else "simpler, metric within noise"
+            return Verdict(KEEP, f"{what} ({_fmt(d, p)}, {why}, {-net} lines fewer)", stats)
+        if d > -t_crit * se and can_rerun:
+            return Verdict(RERUN, f"simpler, maybe worse ({_fmt(d, p)}, {why})", stats, **again)
+        return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
+    margin = config.simplicity_weight * sd * net + config.min_delta
+    threshold = t_crit * se + margin
+    stats["threshold"] = threshold
+    if d > threshold and k < need:
+        return Verdict(RERUN, f"better beyond noise so far ({_fmt(d, p)}, {why}): confirming",
+                       stats, **again)
+    if d > threshold:
+        return Verdict(KEEP, f"better beyond noise ({_fmt(d, p)}, {why}, bar {threshold:.4g})",
+                       stats)
+    plausible = d - margin > t_ppf(1.0 - config.plausible_p, df) * se
+    if plausible and can_rerun:
+        return Verdict(RERUN, f"maybe better ({_fmt(d, p)}, {why}, bar {threshold:.4g})",
+                       stats, **again)
+    if d > 0:
+        return Verdict(DISCARD, f"gain within noise ({_fmt(d, p)}, {why}, bar {threshold:.4g})",
+                       stats)
+    return Verdict(DISCARD, f"not better ({_fmt(d, p)}, {why})", stats)
+
+
+def period_residuals(first: float, pairs: list) -> tuple[float, int]:
+    """(ss, df) of the noise in one candidate's period c0, b1, c1, b2, c2, ... with its
+    locally linear drift taken out (loop.stats.trend_residuals)."""
+    cand = [(0.0, first)] + [(2.0 * i + 2, c) for i, (c, _) in enumerate(pairs)]
+    ref = [(2.0 * i + 1, b) for i, (_, b) in enumerate(pairs)]
+    return trend_residuals([cand, ref])
+
+
+def back_to_back(samples: list[float]) -> tuple[float, int]:
+    """(ss, df) of runs of one state made one after the other (the baseline)."""
+    sd, df = pooled_sd([samples])                # a few runs: too short for drift to tell
+    return (sd * sd * df, df) if sd is not None else (0.0, 0)
 
 
 def _fmt(delta: float, p: float) -> str:

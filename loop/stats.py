@@ -86,3 +86,34 @@ def _betacf(a: float, b: float, x: float) -> float:
         if abs(d * c - 1.0) < 1e-14:
             break
     return h
+
+
+def trend_residuals(groups: list[list[tuple[float, float]]]) -> tuple[float, int]:
+    """Residual sum of squares and degrees of freedom when each group of (time, value)
+    points gets its own mean plus ONE slope in time common to all groups.
+
+    The spread of runs measured while the machine's speed drifts, with the drift (locally
+    linear) taken out: what is left is run-to-run noise. df = points - groups - 1."""
+    groups = [g for g in groups if g]
+    n = sum(len(g) for g in groups)
+    df = n - len(groups) - 1
+    if df < 1:
+        return 0.0, 0
+    sxx = sxy = 0.0
+    centred = []
+    for g in groups:
+        tm, ym = fmean(t for t, _ in g), fmean(y for _, y in g)
+        pts = [(t - tm, y - ym) for t, y in g]
+        sxx += sum(t * t for t, _ in pts)
+        sxy += sum(t * y for t, y in pts)
+        centred += pts
+    slope = sxy / sxx if sxx > 0 else 0.0
+    if sxx <= 0:                                 # no spread in time: no slope to fit
+        df += 1
+    return sum((y - slope * t) ** 2 for t, y in centred), df
+
+
+def pooled_parts(parts: list[tuple[float, int]]) -> tuple[float | None, int]:
+    """sqrt(sum of squares / df) over (ss, df) parts; (None, 0) without any df."""
+    ss, df = sum(p[0] for p in parts), sum(p[1] for p in parts)
+    return (math.sqrt(ss / df), df) if df else (None, 0)

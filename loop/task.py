@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 from loop.errors import TaskError
@@ -55,7 +56,20 @@ class Task:
     grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
     env: dict[str, str] = field(default_factory=dict)
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
+    throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
+                                        # with one group; shown per run, warned on when it moves
+    search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
     root: Path = Path(".")              # absolute task folder (set by load_task, not a YAML key)
+
+    def throughput(self, output: str) -> float | None:
+        """The last number `throughput_pattern` captures in a run's output, or None."""
+        if not self.throughput_pattern:
+            return None
+        found = re.findall(throughput_regex(self.throughput_pattern), output, re.M)
+        try:
+            return float(found[-1]) if found else None
+        except ValueError:
+            return None
 
     # -- files -----------------------------------------------------------------
     def is_editable(self, rel: str) -> bool:
@@ -177,6 +191,36 @@ def _validate(task: Task, where: str) -> None:
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
     _validate_grading(task, where, files)
+    _validate_search(task, where)
+
+
+def throughput_regex(pattern: str) -> str:
+    """`num_steps`, `num_steps:` or a regex with one group -> the regex."""
+    if not pattern or re.fullmatch(r"[A-Za-z_][\w.]*\s*[:=]?", pattern.strip()):
+        name = pattern.strip().rstrip(":=").strip()
+        return rf"^\s*{re.escape(name)}\s*[:=]\s*{NUMBER}" if name else ""
+    return pattern
+
+
+def _validate_search(task: Task, where: str) -> None:
+    """`throughput_pattern` compiles with one group; `search_space` names constants the
+    editable files define, with ranges that are not empty."""
+    from loop.search_space import SpaceError, constants, parse_space
+    if task.throughput_pattern:
+        try:
+            groups = re.compile(throughput_regex(task.throughput_pattern), re.M).groups
+        except re.error as exc:
+            raise TaskError(f"{where}: throughput_pattern is not a valid regex: {exc}") from None
+        if groups < 1:
+            raise TaskError(f"{where}: throughput_pattern needs one capture group")
+    if not task.search_space:
+        return
+    files = {rel: (task.root / rel).read_text(errors="replace")
+             for rel in task.editable_files() if rel.endswith(".py")}
+    try:
+        parse_space(task.search_space, where, set(constants(files)))
+    except SpaceError as exc:
+        raise TaskError(str(exc)) from None
 
 
 def _validate_grading(task: Task, where: str, files: list[str]) -> None:

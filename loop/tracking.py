@@ -14,7 +14,7 @@ from statistics import pstdev
 from loop.journal import Record
 
 TSV_EXTRA = ["iteration", "delta", "runs", "spread", "reason", "wall_s", "attempt_ref",
-             "mlflow_run_id"]
+             "mlflow_run_id", "throughput"]
 
 
 def _fmt(x, digits=6) -> str:
@@ -32,7 +32,8 @@ def tsv_row(rec: Record) -> list[str]:
     return [rec.commit[:7], _fmt(rec.metric),
             _fmt(rec.memory_gb, 1) if rec.memory_gb is not None else "0.0", rec.status,
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
-            _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id]
+            _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
+            ",".join("" if x is None else f"{x:g}" for x in rec.throughput)]  # per run
 
 
 def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
@@ -100,6 +101,7 @@ class Tracker:
         metrics.update({f"judge.{k}": v for k, v in rec.stats.items()})
         metrics.update({f"llm.{k}": v for k, v in rec.usage.items()})
         per_run = [(f"{metric_name}_run", s, i) for i, s in enumerate(rec.samples)]
+        per_run += [("throughput_run", x, i) for i, x in enumerate(rec.throughput) if x is not None]
         self._batch(rec.run_id, metrics=metrics, params=params, series=per_run,
                     tags={"status": rec.status, "decision": rec.status,
                           "reason": rec.reason[:4000], "description": rec.description[:4000],

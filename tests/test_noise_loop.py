@@ -43,7 +43,9 @@ def test_borderline_candidate_is_rerun_before_the_decision(toy_repo, mlflow_uri)
     small_gain = NOISY.replace("X = 3.0", "X = 2.9")        # true gain 0.39, noise sd 0.5
     big_gain = NOISY.replace("X = 3.0", "X = 1.0")          # true gain 4.0
     no_op = NOISY.replace("NOISE = 0.5", "NOISE = 0.50")    # changes nothing real
-    cfg = Config(task="task", tag="n", iterations=3, base_dir=repo,
+    # seed 1: with seed 0 the no-op's first run is the 2.3 sd lucky draw of seed 2000 (see
+    # below), and it then wins its period by 1.9 sd: the 1-2 % of false keeps the judge allows
+    cfg = Config(task="task", tag="n", iterations=3, base_dir=repo, seed=1,
                  judge=JudgeConfig(rule="noise", baseline_runs=3, confirm_runs=3))
     Engine(cfg, out=lambda s: None, proposer=Scripted(small_gain, no_op, big_gain)).run()
     table = rows(repo, "n")

@@ -1,18 +1,19 @@
 """The offline proposer: perturb one numeric hyperparameter of an editable file.
 
 Seeded and reproducible (the same seed and iteration give the same proposal), it never
-proposes a value it has already tried, and it is the random-search baseline an LLM must beat."""
+proposes a value it has already tried, and it is the random-search baseline an LLM must beat.
+It proposes only points that can run: inside the task's declared `search_space` (then it
+changes only the constants declared there), and always within what the code asserts
+(`assert A % B == 0`) and what a name implies (betas in (0, 1), probabilities in [0, 1]).
+It does not read program.md: steering it means declaring the space in task.yaml."""
 from __future__ import annotations
 
 import random
 import re
 
 from loop.proposers.base import Context, Proposal
+from loop.search_space import CONSTANT, Dim, constants, implied, parse_space, valid
 
-# An UPPER_CASE module-level constant assigned a plain number, e.g. `LEARNING_RATE = 3e-3  # ..`
-CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
-                      r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
-                      r"(?P<rest>\s*(?:#.*)?)$", re.M)
 INT_FACTORS = (0.5, 0.75, 1.5, 2.0)
 FLOAT_FACTORS = (0.5, 0.7, 1.4, 2.0)
 
@@ -42,16 +43,50 @@ def _neighbours(text: str) -> list[str]:
     return sorted(out, key=float)
 
 
-def candidates(files: dict[str, str]) -> list[tuple[str, str, str, str]]:
-    """Every (file, constant name, old value, new value) this proposer could try."""
-    out = []
+def candidates(files: dict[str, str], space: dict[str, Dim] | None = None
+               ) -> list[tuple[str, str, str, str]]:
+    """Every (file, constant name, old value, new value) this proposer could try: near the
+    current value (and a declared range's bounds, a declared choice), valid points only."""
+    values, rules = constants(files), implied(files)
+    out, seen = [], set()
     for path in sorted(files):
         if not path.endswith(".py"):
             continue
         for m in CONSTANT.finditer(files[path]):
-            for new in _neighbours(m["value"]):
-                out.append((path, m["name"], m["value"], new))
+            name, old = m["name"], m["value"]
+            if name in seen or (space and name not in space):
+                continue                     # a declared space names what may change
+            seen.add(name)
+            dim = (space or {}).get(name)
+            for new in _options(old, dim):
+                point = {**values, name: float(new)}
+                if valid(point, rules) is None and valid(point, space or {}) is None:
+                    out.append((path, name, old, new))
     return out
+
+
+def _options(old: str, dim: Dim | None) -> list[str]:
+    if dim is None or not dim.kind:
+        return _neighbours(old)
+    if dim.choices:
+        found = [_text(c, dim.integer) for c in dim.choices]
+    else:
+        found = _neighbours(old) + [_format(b, old) for b in (dim.low, dim.high)]
+        if dim.integer:
+            found = [_text(round(float(v)), True) for v in found]
+    unique = []
+    for v in found:
+        if v not in unique and not _same(v, old):
+            unique.append(v)
+    return sorted(unique, key=float)
+
+
+def _text(v, integer: bool) -> str:
+    return str(int(v)) if integer else repr(v) if isinstance(v, float) else str(v)
+
+
+def _same(a: str, b: str) -> bool:
+    return float(a) == float(b.replace("_", ""))
 
 
 def describe(path: str, name: str, old: str, new: str) -> str:
@@ -64,11 +99,13 @@ class MutateProposer:
 
     def propose(self, context: Context) -> Proposal:
         tried = {a.description for a in context.history}
-        options = [c for c in candidates(context.files) if describe(*c) not in tried]
+        space = parse_space(getattr(context.task, "search_space", None) or {}, "task.yaml")
+        options = [c for c in candidates(context.files, space) if describe(*c) not in tried]
         if not options:
             return Proposal("no untried mutation left",
-                            error="no numeric UPPER_CASE constant left to perturb in the "
-                                  "editable files")
+                            error="no untried valid value left for the numeric UPPER_CASE "
+                                  "constants of the editable files"
+                                  + (" in the declared search_space" if space else ""))
         rng = random.Random(f"{self.seed}:{context.seed}:{context.iteration}")
         path, name, old, new = rng.choice(options)
         text = context.files[path]

@@ -1,0 +1,162 @@
+"""Which values of a task's numeric constants can run: the `search_space:` a task.yaml
+declares, and what the code itself says when it declares none (`assert A % B == 0`, betas
+in (0, 1), probabilities in [0, 1]). Pure: the offline proposer asks it before it proposes,
+`load_task` validates a declared space with it. Runs nothing."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# An UPPER_CASE module-level constant assigned a plain number, e.g. `LEARNING_RATE = 3e-3  # ..`
+CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
+                      r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
+                      r"(?P<rest>\s*(?:#.*)?)$", re.M)
+# `assert cfg.n_embd % cfg.n_head == 0` (any expression ending in a name, on either side)
+ASSERT_DIVIDES = re.compile(r"assert\s+[\w.]*?(\w+)\s*%\s*[\w.]*?(\w+)\s*==\s*0\b")
+# `n_embd: int = N_EMBD` (a dataclass field or attribute standing for a constant)
+ALIAS = re.compile(r"^\s+(\w+)\s*(?::\s*[\w\[\]. |]+)?\s*=\s*([A-Z][A-Z0-9_]*)\s*(?:#.*)?$", re.M)
+KINDS = ("range", "log_range", "choices")
+KEYS = (*KINDS, "integer", "divides", "multiple_of")
+OPEN_UNIT = re.compile(r"BETA")                        # Adam betas: 0 < b < 1
+CLOSED_UNIT = re.compile(r"DROPOUT|PROB|FRAC")         # probabilities, fractions: 0 <= p <= 1
+
+
+class SpaceError(ValueError):
+    """A declared search space that cannot be right (one line)."""
+
+
+@dataclass(frozen=True)
+class Dim:
+    name: str
+    kind: str = ""                 # range | log_range | choices | "" (no bounds declared)
+    low: float = -math.inf
+    high: float = math.inf
+    choices: tuple = ()
+    integer: bool = False
+    low_open: bool = False         # the bound itself is not allowed (betas: (0, 1))
+    high_open: bool = False
+    divides: str = ""              # this constant must divide that one
+    multiple_of: str = ""          # this constant must be a multiple of that one
+
+    def contains(self, v: float) -> bool:
+        if self.choices:
+            return any(math.isclose(v, c, rel_tol=1e-9) for c in self.choices)
+        if self.integer and v != int(v):
+            return False
+        lo_ok = v > self.low if self.low_open else v >= self.low
+        hi_ok = v < self.high if self.high_open else v <= self.high
+        return lo_ok and hi_ok
+
+
+def parse_space(data, where: str, known: set[str] | None = None) -> dict[str, Dim]:
+    """`search_space:` from task.yaml -> {constant: Dim}. `known`: the constants the
+    editable files define (None: do not check). Raises SpaceError with one line."""
+    if data in (None, {}):
+        return {}
+    if not isinstance(data, dict):
+        raise SpaceError(f"{where}: search_space must map constant names to their ranges")
+    space = {}
+    for name, spec in data.items():
+        at = f"{where}: search_space.{name}"
+        if known is not None and name not in known:
+            raise SpaceError(f"{at}: no numeric constant {name} in the editable files"
+                             + (f" (they define {', '.join(sorted(known))})" if known else ""))
+        if not isinstance(spec, dict):
+            raise SpaceError(f"{at}: expected a mapping such as {{range: [1, 8], integer: "
+                             f"true}}, got {spec!r}")
+        unknown = [k for k in spec if k not in KEYS]
+        if unknown:
+            raise SpaceError(f"{at}: unknown key '{unknown[0]}'; allowed: {', '.join(KEYS)}")
+        kinds = [k for k in KINDS if k in spec]
+        if len(kinds) != 1:
+            raise SpaceError(f"{at}: give exactly one of range, log_range, choices")
+        space[name] = _dim(name, kinds[0], spec, at)
+    for dim in space.values():
+        for other in (dim.divides, dim.multiple_of):
+            if other and known is not None and other not in known:
+                raise SpaceError(f"{where}: search_space.{dim.name}: constraint names "
+                                 f"{other}, which is not a numeric constant of the editable files")
+    return space
+
+
+def _dim(name: str, kind: str, spec: dict, at: str) -> Dim:
+    integer = spec.get("integer", False)
+    if not isinstance(integer, bool):
+        raise SpaceError(f"{at}: integer must be true or false")
+    extra = {k: str(spec[k]) for k in ("divides", "multiple_of") if k in spec}
+    if kind == "choices":
+        values = spec["choices"]
+        if not isinstance(values, list) or not values or not all(_number(v) for v in values):
+            raise SpaceError(f"{at}: choices must be a non-empty list of numbers")
+        return Dim(name, kind, min(values), max(values), tuple(values),
+                   integer or all(isinstance(v, int) for v in values), **extra)
+    bounds = spec[kind]
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(_number(b) for b in bounds)):
+        raise SpaceError(f"{at}: {kind} must be [low, high], got {bounds!r}")
+    low, high = float(bounds[0]), float(bounds[1])
+    if not low < high:
+        raise SpaceError(f"{at}: {kind} [{bounds[0]}, {bounds[1]}] is empty (low must be < high)")
+    if kind == "log_range" and low <= 0:
+        raise SpaceError(f"{at}: log_range needs low > 0, got {bounds[0]}")
+    return Dim(name, kind, low, high, (), integer, **extra)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def constants(files: dict[str, str]) -> dict[str, float]:
+    """{NAME: value} of the numeric UPPER_CASE constants the Python files define."""
+    out = {}
+    for path in sorted(files):
+        if path.endswith(".py"):
+            for m in CONSTANT.finditer(files[path]):
+                out.setdefault(m["name"], float(m["value"].replace("_", "")))
+    return out
+
+
+def implied(files: dict[str, str]) -> dict[str, Dim]:
+    """Without a declared space: the bounds a name implies and the divisibility the code
+    asserts (`assert cfg.n_embd % cfg.n_head == 0` -> N_HEAD divides N_EMBD)."""
+    names = constants(files)
+    alias = {}
+    for text in files.values():
+        for m in ALIAS.finditer(text):
+            alias.setdefault(m[1], m[2])
+    dims: dict[str, Dim] = {}
+    for name in names:
+        if OPEN_UNIT.search(name):
+            dims[name] = Dim(name, low=0.0, high=1.0, low_open=True, high_open=True)
+        elif CLOSED_UNIT.search(name):
+            dims[name] = Dim(name, low=0.0, high=1.0)
+
+    def resolve(ident: str) -> str | None:
+        const = ident if ident in names else ident.upper() if ident.upper() in names else None
+        return const or (alias.get(ident) if alias.get(ident) in names else None)
+    for path, text in files.items():
+        if not path.endswith(".py"):
+            continue
+        for m in ASSERT_DIVIDES.finditer(text):
+            big, small = resolve(m[1]), resolve(m[2])
+            if big and small:
+                base = dims.get(small, Dim(small))
+                dims[small] = Dim(**{**vars(base), "divides": big, "integer": True})
+    return dims
+
+
+def valid(values: dict[str, float], space: dict[str, Dim]) -> str | None:
+    """Why these constant values are not a point of the space, or None when they are."""
+    for dim in space.values():
+        if dim.name not in values:
+            continue
+        v = values[dim.name]
+        if not dim.contains(v):
+            return f"{dim.name} = {v:g} is outside its space"
+        for other, divides in ((dim.divides, True), (dim.multiple_of, False)):
+            if other and other in values:
+                a, b = (values[other], v) if divides else (v, values[other])
+                if b == 0 or a % b:
+                    how = "divide" if divides else "make a multiple of"
+                    return f"{dim.name} = {v:g} does not {how} {other} = {values[other]:g}"
+    return None
