@@ -83,7 +83,7 @@ def test_each_edit_format_runs_end_to_end(toy_repo, mlflow_uri, openai_server):
     assert abs(run.data.metrics["llm.cost_usd"] - (100 * 2 + 20 * 10) / 1e6) < 1e-12
     assert run.data.tags["description"] == table[1]["description"]
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"prompt.md", "response.md", "diff.patch"} <= names
+    assert {"prompt.md", "response.md", "diff.txt"} <= names
 
 
 def test_program_md_is_reread_every_iteration(toy_repo, mlflow_uri, openai_server):
