@@ -25,6 +25,7 @@ class ProposerConfig:
     max_tokens: int = 4096
     timeout_s: float = 180.0
     max_retries: int = 6                 # transient errors (connection, timeout, 429, 5xx)
+    patience_s: float = 1800.0           # then wait this long for the endpoint, then stop
     repair_turns: int = 2                # edit errors sent back to the model per iteration
     journal_chars: int = 6000            # bound on the research journal in the prompt
     price_input_per_m: float = 0.0       # USD per million prompt tokens

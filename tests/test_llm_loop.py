@@ -125,6 +125,7 @@ def test_cost_budget_stops_the_loop(toy_repo, mlflow_uri, openai_server):
 
 def test_cli_with_openai_base_url_and_a_401(toy_repo, mlflow_uri, openai_server):
     env = {**os.environ, "OPENAI_BASE_URL": openai_server.base_url, "OPENAI_API_KEY": "sk-test"}
+    openai_server.models = ["m"]            # `run` checks the model is served before starting
     openai_server.script(SEARCH_REPLACE)
     res = run_cli("run", "--task", "task", "--tag", "cli", "--iterations", "1", "--judge",
                   "strict", "--proposer", "llm", "--model", "m", cwd=toy_repo, env=env)
