@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from loop.proposers.base import ProposerFatal
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()         # a closed pipe shows here, inside the handler below
+        return code
     except BrokenPipeError:
         # The reader closed the pipe (`| head`): stop quietly. Point stdout at /dev/null so
         # the interpreter's final flush does not raise the same error again.

@@ -22,7 +22,7 @@ from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.progress import Progress, planned_runs
-from loop.status import commit_message, kept_changes, resume_line
+from loop.status import commit_message, kept_changes, plural, resume_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
@@ -182,7 +182,8 @@ class Engine:
     def _should_stop(self, n: int, started: float) -> Stop | None:
         cfg = self.config
         if n > cfg.iterations:
-            return Stop("iterations", f"done: {cfg.iterations} iterations after the baseline")
+            return Stop("iterations", f"done: {plural(cfg.iterations, 'iteration')} after the "
+                                      f"baseline")
         if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
             return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
         streak = 0
@@ -191,7 +192,7 @@ class Engine:
                 break
             streak += 1
         if streak >= cfg.max_consecutive_failures:
-            return Stop("failures", f"stopped: {streak} failures in a row "
+            return Stop("failures", f"stopped: {plural(streak, 'failure')} in a row "
                                     f"(see {self.dir / 'logs'})", 1)
         if cfg.max_cost_usd is not None and self.cost >= cfg.max_cost_usd:
             return Stop("cost", f"stopped: LLM cost ${self.cost:.2f} reached the budget "
