@@ -22,7 +22,7 @@ DISCARD_COLOR = "#7f7f7f"
 FAIL_COLOR = "#d62728"
 BEST_COLOR = "#1f5fbf"
 BAND_COLOR = "#f2b134"
-BAND_ALPHA = 0.25
+BAND_ALPHA = 0.35
 FIGSIZE, DPI = (12, 6.5), 100            # 1200 x 650 pixels
 
 
@@ -115,9 +115,19 @@ def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> 
         if base is not None and base.spread:
             ax.axhspan(base.metric - base.spread, base.metric + base.spread, color=BAND_COLOR,
                        alpha=BAND_ALPHA, lw=0, label="baseline noise (mean +- sd)")
+        low, high = _y_range(rows, direction)
         discarded = [r for r in measured if r.status != "keep"]
-        ax.scatter([r.iteration for r in discarded], [r.metric for r in discarded], s=30,
-                   color=DISCARD_COLOR, alpha=0.35, label="discarded", zorder=2)
+        inside = [r for r in discarded if low <= r.metric <= high]
+        if inside:
+            ax.scatter([r.iteration for r in inside], [r.metric for r in inside], s=30,
+                       color=DISCARD_COLOR, alpha=0.35, label="discarded", zorder=2)
+        # far-off values would flatten the story: drawn at the edge, pointing their way
+        for edge, marker, off in ((high, "^", lambda v: v > high), (low, "v", lambda v: v < low)):
+            out = [r.iteration for r in discarded if off(r.metric)]
+            if out:
+                ax.scatter(out, [edge] * len(out), s=40, marker=marker, color=DISCARD_COLOR,
+                           alpha=0.35, clip_on=False, zorder=2, label="discarded, off the scale")
+        ax.set_ylim(low, high)
         best = _running_best(rows, direction)
         steps = [(r.iteration, b) for r, b in zip(rows, best) if b is not None]
         if steps:
@@ -149,6 +159,23 @@ def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> 
     finally:
         plt.close(fig)
     return path
+
+
+def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:
+    """The range worth looking at: the kept values and the noise band, plus as much again
+    either side; discarded values beyond that would only squash it."""
+    core = [r.metric for r in rows if r.status == "keep" and r.metric is not None]
+    base = rows[0] if rows else None
+    if base is not None and base.metric is not None and base.spread:
+        core += [base.metric - base.spread, base.metric + base.spread]
+    others = [r.metric for r in rows if r.metric is not None]
+    if not core:
+        core = others or [0.0, 1.0]
+    span = (max(core) - min(core)) or abs(max(core)) * 0.1 or 1.0
+    low, high = min(core) - span, max(core) + span
+    within = [v for v in others if low <= v <= high] + core
+    pad = 0.08 * ((max(within) - min(within)) or span)
+    return min(within) - pad, max(within) + pad
 
 
 def html_page(tag: str, md_text: str, png: Path) -> str:
