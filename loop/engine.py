@@ -22,7 +22,7 @@ from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.progress import Progress, planned_runs
-from loop.status import commit_message, kept_changes, plural, resume_line
+from loop.status import commit_message, kept_changes, num, plural, resume_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
@@ -375,8 +375,8 @@ class Engine:
             return
         runs, best = len(self.score.best_samples), self.score.best_value()
         self.tracker.log_best(self.task.metric.name, best, runs, n)
-        self.out(f"      re-measured the best: {value:.6f}; best is now the mean of "
-                 f"{runs} runs, {best:.6f}")
+        self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
+                 f"{runs} runs, {num(best)}")
 
     # -- helpers --------------------------------------------------------------------
     def _seed(self, n: int, k: int) -> int:

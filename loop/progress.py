@@ -48,8 +48,9 @@ class Progress:
 
     def run_started(self, slot: int, rec, k: int, planned: int | None, budget_s: float,
                     total: int) -> None:
-        if rec.status == "remeasure":
-            return      # the engine prints the re-measurement's result
+        if rec.status == "remeasure":   # before a proposal: say so, the run takes a while
+            self.line(f"[{rec.iteration:>3}/{total}] re-measuring the best (another run of it)")
+            return
         label = run_label(rec, k, planned)
         if k == 0:
             self.line(f"[{rec.iteration:>3}/{total}] running   {rec.description}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.scoreboard import BASELINE
 from loop.status import FAILURES, num
 
 KEPT_COLOR = "#1b9e3e"
@@ -74,12 +75,13 @@ def _direction(state_dir: Path, rows: list[Row]) -> str:
 
 
 def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | None) -> str:
-    changes = rows[1:] if rows else []     # row 0 is the baseline
+    changes = [r for r in rows if r.description != BASELINE]
     kept = [r for r in changes if r.status == "keep"]
     best = _running_best(rows, direction)[-1] if rows else None
+    base = _baseline(rows)
     lines = [f"# autoresearch report: {tag}", "",
              f"Metric `{metric}` ({direction}); {len(changes)} iterations after the baseline, "
-             f"{len(kept)} kept; baseline {num(rows[0].metric) if rows else 'n/a'}, "
+             f"{len(kept)} kept; baseline {num(base.metric) if base else 'n/a'}, "
              f"best {num(best)}. Gain = improvement over the best before, in `{metric}` "
              f"units, positive = better.", ""]
     if png:
@@ -91,6 +93,12 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
         lines.append(f"| {r.iteration} | {r.status} | {metric_text} | {gain} | {r.runs} "
                      f"| {r.description.replace('|', '/')} |")
     return "\n".join(lines)
+
+
+def _baseline(rows: list[Row]) -> Row | None:
+    """The measured baseline (a failed first try is redone under the same description)."""
+    return next((r for r in rows if r.description == BASELINE and r.status == "keep"
+                 and r.metric is not None), None)
 
 
 def _running_best(rows: list[Row], direction: str) -> list[float | None]:
@@ -111,7 +119,7 @@ def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     try:
         measured = [r for r in rows if r.metric is not None]
-        base = rows[0] if rows and rows[0].metric is not None else None
+        base = _baseline(rows)
         if base is not None and base.spread:
             ax.axhspan(base.metric - base.spread, base.metric + base.spread, color=BAND_COLOR,
                        alpha=BAND_ALPHA, lw=0, label="baseline noise (mean +- sd)")
@@ -148,8 +156,9 @@ def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> 
         ax.set_xlabel("iteration")
         better = "lower" if direction == "minimize" else "higher"
         ax.set_ylabel(f"{metric} ({better} is better)")
-        ax.set_title(f"autoresearch {tag}: {len(rows) - 1 if rows else 0} iterations after "
-                     f"the baseline, {len(kept) - (1 if base else 0)} kept")
+        changes = [r for r in rows if r.description != BASELINE]
+        ax.set_title(f"autoresearch {tag}: {len(changes)} iterations after the baseline, "
+                     f"{sum(r.status == 'keep' for r in changes)} kept")
         if rows:
             ax.set_xlim(-0.5, max(r.iteration for r in rows) + 1.5)
         ax.grid(alpha=0.3)
@@ -165,8 +174,8 @@ def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:
     """The range worth looking at: the kept values and the noise band, plus as much again
     either side; discarded values beyond that would only squash it."""
     core = [r.metric for r in rows if r.status == "keep" and r.metric is not None]
-    base = rows[0] if rows else None
-    if base is not None and base.metric is not None and base.spread:
+    base = _baseline(rows)
+    if base is not None and base.spread:
         core += [base.metric - base.spread, base.metric + base.spread]
     others = [r.metric for r in rows if r.metric is not None]
     if not core:

@@ -37,6 +37,11 @@ def is_baseline(rec) -> bool:
     return rec.description == BASELINE
 
 
+def shown_status(rec) -> str:
+    """What people are shown: the measured baseline is `baseline`, not a `keep`."""
+    return "baseline" if is_baseline(rec) and rec.kept else rec.status
+
+
 def kept_changes(records) -> int:
     """The one definition of `kept`: changes kept after the baseline."""
     return sum(1 for r in records if r.kept and not is_baseline(r))
@@ -82,8 +87,9 @@ def summary(repo: Path, tag: str) -> dict:
         "last_stop": stops[-1]["message"] if stops else None,
         "results_tsv": str(path.parent / "results.tsv"),
         "tracking_uri": start.get("tracking_uri"), "mlflow_parent_run": start.get("parent_run_id"),
-        "recent": [f"{r.iteration:>4} {r.status:<9} {num(r.metric) if r.metric is not None else '':<8}"
-                   f"  {r.description}" for r in state.records[-5:]],
+        "recent": [f"{r.iteration:>4} {shown_status(r):<9} "
+                   f"{num(r.metric) if r.metric is not None else '':<8}  {r.description}"
+                   for r in state.records[-5:]],
     }
 
 
@@ -145,6 +151,5 @@ def progress_line(rec, metric, total: int) -> str:
     change = f" ({gain_text(rec.delta)})" if rec.delta is not None else ""
     runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
     why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""
-    status = "baseline" if is_baseline(rec) and rec.kept else rec.status
-    return (f"[{rec.iteration:>3}/{total}] {status:<9} {value}{change}  {rec.description}"
-            f"  ({rec.wall_s:.1f}s{runs}{why})")
+    return (f"[{rec.iteration:>3}/{total}] {shown_status(rec):<9} {value}{change}  "
+            f"{rec.description}  ({rec.wall_s:.1f}s{runs}{why})")
