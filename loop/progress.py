@@ -111,10 +111,10 @@ class _Night:
     def text(self) -> str:
         hours = max(time.monotonic() - self.started, 1.0) / 3600
         best = (f"best {self.metric_name} {num(self.best)}"
-                + (f" ({gain_text(self.gain)} over the baseline)" if self.gain is not None else ""))
-        cost = f", ${self.cost:.2f}" if self.cost else ""
+                + (f" ({gain_text(self.gain)} vs baseline)" if self.gain is not None else ""))
+        llm = f" | {self.tokens:,} tokens, ${self.cost:.2f}" if self.tokens or self.cost else ""
         return (f"{best} | kept {self.kept}, discarded {self.discarded}, failed {self.failed} | "
-                f"{self.runs / hours:.1f} runs/h | {self.tokens:,} tokens{cost}")
+                f"{self.runs / hours:.1f} runs/h{llm}")
 
 
 class LiveProgress(Progress):
@@ -147,18 +147,21 @@ class LiveProgress(Progress):
 
     def __rich__(self):
         """Called by rich at every refresh, so elapsed times tick on their own."""
+        from rich.console import Group
         from rich.text import Text
         now = time.monotonic()
         lines = []
         for n, s in sorted(self.slots.items()):
             desc = s.description if len(s.description) <= 60 else s.description[:57] + "..."
             label = f" [{s.label}]" if s.label else ""
-            lines.append(f"slot {n}  [{s.iteration:>3}/{s.total}] {desc}{label}  "
-                         f"{now - s.since:5.0f}s / {s.budget_s:g}s")
+            lines.append(f"slot {n}  [{s.iteration:>3}/{s.total}] {now - s.since:4.0f}s / "
+                         f"{s.budget_s:g}s  {desc}{label}")
         if not self.slots:
             lines.append("(between runs)")
         lines.append(self.night.text())
-        return Text("\n".join(lines), style="bold")
+        # one screen line each, cut with an ellipsis: a wrapped panel redraws badly
+        return Group(*(Text(line, style="bold", no_wrap=True, overflow="ellipsis")
+                       for line in lines))
 
     def close(self) -> None:
         self.live.stop()

@@ -26,7 +26,7 @@ def num(x: float | None, sig: int = 6) -> str:
 
 
 def gain_text(x: float | None) -> str:
-    return "" if x is None else f"gain {x:+.4g}"
+    return "" if x is None else f"gain {x + 0.0:+.4g}"     # + 0.0: no "-0" for a tie
 
 
 def plural(n: int, word: str) -> str:
