@@ -120,6 +120,8 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: iterations must be >= 0")
     if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
         raise ConfigError(f"{where}: time_budget_s must be > 0")
+    if cfg.proposer.patience_s < 0:
+        raise ConfigError(f"{where}: proposer.patience_s must be >= 0 (seconds)")
     if cfg.max_consecutive_failures < 1:
         raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:

@@ -90,7 +90,8 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
     for r in rows:
         gain = "" if r.gain is None else f"{r.gain:+.4g}"
         metric_text = "" if r.metric is None else num(r.metric)
-        lines.append(f"| {r.iteration} | {r.status} | {metric_text} | {gain} | {r.runs} "
+        shown = "baseline" if r.description == BASELINE and r.status == "keep" else r.status
+        lines.append(f"| {r.iteration} | {shown} | {metric_text} | {gain} | {r.runs} "
                      f"| {r.description.replace('|', '/')} |")
     return "\n".join(lines)
 
