@@ -1,11 +1,13 @@
 """Command line: parse arguments, call the engine, print, map outcomes to exit codes.
 
-Exit codes: 0 done, 1 the loop stopped on a failure, 2 bad input (one line), 130 interrupted.
+Exit codes: 0 done, 1 the loop stopped on a failure, 2 bad input (one line), 130 interrupted,
+141 the reader of our output went away (`autoresearch tasks | head`), as for other tools.
 Heavy modules (mlflow, torch, openai, git) are imported only by the commands that need them."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,9 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.add_argument("--repo", default=".", help="the research repo (default: here)")
 
-    rp = sub.add_parser("report", help="a markdown report of a tag's iterations")
-    rp.add_argument("--tag")
+    rp = sub.add_parser("report", help="a tag's iterations: markdown, HTML or a picture "
+                                       "(always writes .autoresearch/<tag>/progress.png)")
+    rp.add_argument("--tag", help="default: the most recent tag in this repo")
     rp.add_argument("--repo", default=".")
+    rp.add_argument("--format", choices=["md", "html", "png"], default="md",
+                    help="md: print a markdown table (default); html: write report.html and "
+                         "print its path; png: print the picture's path")
+    rp.add_argument("--no-mlflow", action="store_true",
+                    help="do not attach progress.png to the tag's parent MLflow run")
 
     sub.add_parser("tasks", help="list the built-in tasks")
 
@@ -77,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from loop.proposers.base import ProposerFatal
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()         # a closed pipe shows here, inside the handler below
+        return code
+    except BrokenPipeError:
+        # The reader closed the pipe (`| head`): stop quietly. Point stdout at /dev/null so
+        # the interpreter's final flush does not raise the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (UsageError, ProposerFatal) as exc:
         print(f"autoresearch: error: {exc}", file=sys.stderr)
         return 2
@@ -97,16 +112,21 @@ def cmd_run(args) -> int:
         proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
         proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule)
     from loop.engine import Engine
-    engine = Engine(config, out=lambda line: print(line, flush=True))
-    print(f"autoresearch: tag {engine.tag}, branch {engine.workspace.branch}, "
-          f"task {engine.task_rel}, proposer {config.proposer.kind}", flush=True)
-    stop = engine.run()
+    from loop.progress import make_progress
+    progress = make_progress()
+    try:
+        engine = Engine(config, out=progress.line, progress=progress)
+        progress.line(f"autoresearch: tag {engine.tag}, branch {engine.workspace.branch}, "
+                      f"task {engine.task_rel}, proposer {config.proposer.kind}")
+        check = getattr(engine.proposer, "check_endpoint", None)
+        if check:          # before the baseline's runs, not after them
+            progress.line(check())
+        stop = engine.run()
+    finally:
+        progress.close()
     print(stop.message, flush=True)
-    from loop.status import summary
-    s = summary(engine.repo_root, engine.tag)
-    print(f"kept {s['kept']} of {s['iterations']} iterations; best {s['metric_name']} = "
-          f"{s['best_metric']}; review: git log {s['branch']} | {s['results_tsv']} | "
-          f"mlflow ui --backend-store-uri {s['tracking_uri']}", flush=True)
+    from loop.status import final_line, summary
+    print(final_line(summary(engine.repo_root, engine.tag)), flush=True)
     return stop.exit_code
 
 
@@ -117,25 +137,27 @@ def _repo(path: str) -> Path:
 
 
 def cmd_status(args) -> int:
-    from loop.status import find_tag, summary
+    from loop.status import find_tag, format_summary, summary
     repo = _repo(args.repo)
     tag = args.tag or find_tag(repo)
     s = summary(repo, tag)
     if args.json:
         print(json.dumps(s, indent=2))
     else:
-        for key, value in s.items():
-            if key != "recent":
-                print(f"{key:<14} {value}")
-        for line in s["recent"]:
-            print(f"  {line}")
+        print("\n".join(format_summary(s)))
     return 0
 
 
 def cmd_report(args) -> int:
-    from loop.status import find_tag, report
+    from loop.report import build
+    from loop.status import find_tag, load_state
     repo = _repo(args.repo)
-    print(report(repo, args.tag or find_tag(repo)))
+    tag = args.tag or find_tag(repo)
+    path, _ = load_state(repo, tag)             # a clear error for an unknown tag
+    text, notes = build(path.parent, tag, args.format, mlflow=not args.no_mlflow)
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(text)
     return 0
 
 

@@ -25,6 +25,7 @@ class ProposerConfig:
     max_tokens: int = 4096
     timeout_s: float = 180.0
     max_retries: int = 6                 # transient errors (connection, timeout, 429, 5xx)
+    patience_s: float = 1800.0           # then wait this long for the endpoint, then stop
     repair_turns: int = 2                # edit errors sent back to the model per iteration
     journal_chars: int = 6000            # bound on the research journal in the prompt
     price_input_per_m: float = 0.0       # USD per million prompt tokens
@@ -121,6 +122,8 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: iterations must be >= 0")
     if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
         raise ConfigError(f"{where}: time_budget_s must be > 0")
+    if cfg.proposer.patience_s < 0:
+        raise ConfigError(f"{where}: proposer.patience_s must be >= 0 (seconds)")
     if cfg.max_consecutive_failures < 1:
         raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:

@@ -21,7 +21,8 @@ from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_
 from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
 from loop.scoreboard import BASELINE, Scoreboard
-from loop.status import commit_message, progress_line
+from loop.progress import Progress, planned_runs
+from loop.status import commit_message, kept_changes, num, plural, resume_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, append_result, write_results
 from loop.workspace import Workspace
@@ -46,9 +47,10 @@ def state_dir(repo_root: Path, tag: str) -> Path:
 
 
 class Engine:
-    def __init__(self, config: Config, out=print, proposer=None):
+    def __init__(self, config: Config, out=print, proposer=None, progress=None):
         self.config = config
         self.out = out
+        self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
         user_task = load_task(config.resolve(config.task))        # clear errors first
         self.repo_root = Workspace.find_repo_root(user_task.root)
         self.task_rel = user_task.root.relative_to(self.repo_root).as_posix()
@@ -116,8 +118,7 @@ class Engine:
             if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
                 self.out("resume: killed the experiment processes the interrupted step left")
             if b.get("commit"):
-                self.workspace.keep_ref(f"interrupted-{b['iteration']}-{int(b['time'])}",
-                                        b["commit"])
+                self._keep_interrupted(b)
             if b.get("run_id"):
                 self.tracker.abandon(b["run_id"])
             self.journal.write("abandon", iteration=b["iteration"])
@@ -145,9 +146,8 @@ class Engine:
             patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
             self._track(rec, patch)
         if self.records:
-            self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
-                     f"{self.score.kept} kept, best {self.task.metric.name} = "
-                     f"{self.score.best_value()}")
+            self.out(resume_line(self.tag, self.records, self.task.metric.name,
+                                 self.score.best_value()))
 
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
@@ -182,7 +182,8 @@ class Engine:
     def _should_stop(self, n: int, started: float) -> Stop | None:
         cfg = self.config
         if n > cfg.iterations:
-            return Stop("iterations", f"done: {cfg.iterations} iterations after the baseline")
+            return Stop("iterations", f"done: {plural(cfg.iterations, 'iteration')} after the "
+                                      f"baseline")
         if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
             return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
         streak = 0
@@ -191,7 +192,7 @@ class Engine:
                 break
             streak += 1
         if streak >= cfg.max_consecutive_failures:
-            return Stop("failures", f"stopped: {streak} failures in a row "
+            return Stop("failures", f"stopped: {plural(streak, 'failure')} in a row "
                                     f"(see {self.dir / 'logs'})", 1)
         if cfg.max_cost_usd is not None and self.cost >= cfg.max_cost_usd:
             return Stop("cost", f"stopped: LLM cost ${self.cost:.2f} reached the budget "
@@ -204,6 +205,7 @@ class Engine:
 
     def _iteration(self, n: int) -> Stop | None:
         program, program_sha = self._program()
+        self._note_steering(n, program_sha)
         tip = self.workspace.tip()
         baseline = self.score.best is None    # also after a failed baseline, on resume
         if self.score.needs_remeasure(self.config.judge):
@@ -236,11 +238,10 @@ class Engine:
         else:
             patch = ""
         if not problem:
-            self.out(f"[{n:>3}/{self.config.iterations}] running   {proposal.description}")
             self._measure_and_judge(rec, baseline)
         self._finish(rec, tip)
         self._track(rec, patch, proposal)
-        self.out(progress_line(rec, self.task.metric, self.config.iterations))
+        self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
         if baseline and rec.status != "keep":
             return Stop("baseline", f"stopped: the baseline failed ({rec.status}: {rec.reason}); "
                                     f"see {self._log_path(n, 0)}", 1)
@@ -296,10 +297,14 @@ class Engine:
             kill_marked(f"AUTORESEARCH_RUN_ID={rec.run_id}")
             return self.guard.before_grading(
                 cwd, artifacts, lambda: self.workspace.export(rec.commit, self.task_rel, grader))
+        self.progress.run_started(0, rec, k, planned_runs(self.config.judge, rec.description
+                                                          == BASELINE), task.time_budget_s,
+                                  self.config.iterations)
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
                                 task.evaluate, grader / self.task_rel, task.grace_s,
                                 self.guard.grader_env(env), before_grading)
+        self.progress.run_finished(0)
         grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s
         if task.throughput_pattern and result.status == OK:   # the machine's speed, per run
@@ -341,7 +346,7 @@ class Engine:
         for k in range(1, len(rec.samples)):
             artifacts[f"run{k}.log"] = self._log_path(rec.iteration, k)
         if patch:
-            artifacts["diff.patch"] = patch
+            artifacts["diff.txt"] = patch    # .txt: the MLflow UI previews it, not .patch
         if proposal and self.config.proposer.log_prompts:
             artifacts.update(proposal.artifacts)
         params = {"iteration": rec.iteration, "parent_commit": rec.parent,
@@ -350,9 +355,11 @@ class Engine:
                   "time_budget_s": self.task.time_budget_s}
         tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
                 "program_sha": rec.program_sha}
+        if rec.description == BASELINE and rec.kept:
+            tags["status"] = "baseline"   # not a kept change: `status=keep` runs = branch commits
         try:
             self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                          self.score.kept)
+                                          kept_changes(self.records))
         except Exception as exc:   # e.g. the SQLite store locked by a busy `mlflow ui`
             self.out(f"warning: MLflow logging of iteration {rec.iteration} failed "
                      f"({type(exc).__name__}: {exc}); it is retried at the next start")
@@ -375,8 +382,8 @@ class Engine:
             return None
         runs, best = len(self.score.best_samples), self.score.best_value()
         self.tracker.log_best(self.task.metric.name, best, runs, n)
-        self.out(f"      re-measured the best: {value:.6f}; best is now the mean of "
-                 f"{runs} runs, {best:.6f}")
+        self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
+                 f"{runs} runs, {num(best)}")
         return value
 
     # -- helpers --------------------------------------------------------------------
@@ -431,10 +438,27 @@ class Engine:
 
     def _interrupted(self) -> None:
         state = replay(self.journal.events())
+        if state.open_begin and state.open_begin.get("commit"):
+            self._keep_interrupted(state.open_begin)   # the redo will reuse attempt-<n>
         if state.open_begin and state.open_begin.get("run_id"):
             self.tracker.abandon(state.open_begin["run_id"])
             self.journal.write("abandon", iteration=state.open_begin["iteration"])
         self.workspace.restore()
+
+    def _keep_interrupted(self, begin: dict) -> None:
+        self.workspace.keep_ref(f"interrupted-{begin['iteration']}-{int(begin['time'])}",
+                                begin["commit"])
+
+    def _note_steering(self, n: int, sha: str) -> None:
+        """One line when program.md changed since the last iteration that read it."""
+        last = getattr(self, "_program_sha", None) or next(
+            (r.program_sha for r in reversed(self.records) if r.program_sha), None)
+        self._program_sha = sha
+        if last and sha != last:
+            who = (" (the mutate proposer does not read it)"
+                   if self.config.proposer.kind == "mutate" else "")
+            self.out(f"steering: {self.program_path.name} changed ({last} -> {sha}); "
+                     f"iteration {n} is the first to use it{who}")
 
     @staticmethod
     def _install_signals() -> None:

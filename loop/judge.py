@@ -287,7 +287,7 @@ def back_to_back(samples: list[float]) -> tuple[float, int]:
 
 
 def _fmt(delta: float, p: float) -> str:
-    return f"delta {delta:+.4g}, p={p:.3g}"
+    return f"gain {delta:+.4g}, p={p:.3g}"   # gain: positive = better (loop/status.py)
 
 
 def _noise(candidate, best, noise_sd, noise_df) -> tuple[float | None, int | None]:

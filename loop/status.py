@@ -1,10 +1,50 @@
-"""Read-only views of a tag: `status` (summary, JSON) and `report` (markdown)."""
+"""Read-only views of a tag (`status`) and the words and numbers every view shares.
+
+One story everywhere:
+  * kept: changes kept after the baseline. The baseline row keeps status `keep` in
+    results.tsv (karpathy/autoresearch's convention) but is never counted as a kept change,
+    and its MLflow child run is tagged `status=baseline`. So commits on the branch after its
+    start = `keep` rows after the baseline = child runs tagged `status=keep` = `kept`.
+  * gain: how much better than the best before, in the metric's units, positive = better,
+    whatever the metric's direction. The console, judge reasons, report, commit messages,
+    results.tsv and MLflow all show this one number under this one name.
+  * numbers: 6 significant digits for metric values, 4 for gains."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from loop.errors import UsageError
 from loop.journal import Journal, replay
+from loop.scoreboard import BASELINE
+
+FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+
+
+def num(x: float | None, sig: int = 6) -> str:
+    """A metric value, rounded for people (results.tsv keeps full precision)."""
+    return "n/a" if x is None else f"{x:.{sig}g}"
+
+
+def gain_text(x: float | None) -> str:
+    return "" if x is None else f"gain {x + 0.0:+.4g}"     # + 0.0: no "-0" for a tie
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def is_baseline(rec) -> bool:
+    return rec.description == BASELINE
+
+
+def shown_status(rec) -> str:
+    """What people are shown: the measured baseline is `baseline`, not a `keep`."""
+    return "baseline" if is_baseline(rec) and rec.kept else rec.status
+
+
+def kept_changes(records) -> int:
+    """The one definition of `kept`: changes kept after the baseline."""
+    return sum(1 for r in records if r.kept and not is_baseline(r))
 
 
 def find_tag(repo: Path) -> str:
@@ -15,7 +55,7 @@ def find_tag(repo: Path) -> str:
     return tags[-1].parent.name
 
 
-def _state(repo: Path, tag: str):
+def load_state(repo: Path, tag: str):
     path = repo / ".autoresearch" / tag / "journal.jsonl"
     if not path.exists():
         raise UsageError(f"no run with tag '{tag}' in {repo}")
@@ -23,64 +63,93 @@ def _state(repo: Path, tag: str):
 
 
 def summary(repo: Path, tag: str) -> dict:
-    path, state = _state(repo, tag)
+    path, state = load_state(repo, tag)
     start = state.start or {}
+    changes = [r for r in state.records if not is_baseline(r)]
+    baseline = next((r for r in state.records if is_baseline(r) and r.kept), None)
     kept = [r for r in state.records if r.kept]
-    best = kept[-1].best_after if kept else None
     statuses = {}
-    for r in state.records:
+    for r in changes:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     stops = [e for e in Journal(path).events() if e.get("event") == "stop"]
+    best = kept[-1].best_after if kept else None
+    gain = None
+    if best is not None and baseline is not None and baseline.metric is not None:
+        sign = -1.0 if start.get("direction") == "minimize" else 1.0
+        gain = sign * (best - baseline.metric)
     return {
         "tag": tag, "branch": start.get("branch", f"autoresearch/{tag}"),
-        "task": start.get("task"), "iterations": max(0, len(state.records) - 1),
-        "kept": max(0, len(kept) - 1), "best_metric": best,
+        "task": start.get("task"), "iterations": len(changes),
+        "kept": kept_changes(state.records), "best_metric": best,
+        "baseline_metric": baseline.metric if baseline else None, "gain": gain,
         "metric_name": start.get("metric"), "direction": start.get("direction"),
         "statuses": statuses, "in_progress": state.open_begin is not None,
         "last_stop": stops[-1]["message"] if stops else None,
         "results_tsv": str(path.parent / "results.tsv"),
         "tracking_uri": start.get("tracking_uri"), "mlflow_parent_run": start.get("parent_run_id"),
-        "recent": [f"{r.iteration:>4} {r.status:<9} {'' if r.metric is None else f'{r.metric:.6f}'}"
-                   f"  {r.description}" for r in state.records[-5:]],
+        "recent": [f"{r.iteration:>4} {shown_status(r):<9} "
+                   f"{num(r.metric) if r.metric is not None else '':<8}  {r.description}"
+                   for r in state.records[-5:]],
     }
 
 
-def report(repo: Path, tag: str) -> str:
-    _, state = _state(repo, tag)
-    s = summary(repo, tag)
-    lines = [f"# autoresearch report: {tag}", "",
-             f"Task `{s['task']}`, metric `{s['metric_name']}` ({s['direction']}), branch "
-             f"`{s['branch']}`: {s['iterations']} proposals, {s['kept']} kept, best "
-             f"{s['best_metric']}.", "", "| iter | status | metric | delta | description |",
-             "|---:|---|---:|---:|---|"]
-    for r in state.records:
-        metric = "" if r.metric is None else f"{r.metric:.6f}"
-        delta = "" if r.delta is None else f"{r.delta:+.6f}"
-        lines.append(f"| {r.iteration} | {r.status} | {metric} | {delta} | {r.description} |")
-    return "\n".join(lines)
+def format_summary(s: dict) -> list[str]:
+    """`autoresearch status` for people: aligned `key value` lines, no Python reprs."""
+    metric = s["metric_name"] or "metric"
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(s["statuses"].items())) or "none"
+    best = num(s["best_metric"])
+    if s["gain"] is not None:
+        best += f" ({gain_text(s['gain'])} over the baseline {num(s['baseline_metric'])})"
+    rows = [("tag", s["tag"]), ("branch", s["branch"]), ("task", s["task"]),
+            ("metric", f"{metric} ({s['direction']})"),
+            ("iterations", f"{s['iterations']} after the baseline"
+                           + (" (one in progress)" if s["in_progress"] else "")),
+            ("kept", f"{s['kept']} of {s['iterations']}"), ("outcomes", counts),
+            (f"best {metric}", best), ("last stop", s["last_stop"] or "-"),
+            ("results.tsv", s["results_tsv"]), ("mlflow store", s["tracking_uri"]),
+            ("mlflow parent run", s["mlflow_parent_run"])]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    return lines + ["recent:"] + [f"  {line}" for line in s["recent"]]
+
+
+def final_line(s: dict) -> str:
+    """The run's last line: the same counts as `status`."""
+    best = num(s["best_metric"])
+    if s["gain"] is not None:
+        best += f" ({gain_text(s['gain'])} over the baseline)"
+    return (f"kept {s['kept']} of {plural(s['iterations'], 'iteration')}; best "
+            f"{s['metric_name']} = {best}; review: git log {s['branch']} | {s['results_tsv']} | "
+            f"mlflow ui --backend-store-uri {s['tracking_uri']}")
+
+
+def resume_line(tag: str, records, metric_name: str, best: float | None) -> str:
+    changes = sum(1 for r in records if not is_baseline(r))
+    return (f"resume: tag {tag}, baseline and {plural(changes, 'iteration')} done, "
+            f"{kept_changes(records)} kept, best {metric_name} = {num(best)}")
 
 
 def commit_message(rec, metric) -> str:
     """An attempt's commit message: the description as subject, the numbers, then trailers."""
     before = "n/a" if rec.best_before is None else f"{rec.best_before:.6f}"
     after = "n/a" if rec.metric is None else f"{rec.metric:.6f}"
-    body = f"{metric.name} {before} -> {after} ({rec.status}: {rec.reason})"
+    gain = f", {gain_text(rec.delta)}" if rec.delta is not None else ""
+    body = f"{metric.name} {before} -> {after}{gain} ({rec.status}: {rec.reason})"
     trailers = [f"Autoresearch-Iteration: {rec.iteration}",
                 f"Autoresearch-Status: {rec.status}",
                 f"Autoresearch-Metric: {metric.name} ({metric.direction})",
                 f"Autoresearch-Before: {before}", f"Autoresearch-After: {after}",
+                f"Autoresearch-Gain: {'n/a' if rec.delta is None else f'{rec.delta:+.6f}'}",
                 f"Autoresearch-Runs: {len(rec.samples)}",
                 f"Autoresearch-MLflow-Run: {rec.run_id}"]
     return f"{rec.description}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
 
 
 def progress_line(rec, metric, total: int) -> str:
-    """One line per iteration on the console; the change shown in the metric's own sign."""
-    value = "" if rec.metric is None else f"{metric.name} {rec.metric:.6f}"
-    change = ""
-    if rec.delta is not None:
-        change = f" ({-rec.delta if metric.direction == 'minimize' else rec.delta:+.6f})"
+    """One line per finished iteration on the console, the change shown as its gain."""
+    value = "" if rec.metric is None else f"{metric.name} {num(rec.metric)}"
+    change = f" ({gain_text(rec.delta)})" if rec.delta is not None else ""
     runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
     why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""
-    return (f"[{rec.iteration:>3}/{total}] {rec.status:<9} {value}{change}  {rec.description}"
-            f"  ({rec.wall_s:.1f}s{runs}{why})")
+    return (f"[{rec.iteration:>3}/{total}] {shown_status(rec):<9} {value}{change}  "
+            f"{rec.description}  ({rec.wall_s:.1f}s{runs}{why})")

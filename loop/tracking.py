@@ -13,7 +13,7 @@ from statistics import pstdev
 
 from loop.journal import Record
 
-TSV_EXTRA = ["iteration", "delta", "runs", "spread", "reason", "wall_s", "attempt_ref",
+TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",
              "mlflow_run_id", "throughput"]
 
 
@@ -94,7 +94,7 @@ class Tracker:
 
     def finish_iteration(self, rec: Record, metric_name: str, params: dict, tags: dict,
                          artifacts: dict[str, str | Path], kept_count: int) -> None:
-        metrics = {"delta": rec.delta, "wall_s": rec.wall_s, "memory_gb": rec.memory_gb,
+        metrics = {"gain": rec.delta, "wall_s": rec.wall_s, "memory_gb": rec.memory_gb,
                    "runs": float(len(rec.samples)), "lines_added": float(rec.lines_added),
                    "lines_removed": float(rec.lines_removed), metric_name: rec.metric,
                    f"best_{metric_name}": rec.best_after}

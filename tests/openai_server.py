@@ -48,6 +48,7 @@ class OpenAIServer:
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []   # request headers, same order as requests
+        self.models = ["test-model"]              # what GET /v1/models lists
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -123,6 +124,13 @@ def completion_json(reply: Reply, model: str) -> dict:
 
 def _handler(server: OpenAIServer):
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.rstrip("/") != "/v1/models":
+                return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            self._send(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "test"}
+                for m in server.models]}, {})
+
         def do_POST(self):
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")

@@ -36,3 +36,6 @@ def test_default_command_runs_the_loop_on_tinylm(tmp_path, mlflow_uri):
     assert all(1.0 < float(r["val_bpb"]) < 8.5 for r in table if r["status"] != "crash")
     kept = git(repo, "rev-list", "--count", "HEAD..autoresearch/smoke")
     assert int(kept) == sum(r["status"] == "keep" for r in table[1:])
+    # the console tells the same story: repeats announced, kept counted after the baseline
+    assert "[  0/2] run 2 of 3" in res.stdout and "[  0/2] run 3 of 3" in res.stdout
+    assert f"kept {kept} of 2 iterations;" in res.stdout

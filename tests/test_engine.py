@@ -50,8 +50,14 @@ def assert_same_story(repo, uri, tag="t"):
     client, parents, children = mlflow_runs(uri, tag)
     assert len(parents) == 1
     assert [int(c.data.tags["iteration"]) for c in children] == list(range(len(table)))
+    # one definition of kept: the baseline row says keep (karpathy's results.tsv) but its
+    # MLflow run is tagged baseline, so commits = keep rows after it = runs tagged keep
+    assert len([c for c in children if c.data.tags["status"] == "keep"]) == len(keeps)
+    kept_history = client.get_metric_history(parents[0].info.run_id, "kept")
+    assert kept_history and kept_history[-1].value == len(keeps)
     for row, run in zip(table, children):
-        assert run.data.tags["status"] == row["status"]
+        baseline = row["iteration"] == "0" and row["status"] == "keep"
+        assert run.data.tags["status"] == ("baseline" if baseline else row["status"])
         assert run.info.run_id == row["mlflow_run_id"]
         assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
         if row["status"] != "bad_edit":
@@ -81,7 +87,7 @@ def test_loop_end_to_end(toy_repo, mlflow_uri):
         "train.py" not in git(toy_repo, "status", "--porcelain")
     client, parents, children = mlflow_runs(mlflow_uri)
     arts = [a.path for a in client.list_artifacts(children[1].info.run_id)]
-    assert "diff.patch" in arts and "run.log" in arts
+    assert "diff.txt" in arts and "run.log" in arts
     assert children[1].data.params["program_sha"] != "none"
     history = client.get_metric_history(parents[0].info.run_id, "best_score")
     assert len(history) == 7 and history[-1].value == pytest.approx(scores[-1])
@@ -289,5 +295,5 @@ def test_mlflow_failure_is_survived_and_repaired_on_resume(toy_repo, mlflow_uri,
     client, _, children = mlflow_runs(mlflow_uri)
     repaired = children[1]
     assert repaired.data.tags["status"] == rows(toy_repo)[1]["status"]
-    assert "diff.patch" in {a.path for a in client.list_artifacts(repaired.info.run_id)}
+    assert "diff.txt" in {a.path for a in client.list_artifacts(repaired.info.run_id)}
     assert_same_story(toy_repo, mlflow_uri)

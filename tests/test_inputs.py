@@ -63,6 +63,7 @@ def test_good_task_loads(tmp_path):
     ("proposer: {kind: llm}\n", "no proposer.model is set"),
     ("proposer: {modle: x}\n", "unknown key 'modle' (did you mean 'model'?)"),
     ("judge: {rule: lenient}\n", "judge.rule must be one of"),
+    ("proposer: {patience_s: -1}\n", "proposer.patience_s must be >= 0"),
     ("iterations: many\n", "iterations: expected an integer"),
     ("tag: 'bad tag'\n", "tag 'bad tag' must be letters"),
     ("- a list\n", "expected a mapping"),

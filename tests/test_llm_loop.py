@@ -85,7 +85,7 @@ def test_each_edit_format_runs_end_to_end(toy_repo, mlflow_uri, openai_server):
     assert abs(run.data.metrics["llm.cost_usd"] - (100 * 2 + 20 * 10) / 1e6) < 1e-12
     assert run.data.tags["description"] == table[1]["description"]
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"prompt.md", "response.md", "diff.patch"} <= names
+    assert {"prompt.md", "response.md", "diff.txt"} <= names
 
 
 def test_program_md_is_reread_every_iteration(toy_repo, mlflow_uri, openai_server):
@@ -127,6 +127,7 @@ def test_cost_budget_stops_the_loop(toy_repo, mlflow_uri, openai_server):
 
 def test_cli_with_openai_base_url_and_a_401(toy_repo, mlflow_uri, openai_server):
     env = {**os.environ, "OPENAI_BASE_URL": openai_server.base_url, "OPENAI_API_KEY": "sk-test"}
+    openai_server.models = ["m"]            # `run` checks the model is served before starting
     openai_server.script(SEARCH_REPLACE)
     res = run_cli("run", "--task", "task", "--tag", "cli", "--iterations", "1", "--judge",
                   "strict", "--proposer", "llm", "--model", "m", cwd=toy_repo, env=env)

@@ -78,11 +78,11 @@ def test_rate_limit_is_retried_honouring_retry_after(openai_server, task):
     assert time.monotonic() - start < 3
 
 
-def test_server_errors_until_retries_run_out_give_a_failed_proposal(openai_server, task):
+def test_server_errors_past_retries_and_patience_stop_the_loop(openai_server, task):
+    # an outage is not the code's bad_edit: after the retries and patience_s, the loop stops
     openai_server.script(*[Reply(status=500)] * 3)
-    proposal = proposer(openai_server, max_retries=2).propose(context(task))
-    assert proposal.files == {}
-    assert "500" in proposal.error and "after 2 retries" in proposal.error
+    with pytest.raises(ProposerFatal, match=r"unavailable for 0s.*after 2 retries: 500"):
+        proposer(openai_server, max_retries=2, patience_s=0).propose(context(task))
     assert len(openai_server.requests) == 3
 
 

@@ -3,8 +3,9 @@ client (any OpenAI-compatible endpoint), then parse + apply the reply's edits.
 
 Failure policy, so a night of experiments survives a flaky endpoint:
   * transient (connection, timeout, 408/409/429, 5xx): retried with exponential backoff and
-    jitter, honouring retry-after; when retries run out the iteration returns
-    Proposal(error=...) and the engine counts a failure;
+    jitter, honouring retry-after; when retries run out, the endpoint is waited for up to
+    `patience_s` (loop/proposers/endpoint.py), then ProposerFatal stops the loop (exit 1):
+    an outage is never counted as the code's bad_edit;
   * the endpoint refusing us (400/401/403/404/422, out of quota): ProposerFatal, the loop
     stops with one line saying what to fix;
   * an edit that does not parse or apply, or a reply cut off at max_tokens: the error goes
@@ -70,7 +71,7 @@ class LLMProposer:
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
             try:
-                text, finish, reasoning = self._complete(messages, usage, context.seed)
+                text, finish, reasoning = self._complete_patiently(messages, usage, context.seed)
             except _Unavailable as exc:
                 error = str(exc)
                 break
@@ -127,6 +128,22 @@ class LLMProposer:
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
+
+    # -- the endpoint: checked before the night, waited for during it --------------------------
+    def check_endpoint(self) -> str:
+        from loop.proposers.endpoint import check
+        return check(self.client, self.config.model, self.base_url)
+
+    def _complete_patiently(self, messages, usage: Usage, seed: int):
+        """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop."""
+        from loop.proposers.endpoint import wait_until_back
+        since = time.monotonic()
+        while True:
+            try:
+                return self._complete(messages, usage, seed)
+            except _Unavailable as exc:
+                wait_until_back(self.client, self.base_url, self.config.patience_s, since,
+                                str(exc), self.backoff_scale)
 
     # -- one request, with retries ------------------------------------------------------------
     def _complete(self, messages, usage: Usage, seed: int) -> tuple[str, str | None, str]:

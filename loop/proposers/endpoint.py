@@ -1,0 +1,80 @@
+"""Is the LLM endpoint there? Checked before anything runs, and waited for when it goes away.
+
+  * `check`: before the baseline (whose runs can take many minutes), ask the endpoint for
+    its models: unreachable, a refused key or a model it does not serve is a bad input
+    (ProposerFatal -> exit 2 with the reason), not something to find out after the baseline.
+    An endpoint without a models list is asked for one token instead.
+  * `wait_until_back`: mid-night, after the request's own retries ran out, poll the models
+    list with growing pauses up to `proposer.patience_s`; then stop the loop (ProposerFatal
+    -> exit 1). An outage is never recorded as the code's `bad_edit`."""
+from __future__ import annotations
+
+import sys
+import time
+
+from loop.proposers.base import ProposerFatal
+
+FIRST_PAUSE_S, MAX_PAUSE_S = 1.0, 60.0
+
+
+def _where(base_url: str | None) -> str:
+    return base_url or "https://api.openai.com/v1"
+
+
+def check(client, model: str, base_url: str | None) -> str:
+    """One line saying the endpoint and model are there, or ProposerFatal saying why not."""
+    import openai
+    where = _where(base_url)
+    try:
+        served = [m.id for m in client.models.list()]
+    except openai.APIConnectionError as exc:
+        raise ProposerFatal(f"the LLM endpoint {where} is unreachable ({exc}); start the "
+                            f"server or fix --base-url / $OPENAI_BASE_URL") from None
+    except openai.AuthenticationError as exc:
+        raise ProposerFatal(f"the LLM endpoint {where} refused the API key ({exc.status_code}); "
+                            f"check the variable named by proposer.api_key_env") from None
+    except openai.APIStatusError as exc:
+        if exc.status_code in (404, 405, 501):       # no models list here: one token instead
+            return _check_by_request(client, model, where)
+        raise ProposerFatal(f"the LLM endpoint {where} answered {exc.status_code} to a models "
+                            f"request: {exc.message}") from None
+    if served and model not in served:
+        shown = ", ".join(sorted(served)[:8]) + (", ..." if len(served) > 8 else "")
+        raise ProposerFatal(f"model '{model}' is not served by {where} (it serves: {shown})")
+    return f"endpoint: {where} serves {model}"
+
+
+def _check_by_request(client, model: str, where: str) -> str:
+    import openai
+    try:
+        client.chat.completions.create(model=model, max_tokens=1,
+                                       messages=[{"role": "user", "content": "ping"}])
+    except openai.APIConnectionError as exc:
+        raise ProposerFatal(f"the LLM endpoint {where} is unreachable ({exc})") from None
+    except openai.APIStatusError as exc:
+        raise ProposerFatal(f"the LLM endpoint {where} refused a 1-token request for model "
+                            f"'{model}' ({exc.status_code}: {exc.message})") from None
+    return f"endpoint: {where} answers for {model}"
+
+
+def wait_until_back(client, base_url: str | None, patience_s: float, since: float,
+                    reason: str, scale: float = 1.0, err=sys.stderr) -> None:
+    """Return once the endpoint lists its models again; ProposerFatal when `patience_s`
+    seconds have passed since the outage began (`since`, a time.monotonic())."""
+    pause, told = FIRST_PAUSE_S, False
+    while True:
+        left = patience_s - (time.monotonic() - since)
+        if left <= 0:
+            raise ProposerFatal(f"the LLM endpoint {_where(base_url)} has been unavailable "
+                                f"for {patience_s:g}s (proposer.patience_s): {reason}")
+        if not told:
+            print(f"waiting for the LLM endpoint (up to {left:.0f}s more): {reason}",
+                  file=err, flush=True)
+            told = True
+        time.sleep(min(pause * scale, left))
+        pause = min(pause * 2, MAX_PAUSE_S)
+        try:
+            client.models.list()
+            return
+        except Exception:          # still away: pause longer, until patience runs out
+            continue

@@ -1,0 +1,72 @@
+"""The LLM endpoint: checked before anything runs (exit 2 with the reason), waited for when
+it goes away mid-night (then exit 1), never counted as the code's bad_edit. Real `openai`
+client against tests/openai_server.py, real sockets."""
+import csv
+import socket
+import threading
+import time
+
+from conftest import run_cli
+from loop.engine import Engine
+from test_llm_loop import WHOLE_FILE, llm_config
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:             # bound then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def run_llm(repo, base_url, model="test-model"):
+    return run_cli("run", "--task", "task", "--tag", "e", "--proposer", "llm", "--model", model,
+                   "--base-url", base_url, "--iterations", "1", cwd=repo, timeout=120)
+
+
+def test_an_unreachable_endpoint_stops_before_the_baseline(toy_repo, mlflow_uri):
+    res = run_llm(toy_repo, closed_port_url())
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "unreachable" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (toy_repo / ".autoresearch" / "e" / "results.tsv").exists()   # nothing ran
+
+
+def test_a_model_the_endpoint_does_not_serve_stops_before_the_baseline(toy_repo, mlflow_uri,
+                                                                         openai_server):
+    openai_server.models = ["qwen-coder", "llama-3"]
+    res = run_llm(toy_repo, openai_server.base_url, model="gpt-typo")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "model 'gpt-typo' is not served" in res.stderr and "qwen-coder" in res.stderr
+    assert not (toy_repo / ".autoresearch" / "e" / "results.tsv").exists()
+    assert openai_server.requests == []          # no completion was spent on the check
+
+
+def test_a_served_model_passes_the_check_and_the_loop_runs(toy_repo, mlflow_uri, openai_server):
+    openai_server.script(WHOLE_FILE)
+    res = run_llm(toy_repo, openai_server.base_url)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"endpoint: {openai_server.base_url} serves test-model" in res.stdout
+    assert len(openai_server.requests) == 1
+
+
+def test_an_endpoint_gone_mid_night_is_waited_for_then_stops_with_exit_1(
+        toy_repo, mlflow_uri, openai_server):
+    openai_server.script(WHOLE_FILE, WHOLE_FILE)
+
+    def stop_after_first_request():    # the server goes away once it has answered once
+        while not openai_server.requests:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        openai_server.stop()
+    threading.Thread(target=stop_after_first_request, daemon=True).start()
+    cfg = llm_config(toy_repo, openai_server, iterations=3,
+                     proposer={"max_retries": 0, "patience_s": 2.0})
+    started = time.monotonic()
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 1 and stop.reason == "proposer", stop.message
+    assert "unavailable for 2s (proposer.patience_s)" in stop.message
+    assert time.monotonic() - started >= 2.0          # it waited its patience first
+    with open(toy_repo / ".autoresearch" / "llm" / "results.tsv") as f:
+        statuses = [r["status"] for r in csv.DictReader(f, delimiter="\t")]
+    assert statuses[0] == "keep" and len(statuses) == 2     # baseline + the answered one
+    assert "bad_edit" not in statuses                        # the outage is not the code's

@@ -1,0 +1,160 @@
+"""One story everywhere: the console, `status`, `report`, results.tsv, MLflow and git count
+and sign the same way, print rounded numbers, say what is running, keep every attempt."""
+import csv
+import io
+import re
+import subprocess
+import sys
+
+from conftest import TOY_TRAIN, git, run_cli
+from loop.config import Config, JudgeConfig
+from loop.engine import Engine
+from loop.progress import LiveProgress, Progress, make_progress
+from loop.proposers.base import Proposal
+
+
+def rows(repo, tag="t"):
+    with open(repo / ".autoresearch" / tag / "results.tsv") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def train(x="3.0", y="2", noise="0.0", extra=""):
+    return (TOY_TRAIN.replace("X = 3.0", f"X = {x}").replace("Y = 2", f"Y = {y}")
+            .replace("NOISE = 0.0", f"NOISE = {noise}") + extra)
+
+
+class Scripted:
+    """Proposes the given train.py texts in order: a real proposer's shape, no randomness."""
+
+    def __init__(self, *texts):
+        self.texts = list(texts)
+
+    def propose(self, context):
+        text, description = self.texts[context.iteration - 1]
+        return Proposal(description, files={"train.py": text})
+
+
+def noisy_repo(toy_repo):
+    """The toy task with run-to-run noise, so the noise judge repeats runs and has a band."""
+    path = toy_repo / "task" / "train.py"
+    path.write_text(path.read_text().replace("NOISE = 0.0", "NOISE = 0.2"))
+    git(toy_repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "noisy")
+    return toy_repo
+
+
+def test_console_status_and_report_tell_one_story(toy_repo, mlflow_uri):
+    noisy_repo(toy_repo)
+    res = run_cli("run", "--task", "task", "--tag", "t", "--iterations", "1", cwd=toy_repo)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    # baseline repeats and confirmation runs are announced: which run of how many
+    assert "[  0/1] running   baseline (unmodified code)  (run 1 of 3)" in out
+    assert "[  0/1] run 2 of 3" in out and "[  0/1] run 3 of 3" in out
+    assert "[  0/1] baseline " in out                        # not counted as a keep
+    assert "1 iterations" not in out and "of 1 iteration;" in out     # singular
+    assert not re.search(r"\d\.\d{7,}", out), out             # rounded numbers only
+    table = rows(toy_repo)
+    keeps_after_baseline = sum(r["status"] == "keep" for r in table[1:])
+    if int(table[1]["runs"]) > 1:                             # its confirmation runs, too
+        assert "[  1/1] run 2 of up to 4, confirming" in out
+    assert f"kept {keeps_after_baseline} of 1 iteration;" in out
+    status = run_cli("status", cwd=toy_repo).stdout
+    assert "{" not in status and "statuses" not in status
+    assert re.search(rf"^kept +{keeps_after_baseline} of 1$", status, re.M), status
+    lines = [line for line in status.splitlines() if not line.startswith(" ")
+             and line != "recent:"]
+    starts = {len(line) - len(line.split("  ", 1)[1].lstrip()) for line in lines}
+    assert len(starts) == 1, status                           # every value in one column
+    assert "mlflow parent run" in status
+    report = run_cli("report", "--no-mlflow", cwd=toy_repo)
+    assert report.returncode == 0, report.stderr
+    assert "| gain |" in report.stdout and "positive = better" in report.stdout
+    assert f"{keeps_after_baseline} kept" in report.stdout
+
+
+def test_gain_has_one_sign_everywhere(toy_repo, mlflow_uri):
+    lines = []
+    better = train(x="1.0")                                   # score 8 -> 4: gain +4
+    Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=1,
+                  judge=JudgeConfig(rule="strict")), out=lines.append,
+           proposer=Scripted((better, "X to 1"))).run()
+    result = next(line for line in lines if line.startswith("[  1/1] keep"))
+    assert "(gain +4)" in result and "better by 4" in result
+    assert rows(toy_repo)[1]["gain"] == "4.000000"
+    message = git(toy_repo, "log", "-1", "--format=%B", "autoresearch/t")
+    assert "score 8.000000 -> 4.000000, gain +4" in message
+    assert "Autoresearch-Gain: +4.000000" in message
+
+
+def test_program_md_change_is_announced_with_the_iteration_using_it(toy_repo, mlflow_uri):
+    cfg = dict(task="task", tag="t", base_dir=toy_repo, judge=JudgeConfig(rule="strict"))
+    proposals = [(train(x="2.0"), "X to 2"), (train(x="1.0"), "X to 1")]
+    lines = []
+    Engine(Config(iterations=1, **cfg), out=lines.append, proposer=Scripted(*proposals)).run()
+    assert not any(line.startswith("steering:") for line in lines)
+    (toy_repo / "program.md").write_text("Now try Y first.\n")
+    lines = []
+    Engine(Config(iterations=2, **cfg), out=lines.append, proposer=Scripted(*proposals)).run()
+    steering = [line for line in lines if line.startswith("steering:")]
+    assert len(steering) == 1 and "iteration 2 is the first to use it" in steering[0]
+
+
+class InterruptAt(Progress):
+    """Ctrl-C arriving while iteration `n`'s first run starts (after its attempt ref exists)."""
+
+    def __init__(self, n):
+        super().__init__(out=lambda s: None)
+        self.n = n
+
+    def run_started(self, slot, rec, k, planned, budget_s, total):
+        if rec.iteration == self.n:
+            self.n = None
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_attempt_keeps_its_own_ref(toy_repo, mlflow_uri):
+    cfg = Config(task="task", tag="t", base_dir=toy_repo, iterations=1,
+                 judge=JudgeConfig(rule="strict"))
+    first = Scripted((train(x="2.0"), "X to 2"))
+    stop = Engine(cfg, out=lambda s: None, proposer=first, progress=InterruptAt(1)).run()
+    assert stop.exit_code == 130
+    refs = git(toy_repo, "for-each-ref", "--format=%(refname:lstrip=3) %(subject)",
+               "refs/autoresearch/t/").splitlines()
+    interrupted = [r for r in refs if r.startswith("interrupted-1-")]
+    assert interrupted and interrupted[0].endswith("X to 2")
+    redo = Scripted((train(x="1.0"), "X to 1"))               # the redo proposes otherwise
+    assert Engine(cfg, out=lambda s: None, proposer=redo).run().exit_code == 0
+    refs = git(toy_repo, "for-each-ref", "--format=%(refname:lstrip=3) %(subject)",
+               "refs/autoresearch/t/").splitlines()
+    assert interrupted[0] in refs                             # still there after the redo
+    assert any(r.startswith("attempt-1 X to 1") for r in refs)
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "loop", "tasks"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                       # `| head` that has read enough
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_progress_is_plain_off_a_terminal_and_live_on_one(toy_repo, mlflow_uri):
+    assert type(make_progress(io.StringIO())) is Progress
+    from rich.console import Console
+    screen = io.StringIO()
+    live = LiveProgress(Console(file=screen, force_terminal=True, width=160))
+    try:
+        proposals = [(train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9")]
+        Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=2,
+                      judge=JudgeConfig(rule="strict")), out=live.line,
+               proposer=Scripted(*proposals), progress=live).run()
+        live.run_started(0, type("R", (), {"iteration": 3, "description": "try Y",
+                                           "status": "running"})(), 0, 1, 10, 3)
+        panel = "\n".join(t.plain for t in live.__rich__().renderables)
+    finally:
+        live.close()
+    assert re.search(r"slot 0  \[  3/3\] +\d+s / 10s  try Y", panel), panel
+    assert "best score 4 (gain +4 vs baseline)" in panel
+    assert "kept 1, discarded 1, failed 0" in panel and "runs/h" in panel
+    assert "[  2/2] discard" in screen.getvalue()             # the plain lines still scroll
