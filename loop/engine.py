@@ -77,7 +77,9 @@ class Engine:
                      f"this run (the branch starts at HEAD)")
 
     def _open(self) -> None:
-        state = replay(self.journal.events())
+        state = replay(self.journal.load())
+        for note in self.journal.notes:
+            self.out(f"resume: {note}")
         self.workspace.open()
         wt_task = self.workspace.worktree / self.task_rel
         task = load_task(wt_task, origin=self.repo_root / self.task_rel)
