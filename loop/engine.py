@@ -23,8 +23,9 @@ from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
 from loop.task import Task, load_task
-from loop.tracking import Tracker, append_result, write_results
-from loop.workspace import Workspace
+from loop.integrity import StateGuard
+from loop.tracking import Tracker, append_result, results_text, write_results
+from loop.workspace import Workspace, worktree_path
 
 REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
 FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
@@ -56,7 +57,10 @@ class Engine:
         self.dir = state_dir(self.repo_root, self.tag)
         self.journal = Journal(self.dir / "journal.jsonl")
         self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag, self.dir / "worktree")
+        self.workspace = Workspace(self.repo_root, self.tag, worktree_path(self.repo_root, self.tag))
+        self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
+            results_text(self.task.metric.name, self.records) if self.results_path.exists()
+            or self.records else None))
         self._check_committed(user_task)
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
@@ -293,6 +297,7 @@ class Engine:
             kill_marked(f"AUTORESEARCH_RUN_ID={rec.run_id}")
             return self.guard.before_grading(
                 cwd, artifacts, lambda: self.workspace.export(rec.commit, self.task_rel, grader))
+        before = self.state_guard.before_run()
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
                                 task.evaluate, grader / self.task_rel, task.grace_s,
@@ -301,7 +306,8 @@ class Engine:
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        tampered = grading.check_branch(self.workspace, rec.parent, n)
+        tampered = self.state_guard.after_run(before, f"{n}-{k}") \
+            or grading.check_branch(self.workspace, rec.parent, n)
         problem = self.guard.check_folder(cwd)
         if tampered or problem:
             result.status, result.metric = "crash", None

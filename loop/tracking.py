@@ -35,13 +35,20 @@ def tsv_row(rec: Record) -> list[str]:
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id]
 
 
-def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
-    """Rewrite results.tsv from the records (atomically: a crash never leaves half a file)."""
+def results_text(metric_name: str, records: list[Record]) -> str:
     header = ["commit", metric_name, "memory_gb", "status", "description", *TSV_EXTRA]
     lines = ["\t".join(header)] + ["\t".join(tsv_row(r)) for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
+    """Rewrite results.tsv from the records (atomically: a crash never leaves half a file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.")
     with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(results_text(metric_name, records))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)    # mkstemp's 0600 would hide the file from the group
     os.replace(tmp, path)
 
 

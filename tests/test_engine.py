@@ -186,7 +186,7 @@ def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expe
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == expected_rc, out
-    worktree_train = repo / ".autoresearch" / "t" / "worktree" / "task" / "train.py"
+    worktree_train = repo / ".autoresearch" / ".worktrees" / "t" / "task" / "train.py"
     if sig == signal.SIGINT:   # a clean stop leaves no experiment running
         assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
         flag.write_text("none")
