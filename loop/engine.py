@@ -24,7 +24,8 @@ from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
 from loop.task import Task, load_task
 from loop.integrity import StateGuard
-from loop.tracking import Tracker, append_result, results_text, write_results
+from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
+                           write_results)
 from loop.workspace import Workspace, worktree_path
 
 REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
@@ -93,25 +94,30 @@ class Engine:
         self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
                                              self.dir / "pristine")  # what grading trusts
         start = state.start or {}
-        uri = self.config.tracking.uri or start.get("tracking_uri")
+        uri = resolve_uri(self.config.tracking.uri or start.get("tracking_uri"))
         experiment = self.config.tracking.experiment or start.get("experiment") \
             or f"autoresearch/{task.name}"
-        self.tracker = Tracker(uri, experiment)
+        for path in store_paths(uri):       # keep the store out of the user's `git status`
+            self.workspace.ignore_path(path)
         params = {"task": task.name, "task_path": self.task_rel, "branch": self.workspace.branch,
                   "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
                   "judge": self.config.judge.rule, "metric": task.metric.name,
                   "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
                   "seed": self.config.seed}
-        parent = self.tracker.open_parent(self.tag, start.get("parent_run_id"), params,
-                                          {"git.branch": self.workspace.branch})
-        if not state.start:
+        if not state.start:         # journalled before MLflow creates anything (resume-safe)
             self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
                                base_commit=self.workspace.tip(), task=self.task_rel,
                                metric=task.metric.name, direction=task.metric.direction,
-                               tracking_uri=self.tracker.uri, experiment=experiment,
-                               parent_run_id=parent)
-        elif parent != start.get("parent_run_id"):
-            self.journal.write("start_tracking", parent_run_id=parent)
+                               tracking_uri=uri, experiment=experiment, parent_run_id=None)
+        by_iter = {r.iteration: r for r in state.records}
+        self.tracker = Tracker(
+            uri, experiment, self.tag, hashlib.sha256(str(self.dir).encode()).hexdigest()[:12],
+            parent_run_id=start.get("parent_run_id"), params=params,
+            parent_tags={"git.branch": self.workspace.branch},
+            known_run_ids=[by_iter[n].run_id for n in state.untracked],
+            on_parent=lambda run_id: self.journal.write("start_tracking", parent_run_id=run_id),
+            on_tracked=self._tracked,
+            warn=self.out)
         self._recover(state)
 
     def _recover(self, state) -> None:
@@ -323,6 +329,7 @@ class Engine:
             rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
         self.score.add(rec)
         rec.best_after = self.score.best_value()
+        rec.run_id = self.tracker.resolve(rec.run_id, rec.iteration)
         if rec.attempt_ref:
             rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
@@ -351,14 +358,17 @@ class Engine:
                   "time_budget_s": self.task.time_budget_s}
         tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
                 "program_sha": rec.program_sha}
-        try:
-            self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                          self.score.kept)
-        except Exception as exc:   # e.g. the SQLite store locked by a busy `mlflow ui`
-            self.out(f"warning: MLflow logging of iteration {rec.iteration} failed "
-                     f"({type(exc).__name__}: {exc}); it is retried at the next start")
-            return
-        self.journal.write("tracked", iteration=rec.iteration)
+        # queued and retried when MLflow is busy; journals `tracked` once it is in
+        self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
+                                      self.score.kept)
+
+    def _tracked(self, n: int, run_id: str) -> None:
+        """An iteration is in MLflow; a run created late replaces its pending id."""
+        self.journal.write("tracked", iteration=n, run_id=run_id)
+        for rec in self.records:
+            if rec.iteration == n and rec.run_id != run_id:
+                rec.run_id = run_id
+                write_results(self.results_path, self.task.metric.name, self.records)
 
     def _remeasure_best(self, n: int, tip: str) -> None:
         """Run the best state once more (new seed): its mean corrects a lucky keep, and the

@@ -112,6 +112,15 @@ class Workspace:
             with open(exclude, "a") as f:
                 f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
 
+    def ignore_path(self, path: Path) -> None:
+        """Exclude one file or folder of ours (e.g. the MLflow store) if it is in the repo."""
+        try:
+            rel = Path(path).resolve().relative_to(self.repo_root.resolve()).as_posix()
+        except ValueError:
+            return
+        if rel != ".":
+            self.ignore(f"/{rel}")
+
     def _author_env(self) -> dict:
         """Commit as the user when git knows who that is, else as `autoresearch`."""
         env = {}
