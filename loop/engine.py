@@ -24,6 +24,7 @@ from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
 from loop.task import Task, load_task
 from loop.integrity import StateGuard
+from loop.preflight import check_run_command, check_same_task
 from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
                            write_results)
 from loop.workspace import Workspace, worktree_path
@@ -63,6 +64,9 @@ class Engine:
             results_text(self.task.metric.name, self.records) if self.results_path.exists()
             or self.records else None))
         self._check_committed(user_task)
+        if not self.workspace.branch_exists():   # a resume runs the branch's files
+            check_run_command(user_task, self.task_rel, self.workspace.committed)
+        self.user_task = user_task
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
@@ -83,6 +87,8 @@ class Engine:
 
     def _open(self) -> None:
         state = replay(self.journal.load())
+        check_same_task(state.start, self.task_rel, self.user_task.metric.name,
+                        self.user_task.metric.direction, self.tag)
         for note in self.journal.notes:
             self.out(f"resume: {note}")
         self.workspace.open()
@@ -157,8 +163,9 @@ class Engine:
             patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
             self._track(rec, patch)
         if self.records:
-            self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
-                     f"{self.score.kept} kept, best {self.task.metric.name} = "
+            kept = sum(1 for r in self.records if r.kept and r.description != BASELINE)
+            self.out(f"resume: tag {self.tag}, {len(self.records) - 1} iterations after the "
+                     f"baseline, {kept} kept, best {self.task.metric.name} = "
                      f"{self.score.best_value()}")
 
     # -- the loop -----------------------------------------------------------------

@@ -55,7 +55,7 @@ class Task:
     grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
     env: dict[str, str] = field(default_factory=dict)
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
-    root: Path = Path(".")              # absolute task folder (set by load_task, not a YAML key)
+    root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
 
     # -- files -----------------------------------------------------------------
     def is_editable(self, rel: str) -> bool:
