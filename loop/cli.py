@@ -82,6 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    _exit_quietly_on_sigint()
+    return code
+
+
+def _exit_quietly_on_sigint() -> None:
+    """Ctrl-C while the interpreter shuts down (MLflow's exit handlers, threads) would end
+    the process by the signal (-2) with a traceback; it means the same as any Ctrl-C."""
+    import os
+    import signal
+
+    def handler(signum, frame):
+        sys.stdout.flush()
+        os._exit(130)
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:
+        pass      # not the main thread (tests calling main in a thread)
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from loop.proposers.base import ProposerFatal
     try:

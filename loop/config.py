@@ -79,7 +79,8 @@ class Config:
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    base_dir: Path = Path(".")           # relative paths resolve here (the config's folder's repo)
+    # relative paths resolve here (the config's folder's repo); set by code, not a YAML key
+    base_dir: Path = field(default=Path("."), metadata={"internal": True})
 
     def resolve(self, rel: str) -> Path:
         p = Path(rel).expanduser()

@@ -24,8 +24,11 @@ from loop.scoreboard import BASELINE, Scoreboard
 from loop.progress import Progress, planned_runs
 from loop.status import commit_message, kept_changes, num, plural, resume_line
 from loop.task import Task, load_task
-from loop.tracking import Tracker, append_result, write_results
-from loop.workspace import Workspace
+from loop.integrity import StateGuard
+from loop.preflight import check_run_command, check_same_task
+from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
+                           write_results)
+from loop.workspace import Workspace, worktree_path
 
 REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
 FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
@@ -58,8 +61,14 @@ class Engine:
         self.dir = state_dir(self.repo_root, self.tag)
         self.journal = Journal(self.dir / "journal.jsonl")
         self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag, self.dir / "worktree")
+        self.workspace = Workspace(self.repo_root, self.tag, worktree_path(self.repo_root, self.tag))
+        self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
+            results_text(self.task.metric.name, self.records) if self.results_path.exists()
+            or self.records else None))
         self._check_committed(user_task)
+        if not self.workspace.branch_exists():   # a resume runs the branch's files
+            check_run_command(user_task, self.task_rel, self.workspace.committed)
+        self.user_task = user_task
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
@@ -79,7 +88,11 @@ class Engine:
                      f"this run (the branch starts at HEAD)")
 
     def _open(self) -> None:
-        state = replay(self.journal.events())
+        state = replay(self.journal.load())
+        check_same_task(state.start, self.task_rel, self.user_task.metric.name,
+                        self.user_task.metric.direction, self.tag)
+        for note in self.journal.notes:
+            self.out(f"resume: {note}")
         self.workspace.open()
         wt_task = self.workspace.worktree / self.task_rel
         task = load_task(wt_task, origin=self.repo_root / self.task_rel)
@@ -89,25 +102,30 @@ class Engine:
         self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
                                              self.dir / "pristine")  # what grading trusts
         start = state.start or {}
-        uri = self.config.tracking.uri or start.get("tracking_uri")
+        uri = resolve_uri(self.config.tracking.uri or start.get("tracking_uri"))
         experiment = self.config.tracking.experiment or start.get("experiment") \
             or f"autoresearch/{task.name}"
-        self.tracker = Tracker(uri, experiment)
+        for path in store_paths(uri):       # keep the store out of the user's `git status`
+            self.workspace.ignore_path(path)
         params = {"task": task.name, "task_path": self.task_rel, "branch": self.workspace.branch,
                   "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
                   "judge": self.config.judge.rule, "metric": task.metric.name,
                   "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
                   "seed": self.config.seed}
-        parent = self.tracker.open_parent(self.tag, start.get("parent_run_id"), params,
-                                          {"git.branch": self.workspace.branch})
-        if not state.start:
+        if not state.start:         # journalled before MLflow creates anything (resume-safe)
             self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
                                base_commit=self.workspace.tip(), task=self.task_rel,
                                metric=task.metric.name, direction=task.metric.direction,
-                               tracking_uri=self.tracker.uri, experiment=experiment,
-                               parent_run_id=parent)
-        elif parent != start.get("parent_run_id"):
-            self.journal.write("start_tracking", parent_run_id=parent)
+                               tracking_uri=uri, experiment=experiment, parent_run_id=None)
+        by_iter = {r.iteration: r for r in state.records}
+        self.tracker = Tracker(
+            uri, experiment, self.tag, hashlib.sha256(str(self.dir).encode()).hexdigest()[:12],
+            parent_run_id=start.get("parent_run_id"), params=params,
+            parent_tags={"git.branch": self.workspace.branch},
+            known_run_ids=[by_iter[n].run_id for n in state.untracked],
+            on_parent=lambda run_id: self.journal.write("start_tracking", parent_run_id=run_id),
+            on_tracked=self._tracked,
+            warn=self.out)
         self._recover(state)
 
     def _recover(self, state) -> None:
@@ -300,6 +318,7 @@ class Engine:
         self.progress.run_started(0, rec, k, planned_runs(self.config.judge, rec.description
                                                           == BASELINE), task.time_budget_s,
                                   self.config.iterations)
+        before = self.state_guard.before_run()
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
                                 task.evaluate, grader / self.task_rel, task.grace_s,
@@ -311,7 +330,8 @@ class Engine:
             rec.throughput.append(task.throughput(read_tail(self._log_path(n, k))))
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        tampered = grading.check_branch(self.workspace, rec.parent, n)
+        tampered = self.state_guard.after_run(before, f"{n}-{k}") \
+            or grading.check_branch(self.workspace, rec.parent, n)
         problem = self.guard.check_folder(cwd)
         if tampered or problem:
             result.status, result.metric = "crash", None
@@ -327,6 +347,7 @@ class Engine:
             rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
         self.score.add(rec)
         rec.best_after = self.score.best_value()
+        rec.run_id = self.tracker.resolve(rec.run_id, rec.iteration)
         if rec.attempt_ref:
             rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
@@ -357,14 +378,17 @@ class Engine:
                 "program_sha": rec.program_sha}
         if rec.description == BASELINE and rec.kept:
             tags["status"] = "baseline"   # not a kept change: `status=keep` runs = branch commits
-        try:
-            self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                          kept_changes(self.records))
-        except Exception as exc:   # e.g. the SQLite store locked by a busy `mlflow ui`
-            self.out(f"warning: MLflow logging of iteration {rec.iteration} failed "
-                     f"({type(exc).__name__}: {exc}); it is retried at the next start")
-            return
-        self.journal.write("tracked", iteration=rec.iteration)
+        # queued and retried when MLflow is busy; journals `tracked` once it is in
+        self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
+                                      kept_changes(self.records))
+
+    def _tracked(self, n: int, run_id: str) -> None:
+        """An iteration is in MLflow; a run created late replaces its pending id."""
+        self.journal.write("tracked", iteration=n, run_id=run_id)
+        for rec in self.records:
+            if rec.iteration == n and rec.run_id != run_id:
+                rec.run_id = run_id
+                write_results(self.results_path, self.task.metric.name, self.records)
 
     def _remeasure_best(self, n: int, tip: str) -> float | None:
         """Run the best state once more (new seed): its mean corrects a lucky keep, and the

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from loop.errors import UsageError
 
 
 @dataclass
@@ -76,35 +79,111 @@ class TagLock:
             self._file = None
 
 
+class JournalDamaged(UsageError):
+    """A journal line that is not the engine's (a hand edit, the experiment, a disk fault)
+    before the last line: replaying past it would silently drop history."""
+
+
 class Journal:
+    """Appends are whole lines, fsynced. The engine keeps what it wrote in memory, so a
+    change made behind its back (e.g. by an experiment) is detected and undone (`verify`)."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._lock = threading.Lock()      # the tracking thread journals too
+        self._expected: bytes | None = None  # the file as the engine last left it
+        self.notes: list[str] = []         # repairs made while loading, to show the user
 
     def exists(self) -> bool:
         return self.path.exists() and self.path.stat().st_size > 0
 
     def write(self, event: str, **data) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"event": event, "time": time.time(), **data}, default=str)
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        line = (json.dumps({"event": event, "time": time.time(), **data}, default=str)
+                + "\n").encode()
+        with self._lock:
+            with open(self.path, "ab") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            if self._expected is not None:
+                self._expected += line
+
+    def load(self) -> list[dict]:
+        """The events, for the engine: a torn last line (a crash mid-write) is cut off,
+        with a note; damage anywhere else raises JournalDamaged. From here on the engine
+        owns the file's content (see `verify`)."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        events, good = parse(data, str(self.path))
+        if good < len(data):
+            torn = data[good:].decode("utf-8", "replace").strip()
+            self.notes.append(f"journal: removed a torn last line ({len(data) - good} bytes: "
+                              f"{torn[:60]!r}), left by an interrupted write")
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+                os.fsync(f.fileno())
+            data = data[:good]
+        if data and not data.endswith(b"\n"):   # a whole last event, cut before its newline
+            with open(self.path, "ab") as f:
+                f.write(b"\n")
+            data += b"\n"
+        self._expected = data
+        return events
 
     def events(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        out = []
-        with open(self.path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break  # a line torn by a crash mid-write: everything after it is suspect
-        return out
+        """The events, read-only (status, report): a torn last line is ignored, since the
+        engine may be writing it right now."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        return parse(data, str(self.path))[0]
+
+    def verify(self) -> str | None:
+        """Put the file back as the engine wrote it if anything else changed it; says what."""
+        if self._expected is None:
+            return None
+        with self._lock:
+            try:
+                now = self.path.read_bytes()
+            except OSError:
+                now = None
+            if now == self._expected:
+                return None
+            tmp = self.path.with_name(f".{self.path.name}.restore")
+            tmp.write_bytes(self._expected)
+            os.replace(tmp, self.path)
+        what = "deleted" if now is None else f"changed ({len(now)} bytes, engine wrote " \
+                                              f"{len(self._expected)})"
+        return f"{self.path.name} was {what}; restored"
+
+
+def parse(data: bytes, where: str = "journal") -> tuple[list[dict], int]:
+    """Events in `data` and how many bytes of it are whole, valid lines. Only the last line
+    may be bad (torn: no newline, or cut mid-JSON); a bad line before it raises."""
+    events, offset = [], 0
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        last = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
+        end = offset + len(raw) + (0 if number == len(lines) else 1)
+        if raw.strip():
+            event = _event(raw)
+            if event is None:
+                if last:                       # torn by a crash mid-write
+                    return events, offset
+                raise JournalDamaged(
+                    f"{where}: line {number} is not a journal event ({raw[:60]!r}); the "
+                    f"journal was edited or damaged. Fix or remove that line by hand (a "
+                    f"copy of the file first), or start a new --tag")
+            events.append(event)
+        offset = end
+    return events, offset
+
+
+def _event(raw: bytes) -> dict | None:
+    try:
+        event = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ok = isinstance(event, dict) and isinstance(event.get("event"), str)
+    return event if ok else None
 
 
 @dataclass
@@ -119,12 +198,14 @@ class State:
 
 def replay(events: list[dict]) -> State:
     state = State()
-    tracked = set()
+    tracked, run_ids = set(), {}
     fields = set(Record.__dataclass_fields__)
     for e in events:
         kind = e.get("event")
         if kind == "start" and state.start is None:
-            state.start = e
+            state.start = dict(e)
+        elif kind == "start_tracking" and state.start is not None:
+            state.start["parent_run_id"] = e.get("parent_run_id")
         elif kind == "begin":
             state.open_begin = e
         elif kind == "end":
@@ -135,8 +216,12 @@ def replay(events: list[dict]) -> State:
             state.open_begin = None
         elif kind == "tracked":
             tracked.add(e["iteration"])
+            if e.get("run_id"):          # created late (MLflow was unreachable at `begin`)
+                run_ids[e["iteration"]] = e["run_id"]
         elif kind == "remeasure":
             state.remeasures.append(e)
+    for rec in state.records:
+        rec.run_id = run_ids.get(rec.iteration, rec.run_id)
     state.untracked = [r.iteration for r in state.records if r.iteration not in tracked]
     return state
 

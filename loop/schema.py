@@ -67,7 +67,8 @@ def _coerce(value: Any, hint: Any, where: str, error: type[Exception]) -> Any:
 def build(cls, data: dict | None, where: str, error: type[Exception]):
     """Instantiate dataclass `cls` from `data`, rejecting unknown keys and wrong types."""
     data = {} if data is None else data
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(cls)   # `internal`: set by code, not YAML
+              if f.init and not f.metadata.get("internal")}
     check_keys(data, fields, where, error)
     hints = typing.get_type_hints(cls)
     kwargs = {}

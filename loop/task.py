@@ -59,7 +59,7 @@ class Task:
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
                                         # with one group; shown per run, warned on when it moves
     search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
-    root: Path = Path(".")              # absolute task folder (set by load_task, not a YAML key)
+    root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
 
     def throughput(self, output: str) -> float | None:
         """The last number `throughput_pattern` captures in a run's output, or None."""

@@ -8,6 +8,9 @@ import math
 import os
 import shutil
 import tempfile
+import threading
+import time
+import uuid
 from pathlib import Path
 from statistics import pstdev
 
@@ -36,13 +39,20 @@ def tsv_row(rec: Record) -> list[str]:
             ",".join("" if x is None else f"{x:g}" for x in rec.throughput)]  # per run
 
 
-def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
-    """Rewrite results.tsv from the records (atomically: a crash never leaves half a file)."""
+def results_text(metric_name: str, records: list[Record]) -> str:
     header = ["commit", metric_name, "memory_gb", "status", "description", *TSV_EXTRA]
     lines = ["\t".join(header)] + ["\t".join(tsv_row(r)) for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
+    """Rewrite results.tsv from the records (atomically: a crash never leaves half a file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.")
     with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(results_text(metric_name, records))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)    # mkstemp's 0600 would hide the file from the group
     os.replace(tmp, path)
 
 
@@ -54,46 +64,215 @@ def append_result(path: Path, metric_name: str, rec: Record, all_records: list[R
         f.write("\t".join(tsv_row(rec)) + "\n")
 
 
+def resolve_uri(uri: str | None) -> str:
+    """The store's URI without importing MLflow: the given one, else $MLFLOW_TRACKING_URI,
+    else MLflow's default (mlflow.db in the working directory), made absolute."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    path = sqlite_path(uri)
+    if path is not None and not path.is_absolute():
+        uri = f"sqlite:///{Path.cwd() / path}"
+    elif "://" not in uri:               # a plain folder: MLflow's file store
+        uri = str(Path(uri).resolve())
+    return uri
+
+
+def sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    rest = uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(rest) if rest not in ("", ":memory:") else None
+
+
+def store_paths(uri: str) -> list[Path]:
+    """What a local store puts on disk: the database (and its journal) and the artifacts."""
+    path = sqlite_path(uri)
+    if path is None:
+        return [Path(uri)] if "://" not in uri else []
+    return [path, path.with_name(path.name + "-journal"), path.parent / ARTIFACTS_DIR]
+
+
+ARTIFACTS_DIR = "mlartifacts"
+
+
 class Tracker:
-    """MLflow through its client API (no global active-run state)."""
+    """MLflow through its client API (no global active-run state), never in the loop's way.
 
-    def __init__(self, uri: str | None, experiment: str):
-        import logging
-        import mlflow
-        from mlflow.tracking import MlflowClient
-        logging.getLogger("mlflow").setLevel(logging.WARNING)  # no table-creation chatter
-        # No global state: the URI goes to our client only (default: $MLFLOW_TRACKING_URI,
-        # else MLflow's own default, mlflow.db in the working directory).
-        self.uri = uri or mlflow.get_tracking_uri()
-        self.client = MlflowClient(self.uri)
-        found = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = (found.experiment_id if found else
-                              self.client.create_experiment(experiment))
-        self.parent_id: str | None = None
+    The store is opened in a background thread (importing MLflow and opening a store takes
+    seconds) while the loop starts. Every write is a job run in order; when the store is not
+    open yet, or fails (e.g. SQLite locked by a busy `mlflow ui`), jobs wait and are retried
+    with backoff, and the loop goes on: the journal and results.tsv are the truth, MLflow
+    catches up. An iteration whose run could not be created at `begin` gets a `pending-`
+    id and its run is created when it is logged; `on_tracked(iteration, run_id)` journals
+    each iteration once it is in MLflow."""
 
-    def open_parent(self, tag: str, run_id: str | None, params: dict, tags: dict) -> str:
-        if run_id:
+    RETRY_S = (5.0, 15.0, 30.0, 60.0, 120.0)   # waits after successive failures
+    OPEN_WAIT_S = 60.0                          # how long an iteration waits for the store
+
+    def __init__(self, uri: str, experiment: str, tag: str, home: str, *, parent_run_id=None,
+                 params=None, parent_tags=None, known_run_ids=(), on_parent=None,
+                 on_tracked=None, warn=print):
+        self.uri, self.experiment, self.tag, self.home = uri, experiment, tag, home
+        self.parent_id: str | None = parent_run_id
+        self._params, self._parent_tags = params or {}, parent_tags or {}
+        self._known = set(known_run_ids)
+        self._on_parent, self._on_tracked, self._warn = on_parent, on_tracked, warn
+        self._jobs: list = []
+        self._ids: dict[str, str] = {}            # pending id -> the run created for it
+        self._failures, self._retry_at, self._down = 0, 0.0, False
+        self.client = None
+        self._started = False
+        self._opened = threading.Event()
+        self._open_error: Exception | None = None
+        threading.Thread(target=self._open, name="mlflow-open", daemon=True).start()
+
+    # -- opening (background thread) -----------------------------------------------------
+    def _open(self) -> None:
+        try:
+            quiet_mlflow()
+            from mlflow.tracking import MlflowClient
+            create_store(self.uri)
+            client = MlflowClient(self.uri)
+            found = client.get_experiment_by_name(self.experiment)
+            self.experiment_id = found.experiment_id if found else client.create_experiment(
+                self.experiment, artifact_location=artifact_location(self.uri))
+            self.client = client
+            self._open_parent()
+            self._close_orphans()
+        except Exception as exc:              # the store is unusable now; retried later
+            self.client = None
+            self._open_error = exc
+        finally:
+            self._opened.set()
+
+    def _open_parent(self) -> None:
+        if self.parent_id:
             try:
-                self.client.update_run(run_id, status="RUNNING")
-                self.parent_id = run_id
-                return run_id
+                self.client.update_run(self.parent_id, status="RUNNING")
+                return
             except Exception:
                 pass  # the store was reset: start a fresh parent run
-        run = self.client.create_run(self.experiment_id, run_name=tag,
-                                     tags={"autoresearch.tag": tag, **tags})
+        run = self.client.create_run(self.experiment_id, run_name=self.tag,
+                                     tags={**self._tags(), **self._parent_tags})
+        self._batch(run.info.run_id, params=self._params)
         self.parent_id = run.info.run_id
-        self._batch(self.parent_id, params=params)
-        return self.parent_id
+        if self._on_parent:
+            self._on_parent(self.parent_id)
 
+    def _tags(self) -> dict:
+        return {"autoresearch.tag": self.tag, "autoresearch.home": self.home}
+
+    def _close_orphans(self) -> None:
+        """Runs of this tag left RUNNING by a kill between their creation and the journal's
+        record of them (an iteration's run, or a parent at the first start): the journal
+        does not know them, so they are duplicates: ended and hidden."""
+        runs = self.client.search_runs(
+            [self.experiment_id], f"tags.`autoresearch.tag` = '{self.tag}' and "
+            f"tags.`autoresearch.home` = '{self.home}' and attributes.status = 'RUNNING'",
+            max_results=1000)
+        for run in runs:
+            if run.info.run_id not in self._known and run.info.run_id != self.parent_id:
+                self._discard(run.info.run_id)
+
+    def _discard(self, run_id: str) -> None:
+        self.client.set_tag(run_id, "status", "interrupted")
+        self.client.set_terminated(run_id, "KILLED")
+        self.client.delete_run(run_id)
+
+    # -- the job queue -----------------------------------------------------------------
+    def _submit(self, job) -> None:
+        self._jobs.append(job)
+        self._drain()
+
+    def _ready(self) -> bool:
+        if not self._opened.is_set():
+            return False
+        if self.client is None:                     # opening failed: try again later
+            if time.monotonic() < self._retry_at:
+                return False
+            self._opened.clear()
+            threading.Thread(target=self._open, name="mlflow-open", daemon=True).start()
+            self._opened.wait(self.RETRY_S[0])
+            if self.client is None:
+                self._failed(self._open_error)
+                return False
+        return time.monotonic() >= self._retry_at
+
+    def _drain(self) -> None:
+        while self._jobs and self._ready():
+            try:
+                self._jobs[0]()
+            except Exception as exc:
+                self._failed(exc)
+                return
+            self._jobs.pop(0)
+            if self._down:
+                self._down, self._failures = False, 0
+                self._warn("MLflow is reachable again; tracking caught up")
+
+    def _failed(self, exc) -> None:
+        wait = self.RETRY_S[min(self._failures, len(self.RETRY_S) - 1)]
+        self._failures += 1
+        self._retry_at = time.monotonic() + wait
+        if not self._down:
+            self._down = True
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+            self._warn(f"warning: MLflow store unavailable ({type(exc).__name__}: {first}); "
+                       f"the loop goes on, and MLflow catches up from the journal")
+
+    # -- what the engine calls -----------------------------------------------------------
     def start_iteration(self, tag: str, iteration: int) -> str:
-        run = self.client.create_run(
-            self.experiment_id, run_name=f"iter-{iteration:04d}",
-            tags={"mlflow.parentRunId": self.parent_id, "autoresearch.tag": tag,
-                  "iteration": str(iteration)})
-        return run.info.run_id
+        """The iteration's run id: a new MLflow run, or a pending id when MLflow is busy.
+        Only the first iteration of a start does not wait for the store to open: it runs
+        while MLflow is imported and opened."""
+        if self._started:
+            self._opened.wait(self.OPEN_WAIT_S)
+        self._started = True
+        self._drain()
+        if not self._jobs and self._ready():
+            try:
+                run = self.client.create_run(self.experiment_id, run_name=f"iter-{iteration:04d}",
+                                             tags=self._child_tags(iteration))
+                return run.info.run_id
+            except Exception as exc:
+                self._failed(exc)
+        return f"pending-{uuid.uuid4().hex}"
+
+    def resolve(self, run_id: str, iteration: int) -> str:
+        """A pending run id made real if MLflow is open by now (before the commit message
+        quotes it); else unchanged. A run created here and cut off by a kill before the
+        journal's `end` is an orphan, ended at the next start."""
+        if not run_id.startswith("pending-") or not self._opened.is_set():
+            return run_id
+        self._drain()
+        if self._jobs or not self._ready():
+            return run_id
+        try:
+            real = self.client.create_run(self.experiment_id, run_name=f"iter-{iteration:04d}",
+                                          tags=self._child_tags(iteration)).info.run_id
+        except Exception as exc:
+            self._failed(exc)
+            return run_id
+        self._ids[run_id] = real
+        return real
+
+    def _child_tags(self, iteration: int) -> dict:
+        return {"mlflow.parentRunId": self.parent_id, "iteration": str(iteration),
+                **self._tags()}
 
     def finish_iteration(self, rec: Record, metric_name: str, params: dict, tags: dict,
                          artifacts: dict[str, str | Path], kept_count: int) -> None:
+        artifacts = {k: (v if isinstance(v, Path) else str(v)) for k, v in artifacts.items()}
+        self._submit(lambda: self._finish(rec, metric_name, params, tags, artifacts,
+                                          kept_count))
+
+    def _finish(self, rec, metric_name, params, tags, artifacts, kept_count) -> None:
+        run_id = self._ids.get(rec.run_id, rec.run_id)
+        if run_id.startswith("pending-") or not run_id:
+            self._drop_partial(rec.iteration)     # a catch-up cut off by a kill
+            run_id = self.client.create_run(self.experiment_id,
+                                            run_name=f"iter-{rec.iteration:04d}",
+                                            tags=self._child_tags(rec.iteration)).info.run_id
+            self._ids[rec.run_id] = run_id
         metrics = {"gain": rec.delta, "wall_s": rec.wall_s, "memory_gb": rec.memory_gb,
                    "runs": float(len(rec.samples)), "lines_added": float(rec.lines_added),
                    "lines_removed": float(rec.lines_removed), metric_name: rec.metric,
@@ -102,15 +281,25 @@ class Tracker:
         metrics.update({f"llm.{k}": v for k, v in rec.usage.items()})
         per_run = [(f"{metric_name}_run", s, i) for i, s in enumerate(rec.samples)]
         per_run += [("throughput_run", x, i) for i, x in enumerate(rec.throughput) if x is not None]
-        self._batch(rec.run_id, metrics=metrics, params=params, series=per_run,
+        self._batch(run_id, metrics=metrics, params=params, series=per_run,
                     tags={"status": rec.status, "decision": rec.status,
                           "reason": rec.reason[:4000], "description": rec.description[:4000],
                           "git.commit": rec.commit, "git.attempt_ref": rec.attempt_ref,
                           **tags})
-        self._artifacts(rec.run_id, artifacts)
-        self.client.set_terminated(rec.run_id, "FAILED" if rec.status == "crash" else "FINISHED")
+        self._artifacts(run_id, artifacts)
+        self.client.set_terminated(run_id, "FAILED" if rec.status == "crash" else "FINISHED")
         self._batch(self.parent_id, metrics={f"best_{metric_name}": rec.best_after,
                                              "kept": kept_count}, step=rec.iteration)
+        if self._on_tracked:
+            self._on_tracked(rec.iteration, run_id)
+
+    def _drop_partial(self, iteration: int) -> None:
+        runs = self.client.search_runs(
+            [self.experiment_id], f"tags.`autoresearch.tag` = '{self.tag}' and "
+            f"tags.`autoresearch.home` = '{self.home}' and tags.iteration = '{iteration}'")
+        for run in runs:
+            if run.info.run_id not in self._known and run.info.run_id != self.parent_id:
+                self._discard(run.info.run_id)
 
     def _artifacts(self, run_id: str, artifacts: dict[str, str | Path]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -125,7 +314,6 @@ class Tracker:
                 self.client.log_artifact(run_id, str(path))
 
     def _batch(self, run_id, metrics=None, params=None, tags=None, step=0, series=()) -> None:
-        import time
         from mlflow.entities import Metric, Param, RunTag
         now = int(time.time() * 1000)
         points = [(k, v, step) for k, v in (metrics or {}).items()] + list(series)
@@ -141,18 +329,69 @@ class Tracker:
 
     def log_best(self, metric_name: str, value: float, runs: int, step: int) -> None:
         """A re-measurement of the best state moved its mean: log it on the parent run."""
-        self._batch(self.parent_id, metrics={f"best_{metric_name}": value,
-                                             "best_runs": runs}, step=step)
+        self._submit(lambda: self._batch(self.parent_id, metrics={
+            f"best_{metric_name}": value, "best_runs": runs}, step=step))
 
     def abandon(self, run_id: str) -> None:
         """An iteration cut off mid-way: mark and hide its run (it is redone on resume)."""
-        try:
-            self.client.set_tag(run_id, "status", "interrupted")
-            self.client.set_terminated(run_id, "KILLED")
-            self.client.delete_run(run_id)
-        except Exception:
-            pass
+        if run_id and not run_id.startswith("pending-"):
+            self._known.discard(run_id)
+            self._submit(lambda: self._discard_quietly(run_id))
 
-    def close(self, status: str = "FINISHED") -> None:
-        if self.parent_id:
-            self.client.set_terminated(self.parent_id, status)
+    def _discard_quietly(self, run_id: str) -> None:
+        try:
+            self._discard(run_id)
+        except Exception as exc:
+            if "not found" not in str(exc).lower() and "does not exist" not in str(exc).lower():
+                raise
+
+    def close(self, status: str = "FINISHED", wait_s: float = 30.0) -> None:
+        """End the parent run after a last try at what is still queued (bounded)."""
+        self._opened.wait(wait_s)
+        self._retry_at = 0.0
+        end_parent = lambda: self.parent_id and self.client.set_terminated(  # noqa: E731
+            self.parent_id, status)
+        self._submit(end_parent)
+        if self._jobs:
+            self._warn(f"note: {len(self._jobs) - 1} MLflow writes are still pending; the "
+                       f"next start logs them")
+            try:              # the parent run is not left RUNNING for what another start redoes
+                if self.client is not None:
+                    end_parent()
+            except Exception:
+                pass
+
+
+def quiet_mlflow() -> None:
+    """MLflow, SQLAlchemy and Alembic log errors and table creation on the console; the
+    tracker says in one line what matters to the loop instead."""
+    import logging
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    import mlflow  # noqa: F401  (configures its loggers on import; ours apply after)
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL)
+        logger.propagate = False
+
+
+def create_store(uri: str) -> None:
+    """A new SQLite store is created beside its final path and moved into place only once
+    MLflow has finished its (non-transactional) schema creation: a kill midway leaves a
+    stray temp file, never a half-made store."""
+    path = sqlite_path(uri)
+    if path is None or path.exists():
+        return
+    from mlflow.tracking import MlflowClient
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.creating-*"):
+        stale.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+    MlflowClient(f"sqlite:///{tmp}").search_experiments(max_results=1)
+    os.replace(tmp, path)
+
+
+def artifact_location(uri: str) -> str | None:
+    """Artifacts next to a local store, not in the working directory (MLflow's default)."""
+    path = sqlite_path(uri)
+    return (path.parent / ARTIFACTS_DIR).as_uri() if path is not None else None

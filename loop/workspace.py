@@ -2,38 +2,46 @@
 branch, and a ref for every attempt so that nothing tried is ever lost.
 
 The user's own checkout is never touched: every command runs in the worktree or on refs.
-Knows nothing about metrics."""
+Every git call is hardened (loop/gitsafe.py): no repository-configured program runs, and
+config, hooks and refs an experiment changed are put back. Knows nothing about metrics."""
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tarfile
 import io
+import shutil
+import tarfile
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.gitsafe import Git, GitError, RefSnapshot, RepoGuard, run_git
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
 
 def git_toplevel(path: Path) -> Path | None:
     """The root of the git repository holding `path`, or None outside any."""
-    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path,
-                         capture_output=True, text=True)
+    out = run_git(["rev-parse", "--show-toplevel"], path, check=False)
     return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None
+
+
+def worktree_path(repo_root: Path, tag: str) -> Path:
+    """Where a tag's worktree lives: beside the state folders, not inside one (a tag never
+    starts with '.', so `.worktrees` cannot be a tag)."""
+    return Path(repo_root) / ".autoresearch" / ".worktrees" / tag
 
 
 class Workspace:
     def __init__(self, repo_root: Path, tag: str, worktree: Path):
-        import git  # GitPython; lazily, so `autoresearch --help` stays instant
         self.repo_root = Path(repo_root)
         self.tag = tag
         self.branch = f"autoresearch/{tag}"
         self.worktree = Path(worktree)
-        self.repo = git.Repo(self.repo_root)
-        self.git = self.repo.git
+        common = Path(run_git(["rev-parse", "--git-common-dir"], self.repo_root).stdout.strip())
+        self.common_dir = common if common.is_absolute() else self.repo_root / common
+        self.guard = RepoGuard(self.common_dir, self.common_dir / "worktrees" / self.worktree.name,
+                               self.branch, tag)
+        self.git = Git(self.repo_root, before=self.guard.restore_files)
         self._env = self._author_env()
+        self._wtgit = Git(self.worktree, self._env, before=self.guard.restore_files)
 
     # -- set-up ------------------------------------------------------------------
     @staticmethod
@@ -54,7 +62,8 @@ class Workspace:
                 raise UsageError(f"{self.repo_root} has no commits yet: commit the task first")
             self.git.branch(self.branch, "HEAD")
             created = True
-        self._ignore(".autoresearch/")
+        self.ignore(".autoresearch/")
+        self._drop_other_worktrees()
         if not (self.worktree / ".git").exists():
             if self.worktree.exists():
                 shutil.rmtree(self.worktree)
@@ -64,22 +73,53 @@ class Workspace:
         self.restore()
         return created
 
+    def _drop_other_worktrees(self) -> None:
+        """A worktree of our branch somewhere else (the layout of older versions put it
+        inside the state folder, in the experiment's reach) is removed: ours is recreated."""
+        current = None
+        for line in self.git.worktree("list", "--porcelain").splitlines():
+            if line.startswith("worktree "):
+                current = Path(line[len("worktree "):])
+            elif line == f"branch refs/heads/{self.branch}" and current is not None \
+                    and current.resolve() != self.worktree.resolve():
+                self.git.worktree("remove", "--force", str(current))
+
+    # -- tampering by a run ----------------------------------------------------------
+    def snapshot(self) -> RefSnapshot:
+        """Every ref but the loop's branch, before a run (see `check_tamper`)."""
+        self.guard.restore_files()
+        return self.guard.snapshot(self.git)
+
+    def check_tamper(self, before: RefSnapshot, label: str) -> list[str]:
+        """After a run: put back config, hooks and refs it changed; what was undone."""
+        self.guard.restore_files()
+        self.guard.restore_refs(self.git, before, label)
+        return self.guard.take_notes()
+
     def committed(self, path: str, ref: str = "HEAD") -> bool:
         """Whether `path` (relative to the repo root) exists in commit `ref`."""
-        return self._ok("cat-file", "-e", f"{ref}:{path}")
+        return self.git.ok("cat-file", "-e", f"{ref}:{path}")
 
     def branch_exists(self) -> bool:
-        return self._ok("show-ref", "--verify", "--quiet", f"refs/heads/{self.branch}")
+        return self.git.ok("show-ref", "--verify", "--quiet", f"refs/heads/{self.branch}")
 
-    def _ignore(self, pattern: str) -> None:
+    def ignore(self, pattern: str) -> None:
         """Keep run state out of `git status` without editing any tracked file."""
-        exclude = Path(self.git.rev_parse("--git-common-dir"))
-        exclude = (exclude if exclude.is_absolute() else self.repo_root / exclude) / "info" / "exclude"
+        exclude = self.common_dir / "info" / "exclude"
         exclude.parent.mkdir(parents=True, exist_ok=True)
         lines = exclude.read_text().splitlines() if exclude.exists() else []
         if pattern not in lines:
             with open(exclude, "a") as f:
                 f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
+
+    def ignore_path(self, path: Path) -> None:
+        """Exclude one file or folder of ours (e.g. the MLflow store) if it is in the repo."""
+        try:
+            rel = Path(path).resolve().relative_to(self.repo_root.resolve()).as_posix()
+        except ValueError:
+            return
+        if rel != ".":
+            self.ignore(f"/{rel}")
 
     def _author_env(self) -> dict:
         """Commit as the user when git knows who that is, else as `autoresearch`."""
@@ -94,22 +134,11 @@ class Workspace:
         return env
 
     def _config(self, key: str) -> str:
-        out = subprocess.run(["git", "config", "--get", key], cwd=self.repo_root,
-                             capture_output=True, text=True)
-        return out.stdout.strip()
+        return run_git(["config", "--get", key], self.repo_root, check=False).stdout.strip()
 
-    def _ok(self, *args) -> bool:
-        return subprocess.run(["git", *args], cwd=self.repo_root,
-                              capture_output=True).returncode == 0
-
-    def _wt(self, *args, **kw) -> str:
+    def _wt(self, *args) -> str:
         """Run git in the worktree."""
-        env = {**os.environ, **self._env}
-        out = subprocess.run(["git", *args], cwd=self.worktree, env=env, capture_output=True,
-                             text=True, **kw)
-        if out.returncode != 0:
-            raise RuntimeError(f"git {' '.join(args)} failed: {out.stderr.strip()}")
-        return out.stdout
+        return self._wtgit(*args)
 
     # -- reading -----------------------------------------------------------------
     def tip(self) -> str:
@@ -143,9 +172,11 @@ class Workspace:
 
     def diff(self, old: str, new: str) -> tuple[str, int, int]:
         """The patch between two commits and its (lines added, lines removed)."""
-        patch = self.git.diff(old, new)
+        patch = self.git.diff("--no-ext-diff", "--no-textconv", old, new)
+        patch = patch + "\n" if patch else ""
         added = removed = 0
-        for line in self.git.diff("--numstat", old, new).splitlines():
+        for line in self.git.diff("--no-ext-diff", "--no-textconv", "--numstat", old,
+                                  new).splitlines():
             a, r, _ = line.split("\t", 2)
             if a != "-":
                 added += int(a)
@@ -187,8 +218,9 @@ class Workspace:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        data = subprocess.run(["git", "archive", "--format=tar", commit, "--", folder or "."],
-                              cwd=self.repo_root, capture_output=True, check=True).stdout
+        self.guard.restore_files()
+        data = run_git(["archive", "--format=tar", commit, "--", folder or "."],
+                       self.repo_root, binary=True).stdout
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
                 else tar.extractall(dest)

@@ -5,12 +5,12 @@ import pytest
 
 from conftest import git
 from loop.errors import UsageError
-from loop.workspace import Workspace
+from loop.workspace import Workspace, worktree_path
 
 
 @pytest.fixture
 def ws(toy_repo):
-    w = Workspace(toy_repo, "t", toy_repo / ".autoresearch" / "t" / "worktree")
+    w = Workspace(toy_repo, "t", worktree_path(toy_repo, "t"))
     w.open()
     return w
 
@@ -19,7 +19,7 @@ def test_branch_and_worktree_leave_the_user_checkout_alone(toy_repo):
     (toy_repo / "task" / "train.py").write_text("X = 99  # uncommitted user work\n")
     (toy_repo / "notes.txt").write_text("mine\n")
     head = git(toy_repo, "rev-parse", "HEAD")
-    w = Workspace(toy_repo, "t", toy_repo / ".autoresearch" / "t" / "worktree")
+    w = Workspace(toy_repo, "t", worktree_path(toy_repo, "t"))
     assert w.open() is True
     commit = w.stage("task", {"train.py": "X = 1.0\nprint('score: 0')\n"}, "try X=1")
     w.advance(w.recommit(commit, "try X=1\n\nkept"), head)

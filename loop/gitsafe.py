@@ -1,0 +1,173 @@
+"""Git as the engine runs it: no program the repository configures, and a watch on what an
+experiment could change in the repository outside the loop's branch.
+
+An experiment runs as the same user, next to the repository: it can write `.git/config`
+(core.fsmonitor, a filter, a pager), add hooks, move refs. The engine therefore
+- runs git with options that switch off every hook-like program (fsmonitor, hooks, pager,
+  credential helpers, external diff, textconv, signing) and a scrubbed environment (no API
+  keys for whatever git might still start);
+- keeps the repository's config files and hooks as they were when it opened the repository
+  and puts them back before every git call it makes (so a filter or fsmonitor added by an
+  experiment never runs, not even once);
+- snapshots every ref before each run and, after it, undoes what the run moved, keeping the
+  moved value under refs/autoresearch/<tag>/displaced/ so that nothing is lost."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NO_SPACE = "No space left on device"
+
+# Switch off everything git could run on our behalf from configuration.
+HARDENING = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
+             "-c", "core.pager=cat", "-c", "credential.helper=", "-c", "diff.external=",
+             "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
+             "-c", "protocol.allow=never", "-c", "core.sshCommand=false",
+             "-c", "core.askPass=", "-c", "core.untrackedCache=false")
+_ENV_PASS = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+             "XDG_CONFIG_HOME"}
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message is git's own stderr, one line where possible."""
+
+
+class DiskFull(GitError):
+    """The disk (or quota) is full: an infrastructure fault, not the experiment's."""
+
+
+def git_env(extra: dict | None = None) -> dict:
+    """The environment git runs with: no secrets, no inherited GIT_* redirections."""
+    env = {k: v for k, v in os.environ.items() if k in _ENV_PASS or k.startswith("LC_")}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat",
+                "GIT_OPTIONAL_LOCKS": "0"})
+    env.update(extra or {})
+    return env
+
+
+def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
+            binary: bool = False) -> subprocess.CompletedProcess:
+    out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
+                         capture_output=True, text=not binary)
+    if check and out.returncode != 0:
+        err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
+        err = err.strip()
+        cls = DiskFull if NO_SPACE in err or "Disk quota exceeded" in err else GitError
+        raise cls(f"git {' '.join(str(a) for a in args[:3])} failed: {err}")
+    return out
+
+
+class Git:
+    """`git.rev_parse("HEAD")` runs `git rev-parse HEAD` (hardened) and returns its output,
+    stripped. `before` runs ahead of every call (the config guard)."""
+
+    def __init__(self, cwd: Path, env: dict | None = None, before=None):
+        self.cwd, self.env, self.before = Path(cwd), env or {}, before
+
+    def __call__(self, *args: str) -> str:
+        if self.before:
+            self.before()
+        return run_git(args, self.cwd, self.env).stdout.rstrip("\n")
+
+    def ok(self, *args: str) -> bool:
+        if self.before:
+            self.before()
+        return run_git(args, self.cwd, self.env, check=False).returncode == 0
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args: self(name.replace("_", "-"), *args)
+
+
+@dataclass
+class RefSnapshot:
+    refs: dict[str, str] = field(default_factory=dict)
+
+
+class RepoGuard:
+    """The repository's config files and hooks as trusted at start, and its refs per run."""
+
+    def __init__(self, common_dir: Path, worktree_gitdir: Path | None, protected_branch: str,
+                 tag: str):
+        self.common = Path(common_dir)
+        self.worktree_gitdir = worktree_gitdir
+        self.branch_ref = f"refs/heads/{protected_branch}"
+        self.tag = tag
+        self.notes: list[str] = []           # tampering found, not yet reported
+        self._trusted = self._read_files()
+
+    # -- config files and hooks ------------------------------------------------------
+    def _watched(self) -> list[Path]:
+        paths = [self.common / "config", self.common / "info" / "attributes"]
+        if self.worktree_gitdir:
+            paths.append(self.worktree_gitdir / "config.worktree")
+        hooks = self.common / "hooks"
+        if hooks.is_dir():
+            paths += [p for p in hooks.iterdir() if p.is_file()]
+        home = Path(os.environ.get("HOME", "~")).expanduser()
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        return paths + [home / ".gitconfig", xdg / "git" / "config"]
+
+    def _read_files(self) -> dict[Path, tuple[bytes, int] | None]:
+        out = {}
+        for path in self._watched():
+            try:
+                out[path] = (path.read_bytes(), path.stat().st_mode & 0o7777)
+            except OSError:
+                out[path] = None
+        return out
+
+    def restore_files(self) -> None:
+        """Put back config files and hooks as trusted; cheap enough to run before each call."""
+        now = self._read_files()
+        for path in set(now) | set(self._trusted):
+            want, have = self._trusted.get(path), now.get(path)
+            if want == have:
+                continue
+            if want is None:
+                path.unlink(missing_ok=True)
+                self.notes.append(f"removed {self._name(path)}, added behind the engine's back")
+            else:
+                tmp = path.with_name(f".{path.name}.autoresearch-restore")
+                tmp.write_bytes(want[0])
+                os.chmod(tmp, want[1])
+                os.replace(tmp, path)
+                what = "deleted" if have is None else "changed"
+                self.notes.append(f"restored {self._name(path)} ({what} behind the engine's back)")
+
+    def _name(self, path: Path) -> str:
+        try:
+            return f".git/{path.relative_to(self.common).as_posix()}"
+        except ValueError:
+            return str(path).replace(str(Path.home()), "~")
+
+    # -- refs --------------------------------------------------------------------------
+    def snapshot(self, git: Git) -> RefSnapshot:
+        out = git("for-each-ref", "--format=%(objectname) %(refname)")
+        refs = dict(line.split(" ", 1)[::-1] for line in out.splitlines() if line)
+        refs.pop(self.branch_ref, None)          # the loop's branch has its own check
+        return RefSnapshot(refs)
+
+    def restore_refs(self, git: Git, before: RefSnapshot, label: str) -> None:
+        after = self.snapshot(git)
+        displaced = f"refs/autoresearch/{self.tag}/displaced/{label}"
+        for ref in sorted(set(before.refs) | set(after.refs)):
+            old, new = before.refs.get(ref), after.refs.get(ref)
+            if old == new or ref.startswith(displaced):
+                continue
+            if new is not None:                  # keep what the run put there, then undo
+                git("update-ref", f"{displaced}/{ref.removeprefix('refs/')}", new)
+            if old is None:
+                git("update-ref", "-d", ref, new)
+                self.notes.append(f"deleted {ref}, created by the run")
+            else:
+                git("update-ref", ref, old)
+                self.notes.append(f"{ref} was {'moved' if new else 'deleted'}; put back "
+                                  f"at {old[:7]}")
+
+    def take_notes(self) -> list[str]:
+        notes, self.notes = self.notes, []
+        return notes

@@ -1,0 +1,60 @@
+"""Checks made before the engine touches anything (branch, worktree, state folder, MLflow):
+what a run command needs, and that a resumed tag is still the same task."""
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+from loop.errors import UsageError
+
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".R", ".jl", ".js")
+INTERPRETERS = {"python", "python3", "bash", "sh", "Rscript", "julia", "node", "uv", "torchrun",
+                "accelerate", "env", "exec", "time", "nice", "-m", "run"}
+
+
+def check_run_command(task, task_rel: str, committed) -> None:
+    """Every script the `run` command names exists in the task folder and is committed (the
+    loop runs on a branch from HEAD); its program exists on PATH. `committed(path)` says
+    whether a repo-relative path is in HEAD."""
+    where = f"{task.root / 'task.yaml'}"
+    try:
+        words = shlex.split(task.run)
+    except ValueError as exc:
+        raise UsageError(f"{where}: run: {exc}") from None
+    for word in words:
+        if "=" in word.split("/")[0] or word.startswith("-") or word in ("&&", "||", ";", "|"):
+            continue
+        if not word.endswith(SCRIPT_SUFFIXES):
+            continue
+        path = Path(word)
+        if path.is_absolute() or ".." in path.parts:
+            continue                     # outside the task folder: not ours to check
+        if not (task.root / path).is_file():
+            raise UsageError(f"{where}: run: '{word}' not found in the task folder "
+                             f"{task.root}")
+        rel = f"{task_rel}/{path.as_posix()}".lstrip("/") if task_rel not in ("", ".") \
+            else path.as_posix()
+        if not committed(rel):
+            raise UsageError(f"{where}: run: '{word}' is not committed: the loop runs on a "
+                             f"branch from HEAD, so commit it first")
+    program = words[0] if words else ""
+    if program and "=" not in program and not program.endswith(SCRIPT_SUFFIXES) \
+            and "/" not in program and program not in ("python", "python3") \
+            and shutil.which(program) is None:
+        raise UsageError(f"{where}: run: program '{program}' not found on PATH")
+
+
+def check_same_task(start: dict | None, task_rel: str, metric: str, direction: str,
+                    tag: str) -> None:
+    """A resumed tag must measure the same thing: another metric or direction would mix
+    values and deltas in one results.tsv."""
+    if not start:
+        return
+    was = (start.get("task"), start.get("metric"), start.get("direction"))
+    now = (task_rel, metric, direction)
+    if all(w is None for w in was) or was == now:
+        return
+    raise UsageError(f"tag '{tag}' was started on task {was[0] or '.'} ({was[1]}, {was[2]}); "
+                     f"this run asks for {now[0] or '.'} ({now[1]}, {now[2]}). Resume it with "
+                     f"that task, or use a new --tag")
