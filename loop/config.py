@@ -13,6 +13,7 @@ from loop.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
 JUDGE_RULES = ("strict", "noise")
+SANDBOX_MODES = ("off", "auto", "required")   # as loop/sandbox.py's MODES (kept import-free)
 
 
 @dataclass
@@ -73,6 +74,10 @@ class Config:
     max_cost_usd: float | None = None
     seed: int = 0
     program: str = "program.md"          # steering file, re-read every iteration
+    sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
+                                         # required: refuse to start without it (README)
+    memory_limit_gb: float | None = None  # per experiment process (RLIMIT_DATA); None: none
+    log_cap_mb: float = 5.0              # kept log per run (head + tail); metrics read in full
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -124,6 +129,11 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:
         raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
                           f"(use --model M or proposer.model in the config)")
+    if cfg.sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOX_MODES)}, "
+                          f"got '{cfg.sandbox}'")
+    if cfg.memory_limit_gb is not None and cfg.memory_limit_gb <= 0 or cfg.log_cap_mb <= 0:
+        raise ConfigError(f"{where}: memory_limit_gb and log_cap_mb must be > 0")
     if cfg.tag is not None and not _valid_tag(cfg.tag):
         raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
 

@@ -18,7 +18,8 @@ from loop.config import Config
 from loop.errors import UsageError
 from loop.journal import Journal, Record, TagLock, record_dict, replay
 from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
-from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
+from loop import sandbox
+from loop.runner import (OK, Limits, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
@@ -58,6 +59,9 @@ class Engine:
         self.results_path = self.dir / "results.tsv"
         self.workspace = Workspace(self.repo_root, self.tag, self.dir / "worktree")
         self._check_committed(user_task)
+        # sandbox: required without one stops here (exit 2); auto without one warns
+        self.sandbox = sandbox.startup(config.sandbox, out)
+        self.limits = Limits.from_config(config)
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
@@ -95,9 +99,10 @@ class Engine:
                   "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
                   "judge": self.config.judge.rule, "metric": task.metric.name,
                   "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
-                  "seed": self.config.seed}
+                  "seed": self.config.seed, "sandbox": self.sandbox}
         parent = self.tracker.open_parent(self.tag, start.get("parent_run_id"), params,
-                                          {"git.branch": self.workspace.branch})
+                                          {"git.branch": self.workspace.branch,
+                                           "sandbox": self.sandbox})
         if not state.start:
             self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
                                base_commit=self.workspace.tip(), task=self.task_rel,
@@ -294,7 +299,7 @@ class Engine:
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
                                 task.evaluate, grader / self.task_rel, task.grace_s,
-                                self.guard.grader_env(env), before_grading)
+                                self.guard.grader_env(env), before_grading, self.limits)
         grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:

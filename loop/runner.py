@@ -71,19 +71,6 @@ class Limits:
         return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb)
 
 
-_limits = Limits()
-
-
-def configure(limits: Limits, out=print) -> str:
-    """Set the limits of every later run (unless a call passes its own) and check the sandbox
-    once: returns its state for the MLflow parent run ("bwrap", "off", "unavailable"); prints
-    a warning when runs go unconfined; UsageError when `sandbox: required` cannot be met."""
-    global _limits
-    state = sandbox.startup(limits.sandbox, out)
-    _limits = limits
-    return state
-
-
 @dataclass
 class Ended:
     returncode: int | None               # None: killed at the time box
@@ -106,7 +93,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     """Run `command` with `/bin/sh -c` in the sandbox (or, without one, under loop/reap.py),
     in a new session; kill everything it started on timeout, interrupt, or when it ends.
     Its output is scanned line by line for `patterns` and kept capped in `log_path`."""
-    limits = limits or _limits
+    limits = limits or Limits()
     boxed = sandbox.active(limits.sandbox)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="autoresearch-tmp-"))
@@ -335,14 +322,15 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
     Confinement: the training step may write its folder and $AUTORESEARCH_ARTIFACT_DIR;
     every path only the grader is told about (a value of `evaluate_env` that `env` lacks,
     e.g. the private data) is hidden from it. The grader may write its own folder and the
-    artifact folder, and reads those paths."""
-    limits = limits or _limits
+    artifact folder, and reads those paths. The training step may also fill the data cache
+    (`_data_cache`)."""
+    limits = limits or Limits()
     patterns = {"metric": metric_pattern, "memory": memory_pattern}
     artifacts = [env["AUTORESEARCH_ARTIFACT_DIR"]] if env.get("AUTORESEARCH_ARTIFACT_DIR") else []
     grader_only = [v for k, v in (evaluate_env or {}).items()
                    if env.get(k) != v and v.startswith("/") and os.path.exists(v)]
     train = execute(command, cwd, env, timeout_s, log_path, patterns=patterns, limits=limits,
-                    writable=artifacts, hidden=grader_only)
+                    writable=[*artifacts, *_data_cache(env)], hidden=grader_only)
     returncode, timed_out, wall = train.returncode, train.timed_out, train.wall_s
     memory = train.output.value("memory")
     metric = train.output.value("metric")
@@ -370,6 +358,18 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
                  f"({detail})"
     return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
                      None if memory is None else memory / 1024.0, log_path, detail)
+
+
+def _data_cache(env: dict) -> list[Path]:
+    """The data cache the training step may fill (a task generating its data on first use):
+    $AUTORESEARCH_CACHE, else ~/.cache/autoresearch. It is shared by runs and read-only to
+    the grader; a grader must not trust data a run could have written there (README)."""
+    folder = Path(env.get("AUTORESEARCH_CACHE") or Path.home() / ".cache" / "autoresearch")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return [folder]
 
 
 def _mentions_oom(log_path: Path) -> bool:

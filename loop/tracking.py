@@ -74,6 +74,7 @@ class Tracker:
         if run_id:
             try:
                 self.client.update_run(run_id, status="RUNNING")
+                self._batch(run_id, tags=tags)   # e.g. this start's sandbox state
                 self.parent_id = run_id
                 return run_id
             except Exception:
