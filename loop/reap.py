@@ -48,9 +48,9 @@ def signal_all(sig):
 
 def reap_all(grace_s, first=signal.SIGTERM):
     """Stop every descendant: `first`, up to `grace_s` for them to go, then SIGKILL."""
-    signal_all(first)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and descendants(os.getpid()):
+        signal_all(first)                 # again each turn: a fork may have been under way
         reap_zombies()
         time.sleep(0.05)
     while descendants(os.getpid()):
