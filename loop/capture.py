@@ -11,7 +11,7 @@ import select
 import threading
 from collections import deque
 
-MAX_SCANNED_LINE = 1 << 16   # a longer line cannot be a metric report; it is not scanned
+MAX_SCANNED_LINE = 1 << 16   # an unfinished line longer than this is not kept for scanning
 
 
 class CappedLog:
@@ -52,17 +52,20 @@ class CappedLog:
                 self.tail[0] = first[cut:]
 
     def _scan(self, chunk: bytes) -> None:
-        lines = (self.partial + chunk).split(b"\n")
-        self.partial = lines.pop()
+        """Match the complete lines of this chunk as one block (the regex engine loops in C)."""
+        data = self.partial + chunk
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.partial = data if len(data) <= MAX_SCANNED_LINE else b""
+            return
+        self.partial = data[end + 1:]
         if len(self.partial) > MAX_SCANNED_LINE:
             self.partial = b""
-        for line in lines:
-            if len(line) <= MAX_SCANNED_LINE:
-                self._match(line.decode("utf-8", "replace"))
+        self._match(data[:end].decode("utf-8", "replace"))
 
-    def _match(self, line: str) -> None:
+    def _match(self, text: str) -> None:
         for name, pattern in self.patterns.items():
-            found = pattern.findall(line)
+            found = pattern.findall(text)
             if found:
                 last = found[-1]
                 self.last[name] = last[0] if isinstance(last, tuple) else last
