@@ -11,11 +11,13 @@ Inside the sandbox a run has:
   ssh-agent's), so the repository's `.git`, the engine's state folder, the user's checkout
   and everything in HOME can be read but not changed;
 - paths hidden from it: for the training step, whatever only the grader is told about
-  (the `private:` data), covered by an empty folder;
+  (the `private:` data), covered by an empty folder; for both steps, the usual places of
+  credentials under HOME (`CREDENTIALS`: ~/.ssh, ~/.aws, ~/.netrc, ...);
 - the GPU: /dev/nvidia*, /dev/nvidia-caps and /dev/dri are bound when present.
 
-What it does not do: it filters no system calls (no seccomp), does not limit CPU time, and
-the run can still read every file its user can read outside /tmp and /run (HOME included)."""
+What it does not do: it filters no system calls (no seccomp), limits neither CPU nor disk
+use, and the run can still read every other file its user can read outside /tmp and /run
+(the rest of HOME included)."""
 from __future__ import annotations
 
 import functools
@@ -30,6 +32,11 @@ from loop.errors import UsageError
 MODES = ("off", "auto", "required")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 EMPTIED = ("/tmp", "/run", "/var/tmp")     # hidden: sockets of other programs live there
+# Where tools keep credentials under HOME: hidden from runs (the rest of HOME stays readable)
+CREDENTIALS = (".ssh", ".aws", ".azure", ".gnupg", ".docker", ".kube", ".netrc",
+               ".git-credentials", ".pypirc", ".config/gcloud", ".config/gh",
+               ".cache/huggingface/token", ".huggingface/token", ".databrickscfg",
+               ".mlflow", ".config/openai", ".wandb", ".kaggle")
 
 
 def bwrap_path() -> str | None:
@@ -104,7 +111,8 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
         git_file = Path(path) / ".git"      # a worktree's pointer to the repository
         if git_file.exists():
             cmd += ["--ro-bind", str(git_file), str(git_file)]
-    for path in hidden:
+    home = Path(os.path.expanduser("~"))
+    for path in [*hidden, *(home / rel for rel in CREDENTIALS)]:
         if Path(path).is_dir():
             cmd += ["--tmpfs", str(path)]
         elif Path(path).exists():

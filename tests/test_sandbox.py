@@ -239,3 +239,36 @@ def test_python_and_torch_work_inside(tmp_path):
     res = run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
                          tmp_path / "log", r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
     assert (res.status, res.metric) == ("ok", 4.0), (tmp_path / "log").read_text()
+
+
+@needs_sandbox
+def test_credential_files_under_home_are_hidden(outside_tmp, monkeypatch):
+    """~/.ssh, ~/.netrc and the like are not readable inside; the rest of HOME is."""
+    from loop.runner import Limits, experiment_env, run_experiment
+    home = outside_tmp / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".netrc").write_text("machine x login u password p\n")
+    (home / "notes.txt").write_text("readable\n")
+    monkeypatch.setenv("HOME", str(home))
+    work = outside_tmp / "work"
+    work.mkdir()
+    (work / "job.py").write_text(textwrap.dedent("""
+        import os
+        home = os.environ["HOME"]
+        def read(rel):
+            try:
+                return open(os.path.join(home, rel)).read().strip() or "empty"
+            except OSError as exc:
+                return type(exc).__name__
+        for rel in (".ssh/id_ed25519", ".netrc", "notes.txt"):
+            print(rel, "->", read(rel))
+        print("score: 1")
+        """))
+    res = run_experiment(f"{sys.executable} job.py", work, experiment_env(), 60, work / "log",
+                         r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
+    log = (work / "log").read_text()
+    assert res.status == "ok", log
+    assert ".ssh/id_ed25519 -> FileNotFoundError" in log
+    assert ".netrc -> " in log and "password" not in log
+    assert "notes.txt -> readable" in log
