@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("tasks", help="list the built-in tasks")
 
+    dr = sub.add_parser("doctor", help="what protects experiments on this machine (sandbox, "
+                                       "network, PID, filesystem, git, secrets), GPU and "
+                                       "torch, MLflow store, disk; exit 1 if a required "
+                                       "one is missing")
+    dr.add_argument("--config", help=f"YAML run config (default: {DEFAULT_CONFIG} if present)")
+    dr.add_argument("--repo", default=".", help="the research repo (default: here)")
+
     ck = sub.add_parser("check-task", help="validate a task folder and run its baseline once "
                                            "(in a temporary copy; no git needed)")
     ck.add_argument("path", help="the task folder (or its task.yaml)")
@@ -208,6 +215,15 @@ def cmd_check_task(args) -> int:
     return 0 if result.status == "ok" else 1
 
 
+def cmd_doctor(args) -> int:
+    from loop.config import load_config
+    from loop.doctor import report, run_checks
+    path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    config = load_config(path)
+    checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo))
+    return report(checks, out=lambda line: print(line, flush=True))
+
+
 def cmd_task(args) -> int:
     if args.kind == "mlebench":
         from loop.adapters.mlebench import make_task
@@ -224,7 +240,7 @@ def cmd_task(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks,
-            "check-task": cmd_check_task, "task": cmd_task}
+            "check-task": cmd_check_task, "task": cmd_task, "doctor": cmd_doctor}
 
 if __name__ == "__main__":
     raise SystemExit(main())

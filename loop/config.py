@@ -13,6 +13,7 @@ from loop.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
 JUDGE_RULES = ("strict", "noise")
+SANDBOX_MODES = ("off", "auto", "required")   # as loop/sandbox.py's MODES (kept import-free)
 
 
 @dataclass
@@ -76,6 +77,10 @@ class Config:
     max_cost_usd: float | None = None
     seed: int = 0
     program: str = "program.md"          # steering file, re-read every iteration
+    sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
+                                         # required: refuse to start without it (README)
+    memory_limit_gb: float | None = None  # per experiment process (RLIMIT_DATA); None: none
+    log_cap_mb: float = 5.0              # kept log per run (head + tail); metrics read in full
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -130,6 +135,11 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:
         raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
                           f"(use --model M or proposer.model in the config)")
+    if cfg.sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOX_MODES)}, "
+                          f"got '{cfg.sandbox}'")
+    if cfg.memory_limit_gb is not None and cfg.memory_limit_gb <= 0 or cfg.log_cap_mb <= 0:
+        raise ConfigError(f"{where}: memory_limit_gb and log_cap_mb must be > 0")
     if cfg.tag is not None and not _valid_tag(cfg.tag):
         raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
 
@@ -153,6 +163,8 @@ def load_config(path: str | Path | None, base_dir: Path | None = None) -> Config
     data = load_yaml(path, ConfigError) or {}
     if isinstance(data, dict) and "base_dir" in data:
         raise ConfigError(f"{path}: unknown key 'base_dir'")
+    if isinstance(data, dict) and isinstance(data.get("sandbox"), bool):
+        data["sandbox"] = "auto" if data["sandbox"] else "off"   # YAML reads `off` as false
     cfg = build(Config, data, str(path), ConfigError)
     cfg.base_dir = (base_dir or _repo_root(path.resolve().parent)).resolve()
     validate(cfg, str(path))

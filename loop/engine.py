@@ -18,7 +18,8 @@ from loop.config import Config
 from loop.errors import UsageError
 from loop.journal import Journal, Record, TagLock, record_dict, replay
 from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
-from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
+from loop import sandbox
+from loop.runner import (OK, Limits, RunResult, experiment_env, kill_marked, read_tail,
                          run_experiment)
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.progress import Progress, planned_runs
@@ -69,6 +70,9 @@ class Engine:
         if not self.workspace.branch_exists():   # a resume runs the branch's files
             check_run_command(user_task, self.task_rel, self.workspace.committed)
         self.user_task = user_task
+        # sandbox: required without one stops here (exit 2); auto without one warns
+        self.sandbox = sandbox.startup(config.sandbox, out)
+        self.limits = Limits.from_config(config)
         self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
         self.program_path = config.resolve(config.program)
         self.records: list[Record] = []
@@ -111,7 +115,7 @@ class Engine:
                   "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
                   "judge": self.config.judge.rule, "metric": task.metric.name,
                   "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
-                  "seed": self.config.seed}
+                  "seed": self.config.seed, "sandbox": self.sandbox}
         if not state.start:         # journalled before MLflow creates anything (resume-safe)
             self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
                                base_commit=self.workspace.tip(), task=self.task_rel,
@@ -121,7 +125,7 @@ class Engine:
         self.tracker = Tracker(
             uri, experiment, self.tag, hashlib.sha256(str(self.dir).encode()).hexdigest()[:12],
             parent_run_id=start.get("parent_run_id"), params=params,
-            parent_tags={"git.branch": self.workspace.branch},
+            parent_tags={"git.branch": self.workspace.branch, "sandbox": self.sandbox},
             known_run_ids=[by_iter[n].run_id for n in state.untracked],
             on_parent=lambda run_id: self.journal.write("start_tracking", parent_run_id=run_id),
             on_tracked=self._tracked,
@@ -322,7 +326,7 @@ class Engine:
         result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
                                 self._log_path(n, k), task.metric.pattern, task.memory_pattern,
                                 task.evaluate, grader / self.task_rel, task.grace_s,
-                                self.guard.grader_env(env), before_grading)
+                                self.guard.grader_env(env), before_grading, self.limits)
         self.progress.run_finished(0)
         grading.remove(grader)                      # a copy of the task folder per run adds up
         rec.wall_s += result.wall_s

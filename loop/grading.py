@@ -13,10 +13,13 @@ A task with an `evaluate` command is graded where the edit cannot reach:
 - a run that modified, deleted or replaced a protected file in its folder, or moved the
   loop's branch, is a crash ("tampered: ..."), never kept.
 
-What this is not: an OS sandbox. The experiment runs as the engine's user and could read
-whatever that user can, the private folder included if it guesses the path; the engine
-controls what it is handed and verifies what it may not change. docs/tasks.md has the
-details and what to do for adversarial settings (a container or a separate user)."""
+The OS side is loop/sandbox.py, applied by the runner to both steps: in the sandbox the
+training step does not see the private folder at all (an empty folder covers it; only the
+grader's sandbox shows it) and can write only its folder, the artifact folder and scratch.
+Without the sandbox (`sandbox: off`, or bwrap unavailable) the experiment runs as the
+engine's user and could read whatever that user can, the private folder included if it
+guesses the path; then the checks here are all that stands, and they verify what the run
+may not change rather than prevent it. docs/tasks.md has the details."""
 from __future__ import annotations
 
 import hashlib

@@ -1,21 +1,32 @@
-"""Run one experiment command, time-boxed, in its own process group; parse its metric.
+"""Run one experiment command, time-boxed and confined; parse its metric.
 
 Knows nothing about git. The child gets a scrubbed environment: no API keys, no tokens,
-no tracking credentials, only what a training script needs plus the task's own `env`."""
+no tracking credentials, only what a training script needs plus the task's own `env`.
+It runs in the bwrap sandbox where that works (loop/sandbox.py: no network, its own PID
+namespace, a read-only filesystem but for its folders), else under loop/reap.py; either
+way no process it starts outlives its run, and nothing it starts outlives the engine."""
 from __future__ import annotations
 
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop import sandbox
+from loop.capture import CappedLog, Pump
+
 OK, CRASH, TIMEOUT, DIVERGED, NO_METRIC = "ok", "crash", "timeout", "diverged", "no_metric"
 TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
+REAPER = Path(__file__).with_name("reap.py")
+OOM_SIGNS = ("MemoryError", "Cannot allocate memory", "can't allocate memory",
+             "std::bad_alloc", "out of memory")
 
 # Variables an experiment may inherit; everything else is dropped.
 _PASS = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
@@ -48,35 +59,116 @@ def experiment_env(extra: dict[str, str] | None = None, base: dict[str, str] | N
     return env
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`)."""
+    sandbox: str = "auto"                # off | auto (bwrap where it works) | required
+    memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see _child_setup)
+    log_cap_mb: float = 5.0              # kept log per command: first and last half of this
+
+    @classmethod
+    def from_config(cls, config) -> "Limits":
+        return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb)
+
+
+@dataclass
+class Ended:
+    returncode: int | None               # None: killed at the time box
+    timed_out: bool
+    wall_s: float
+    output: CappedLog                    # what every line of the output matched
+
+
 def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
                 append: bool = False) -> tuple[int | None, bool, float]:
-    """Run `command` in a new session; kill the whole group on timeout or interrupt.
-    Returns (returncode or None when killed, timed_out, wall seconds)."""
+    """Run `command` confined (see `execute`). Returns (returncode or None when killed,
+    timed_out, wall seconds)."""
+    ended = execute(command, cwd, env, timeout_s, log_path, append=append)
+    return ended.returncode, ended.timed_out, ended.wall_s
+
+
+def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path, *,
+            append: bool = False, patterns: dict[str, str] | None = None,
+            limits: Limits | None = None, writable=(), hidden=(), readonly=()) -> Ended:
+    """Run `command` with `/bin/sh -c` in the sandbox (or, without one, under loop/reap.py),
+    in a new session; kill everything it started on timeout, interrupt, or when it ends.
+    Its output is scanned line by line for `patterns` and kept capped in `log_path`."""
+    limits = limits or Limits()
+    boxed = sandbox.active(limits.sandbox)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="autoresearch-tmp-"))
+    env = {**env, "TMPDIR": str(scratch)}
+    env.setdefault("TRITON_CACHE_DIR", str(scratch / "triton"))   # HOME is read-only inside
+    shell = ["/bin/sh", "-c", command]
+    if boxed:
+        argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable], hidden,
+                            scratch, readonly=[*readonly, *_paths_in(env)])
+    else:
+        argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
+                *shell]
     start = time.monotonic()
-    with open(log_path, "ab" if append else "wb") as log:
-        proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent)
-        try:
-            returncode = proc.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            returncode, timed_out = None, True
-        except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
-            kill_tree(proc)
-            raise
-        finally:
-            _kill_group(proc.pid, signal.SIGKILL)  # stragglers the leader left running
-    return returncode, timed_out, time.monotonic() - start
+    read_fd, write_fd = os.pipe()
+    try:
+        with open(log_path, "ab" if append else "wb") as log:
+            output = CappedLog(log, int(limits.log_cap_mb * 2**20), patterns or {})
+            try:
+                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=write_fd,
+                                        stderr=write_fd, stdin=subprocess.DEVNULL,
+                                        start_new_session=True,
+                                        preexec_fn=lambda: _child_setup(limits.memory_limit_gb))
+            except BaseException:
+                os.close(read_fd)
+                raise
+            finally:
+                os.close(write_fd)
+            pump = Pump(read_fd, output)
+            pump.start()
+            try:
+                returncode = proc.wait(timeout=timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                kill_tree(proc)
+                returncode, timed_out = None, True
+            except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
+                kill_tree(proc)
+                raise
+            finally:
+                _kill_group(proc.pid, signal.SIGKILL)  # stragglers the leader left running
+                pump.stop()
+                output.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return Ended(returncode, timed_out, time.monotonic() - start, output)
+
+
+def _paths_in(env: dict) -> list[str]:
+    """Absolute paths the environment names (a data folder in the task's `env`, the cache):
+    made visible, read-only, even under the folders the sandbox empties."""
+    return [v for k, v in env.items() if k not in ("PATH", "TMPDIR") and v.startswith("/")
+            and os.path.exists(v)]
+
+
+def _child_setup(memory_limit_gb: float | None) -> None:
+    """In the child before exec: die with the engine, and cap memory.
+
+    The memory cap is RLIMIT_DATA (private writable memory, per process, inherited): not
+    RLIMIT_AS, which counts reserved address space and so breaks CUDA (it reserves far more
+    than it uses), and not cgroup memory.max, which needs a delegated cgroup v2 subtree that
+    containers and plain user sessions usually lack. Past the cap an allocation fails (in
+    Python a MemoryError), which `run_experiment` reports as out of memory."""
+    _die_with_parent()
+    if memory_limit_gb:
+        import resource
+        cap = int(memory_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
 
 
 def _die_with_parent() -> None:
-    """Linux: if the engine itself is killed (SIGKILL, OOM), its experiment dies too."""
+    """Linux: the direct child (bwrap, or loop/reap.py) gets SIGKILL if the engine dies;
+    each ends everything the experiment started (the PID namespace, the subreaper)."""
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -191,7 +283,7 @@ def classify(returncode: int | None, timed_out: bool, metric: float | None) -> t
     if metric is not None and not math.isfinite(metric):
         return DIVERGED, f"metric is {metric}"
     if returncode != 0:
-        return CRASH, f"exit code {returncode}"
+        return CRASH, describe_exit(returncode)
     if metric is None:
         return NO_METRIC, "exited 0 but printed no metric"
     return OK, ""
@@ -205,40 +297,92 @@ def grader_error(grade_log: str, fallback: str) -> str:
     return f"grader: {said[-1][:300]} ({fallback})" if said else fallback
 
 
+def describe_exit(returncode: int | None) -> str:
+    """"exit code 3", or the signal that killed the command: negative from Popen, 128 + N
+    through the shell, the sandbox or the reaper (which is how they report it)."""
+    if returncode is None:
+        return "killed"
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        name = signal.Signals(number).name if number else ""
+    except ValueError:
+        name = ""
+    if not name:
+        return f"exit code {returncode}"
+    if number == signal.SIGKILL:
+        return f"killed by SIGKILL, likely out of memory (the kernel's OOM killer; exit " \
+               f"status {returncode})"
+    return f"killed by {name} (exit status {returncode})"
+
+
 def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
                    metric_pattern: str, memory_pattern: str,
                    evaluate: str = "", evaluate_cwd: Path | None = None,
                    evaluate_timeout_s: float = 0.0, evaluate_env: dict | None = None,
-                   after_run=None) -> RunResult:
+                   after_run=None, limits: Limits | None = None) -> RunResult:
     """Run the training command and, when the task has one, the grading command after it.
     With a grading command, the metric comes from the grader's output only.
 
     `after_run()`, called once the training command has exited 0, makes the checks that
     stand between training and grading (see loop/grading.py); it returns None, or a
-    (status, reason) that ends the run there. `evaluate_env`: the grader's environment."""
-    returncode, timed_out, wall = run_command(command, cwd, env, timeout_s, log_path)
-    metric_text = read_tail(log_path)
+    (status, reason) that ends the run there. `evaluate_env`: the grader's environment.
+
+    Confinement: the training step may write its folder and $AUTORESEARCH_ARTIFACT_DIR;
+    every path only the grader is told about (a value of `evaluate_env` that `env` lacks,
+    e.g. the private data) is hidden from it. The grader may write its own folder and the
+    artifact folder, and reads those paths. The training step may also fill the data cache
+    (`_data_cache`)."""
+    limits = limits or Limits()
+    patterns = {"metric": metric_pattern, "memory": memory_pattern}
+    artifacts = [env["AUTORESEARCH_ARTIFACT_DIR"]] if env.get("AUTORESEARCH_ARTIFACT_DIR") else []
+    grader_only = [v for k, v in (evaluate_env or {}).items()
+                   if env.get(k) != v and v.startswith("/") and os.path.exists(v)]
+    train = execute(command, cwd, env, timeout_s, log_path, patterns=patterns, limits=limits,
+                    writable=[*artifacts, *_data_cache(env)], hidden=grader_only)
+    returncode, timed_out, wall = train.returncode, train.timed_out, train.wall_s
+    memory = train.output.value("memory")
+    metric = train.output.value("metric")
     if after_run is not None and returncode == 0 and not timed_out:
         stopped = after_run()
         if stopped:
             with open(log_path, "a") as log:
                 log.write(f"\n=== {stopped[0]}: {stopped[1]} ===\n")
-            memory = parse_metric(read_tail(log_path), memory_pattern)
             return RunResult(stopped[0], None, returncode, wall,
                              None if memory is None else memory / 1024.0, log_path, stopped[1])
     graded = bool(evaluate and returncode == 0 and not timed_out)
     if graded:
         grade_log = log_path.with_name(log_path.stem + ".grade.log")
-        returncode, timed_out, grade_wall = run_command(
-            evaluate, evaluate_cwd or cwd, evaluate_env or env, evaluate_timeout_s, grade_log)
-        wall += grade_wall
-        metric_text = read_tail(grade_log)
+        grade = execute(evaluate, evaluate_cwd or cwd, evaluate_env or env, evaluate_timeout_s,
+                        grade_log, patterns=patterns, limits=limits,
+                        writable=[*artifacts, evaluate_cwd or cwd], readonly=grader_only)
+        returncode, timed_out = grade.returncode, grade.timed_out
+        wall += grade.wall_s
+        metric = grade.output.value("metric")
+        memory = memory if memory is not None else grade.output.value("memory")
         with open(log_path, "a") as log:       # one log per run, the grader's part marked
-            log.write(f"\n=== evaluate: {evaluate} ===\n{metric_text}")
-    metric = parse_metric(metric_text, metric_pattern)
+            log.write(f"\n=== evaluate: {evaluate} ===\n{read_tail(grade_log, 2 * 2**20)}")
     status, detail = classify(returncode, timed_out, metric)
     if graded and status == CRASH:
-        detail = grader_error(metric_text, detail)
-    memory = parse_metric(read_tail(log_path), memory_pattern)
+        detail = grader_error(read_tail(grade_log), detail)
+    if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
+        detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
+                 f"({detail})"
     return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
                      None if memory is None else memory / 1024.0, log_path, detail)
+
+
+def _data_cache(env: dict) -> list[Path]:
+    """The data cache the training step may fill (a task generating its data on first use):
+    $AUTORESEARCH_CACHE, else ~/.cache/autoresearch. It is shared by runs and read-only to
+    the grader; a grader must not trust data a run could have written there (README)."""
+    folder = Path(env.get("AUTORESEARCH_CACHE") or Path.home() / ".cache" / "autoresearch")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return [folder]
+
+
+def _mentions_oom(log_path: Path) -> bool:
+    tail = read_tail(log_path, 20_000)
+    return any(sign in tail for sign in OOM_SIGNS)

@@ -148,6 +148,7 @@ class Tracker:
         if self.parent_id:
             try:
                 self.client.update_run(self.parent_id, status="RUNNING")
+                self._batch(self.parent_id, tags=self._parent_tags)  # this start's sandbox state
                 return
             except Exception:
                 pass  # the store was reset: start a fresh parent run

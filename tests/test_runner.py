@@ -6,10 +6,43 @@ import time
 
 import pytest
 
-from loop.runner import _alive, experiment_env, parse_metric, run_command, run_experiment
+from loop import sandbox
+from loop.runner import (Limits, _alive, experiment_env, parse_metric, run_command,
+                         run_experiment)
 from loop.task import Metric
 
 PATTERN = Metric("val_bpb").pattern
+NO_BWRAP = sandbox.unavailable()
+
+
+@pytest.fixture(params=["off", "required"], ids=["reaper", "bwrap"])
+def limits(request):
+    """Each process test runs without the sandbox (loop/reap.py) and inside it."""
+    if request.param == "required" and NO_BWRAP:
+        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    return Limits(sandbox=request.param)
+
+
+def survivors(token: str) -> list[int]:
+    """Host pids of live processes whose command line holds `token` (pids printed inside a
+    PID namespace mean nothing outside it, so tests look processes up by a unique token)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if token.encode() in f.read() and _alive(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def wait_gone(token: str, seconds: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while survivors(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return survivors(token)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -43,11 +76,11 @@ def _script(tmp_path, name, body):
     return path
 
 
-def _run(tmp_path, body, timeout=10.0, evaluate="", **kw):
+def _run(tmp_path, body, timeout=10.0, evaluate="", limits=None):
     _script(tmp_path, "job.py", body)
     return run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), timeout,
                           tmp_path / "log.txt", PATTERN, r"^peak_memory_mb:\s*([0-9.]+)",
-                          evaluate, tmp_path, 10.0)
+                          evaluate, tmp_path, 10.0, limits=limits)
 
 
 def test_statuses(tmp_path):
@@ -67,44 +100,54 @@ def test_grader_is_the_only_source_of_the_metric(tmp_path):
     assert "=== evaluate" in (tmp_path / "log.txt").read_text()
 
 
-def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path):
+def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path, limits):
     """A child that ignores SIGTERM and a grandchild (one in its own session) all die."""
-    pids = tmp_path / "pids"
+    token = f"tok{time.time_ns()}"
     body = f"""
         import os, signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{token}"])
         escaped = subprocess.Popen([sys.executable, "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
-            start_new_session=True)
-        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{grand.pid}} {{escaped.pid}}")
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)",
+            "{token}"], start_new_session=True)
         print("val_bpb: 1.0", flush=True)
         time.sleep(300)
     """
     start = time.monotonic()
-    res = _run(tmp_path, body, timeout=2.0)
+    res = _run(tmp_path, body, timeout=3.0, limits=limits)
     elapsed = time.monotonic() - start
     assert res.status == "timeout" and res.metric is None
-    assert elapsed < 15, "the kill must not wait for the sleeping tree"
-    for pid in map(int, pids.read_text().split()):
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid), f"process {pid} survived the timeout"
+    assert elapsed < 20, "the kill must not wait for the sleeping tree"
+    assert wait_gone(token) == [], "processes survived the timeout"
 
 
-def test_leftover_background_process_is_killed_after_a_normal_exit(tmp_path):
-    pidfile = tmp_path / "bg"
+@pytest.mark.parametrize("how", ["exit 0", "exit 1", "scrubbed env"])
+def test_no_daemon_outlives_its_run(tmp_path, limits, how):
+    """A double-forked setsid daemon dies with its run, whatever the run's end or env."""
+    token = f"daemon{time.time_ns()}"
+    body = f"""
+        import os, subprocess, sys, time
+        env = {{}} if {how == "scrubbed env"!r} else None
+        subprocess.run(["/bin/sh", "-c", "setsid {sys.executable} -c 'import time; time.sleep(300)' {token} &"],
+                       env=env)
+        time.sleep(0.5)
+        print("val_bpb: 1.0", flush=True)
+        sys.exit({1 if how == "exit 1" else 0})
+    """
+    res = _run(tmp_path, body, limits=limits)
+    assert res.status == ("crash" if how == "exit 1" else "ok")
+    assert wait_gone(token) == [], f"a daemon survived a run that ended by {how}"
+
+
+def test_leftover_background_process_is_killed_after_a_normal_exit(tmp_path, limits):
+    token = f"bg{time.time_ns()}"
     body = f"""
         import subprocess, sys
-        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-        open({str(pidfile)!r}, "w").write(str(p.pid))
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{token}"])
         print("val_bpb: 1.0")
     """
-    assert _run(tmp_path, body).status == "ok"
-    pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    assert not _alive(pid)
+    assert _run(tmp_path, body, limits=limits).status == "ok"
+    assert wait_gone(token) == []
 
 
 def test_experiment_env_drops_secrets():

@@ -1,0 +1,128 @@
+"""Capture a run's output: keep a capped log (head and tail), scan every line for metrics.
+
+An experiment that prints 200 MB must not leave a 200 MB log (and a 200 MB MLflow artifact)
+per run, but its metric line, printed last, must still be found: every complete line of
+the whole stream is matched against the patterns; only the kept log is capped."""
+from __future__ import annotations
+
+import os
+import re
+import select
+import threading
+from collections import deque
+
+MAX_SCANNED_LINE = 1 << 16   # an unfinished line longer than this is not kept for scanning
+
+
+class CappedLog:
+    """Writes the first cap/2 bytes to `log` as they come, holds the last cap/2 in memory,
+    and on `close()` writes a line saying how much was dropped, then the tail."""
+
+    def __init__(self, log, cap_bytes: int, patterns: dict[str, str]):
+        self.log = log
+        self.head_left = cap_bytes // 2
+        self.tail_cap = cap_bytes - cap_bytes // 2
+        self.tail: deque[bytes] = deque()
+        self.tail_bytes = 0
+        self.dropped = 0
+        self.partial = b""
+        self.patterns = {k: re.compile(p, re.M | re.I) for k, p in patterns.items() if p}
+        self.last: dict[str, str] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        self._scan(chunk)
+        if self.head_left > 0:
+            head, chunk = chunk[:self.head_left], chunk[self.head_left:]
+            self.log.write(head)
+            self.log.flush()
+            self.head_left -= len(head)
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_bytes += len(chunk)
+        while self.tail_bytes > self.tail_cap:
+            over = self.tail_bytes - self.tail_cap
+            first = self.tail[0]
+            cut = min(over, len(first))
+            self.dropped += cut
+            self.tail_bytes -= cut
+            if cut == len(first):
+                self.tail.popleft()
+            else:
+                self.tail[0] = first[cut:]
+
+    def _scan(self, chunk: bytes) -> None:
+        """Match the complete lines of this chunk as one block (the regex engine loops in C)."""
+        data = self.partial + chunk
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.partial = data if len(data) <= MAX_SCANNED_LINE else b""
+            return
+        self.partial = data[end + 1:]
+        if len(self.partial) > MAX_SCANNED_LINE:
+            self.partial = b""
+        self._match(data[:end].decode("utf-8", "replace"))
+
+    def _match(self, text: str) -> None:
+        for name, pattern in self.patterns.items():
+            found = pattern.findall(text)
+            if found:
+                last = found[-1]
+                self.last[name] = last[0] if isinstance(last, tuple) else last
+
+    def close(self) -> None:
+        if self.partial:
+            self._match(self.partial.decode("utf-8", "replace"))
+            self.partial = b""
+        if self.dropped:
+            self.log.write(f"\n=== log capped: {self.dropped} bytes dropped here; the first "
+                           f"and last {self.tail_cap} bytes are kept; metrics were read from "
+                           f"the whole output ===\n".encode())
+            tail = b"".join(self.tail)
+            newline = tail.find(b"\n")           # start the tail at a line boundary
+            if 0 <= newline < 4096:
+                tail = tail[newline + 1:]
+            self.log.write(tail)
+        else:
+            self.log.write(b"".join(self.tail))
+        self.log.flush()
+
+    def value(self, name: str) -> float | None:
+        """The last number pattern `name` captured in the whole stream, or None."""
+        try:
+            return float(self.last[name])
+        except (KeyError, ValueError):
+            return None
+
+
+class Pump(threading.Thread):
+    """Drains a pipe into a CappedLog until EOF, or until `stop()` once the run is over
+    (a process that escaped could hold the pipe open forever)."""
+
+    def __init__(self, fd: int, sink: CappedLog):
+        super().__init__(daemon=True)
+        self.fd, self.sink = fd, sink
+        self._stop_at_idle = threading.Event()
+
+    def run(self) -> None:
+        late_chunks = 0
+        try:
+            while True:
+                ready, _, _ = select.select([self.fd], [], [], 0.2)
+                if self._stop_at_idle.is_set():     # the run is over: drain a little, go
+                    late_chunks += 1
+                    if not ready or late_chunks > 256:
+                        return
+                if not ready:
+                    continue
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    return
+                self.sink.feed(chunk)
+        finally:
+            os.close(self.fd)
+
+    def stop(self, wait_s: float = 2.0) -> None:
+        self.join(wait_s)
+        self._stop_at_idle.set()
+        self.join()

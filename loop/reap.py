@@ -1,0 +1,115 @@
+"""Supervise one command so that no process it starts outlives it (used without the sandbox).
+
+    python -I -S reap.py <engine pid> <grace seconds> <argv...>
+
+Run by path, imports only the standard library. It makes itself a *child subreaper*
+(prctl PR_SET_CHILD_SUBREAPER): a process that double-forks or calls setsid is re-parented to
+this process, not to init, so the whole tree stays findable through /proc. When the command
+exits (any status), or when this process gets SIGTERM (the engine's time box) or its parent
+dies (PR_SET_PDEATHSIG), every descendant is sent SIGTERM, then SIGKILL after the grace
+period, and reaped; the exit status is the command's (128 + signal number when a signal
+killed it). What escapes it: a process that kills this supervisor first with SIGKILL (then
+its orphans go to init); the bwrap sandbox, whose PID namespace has no such hole, is the
+default where it works."""
+import ctypes
+import os
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def signal_all(sig):
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def reap_all(grace_s, first=signal.SIGTERM):
+    """Stop every descendant: `first`, up to `grace_s` for them to go, then SIGKILL."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and descendants(os.getpid()):
+        signal_all(first)                 # again each turn: a fork may have been under way
+        reap_zombies()
+        time.sleep(0.05)
+    while descendants(os.getpid()):
+        signal_all(signal.SIGKILL)
+        reap_zombies()
+        time.sleep(0.02)
+
+
+def reap_zombies():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main(argv):
+    engine, grace_s, command = int(argv[0]), float(argv[1]), argv[2:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != engine:          # the engine died before PDEATHSIG was armed
+        return 137
+
+    class Stop(Exception):
+        pass
+
+    def on_term(signum, frame):
+        raise Stop
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    status = None
+    try:
+        child = os.fork()
+        if child == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            try:
+                os.execvp(command[0], command)
+            finally:
+                os._exit(127)
+        while status is None:
+            pid, st = os.waitpid(-1, 0)     # orphans are ours too: reap them as they end
+            if pid == child:
+                status = st
+    except (Stop, ChildProcessError):
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    reap_all(grace_s)                        # whatever the command left behind
+    if status is None:                       # stopped from outside: the command too
+        return 128 + signal.SIGTERM
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

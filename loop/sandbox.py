@@ -1,0 +1,133 @@
+"""The experiment's OS sandbox: bubblewrap (`bwrap`) argv for one run, and whether it works here.
+
+Inside the sandbox a run has:
+- no network: its own network namespace holding only a loopback device of its own;
+- its own PID namespace: the engine and every other process are invisible (a fresh /proc),
+  and when the run's first process ends, or the engine dies, the kernel kills everything
+  left in the namespace, double-forked daemons included (`--die-with-parent`);
+- a read-only view of the filesystem, writable only in: its working folder (the worktree;
+  the worktree's `.git` file stays read-only), the artifact folder, and a scratch folder
+  that is its $TMPDIR; /tmp and /run are empty (they hold other programs' sockets, such as an
+  ssh-agent's), so the repository's `.git`, the engine's state folder, the user's checkout
+  and everything in HOME can be read but not changed;
+- paths hidden from it: for the training step, whatever only the grader is told about
+  (the `private:` data), covered by an empty folder; for both steps, the usual places of
+  credentials under HOME (`CREDENTIALS`: ~/.ssh, ~/.aws, ~/.netrc, ...);
+- the GPU: /dev/nvidia*, /dev/nvidia-caps and /dev/dri are bound when present.
+
+What it does not do: it filters no system calls (no seccomp), limits neither CPU nor disk
+use, and the run can still read every other file its user can read outside /tmp and /run
+(the rest of HOME included)."""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from loop.errors import UsageError
+
+MODES = ("off", "auto", "required")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+EMPTIED = ("/tmp", "/run", "/var/tmp")     # hidden: sockets of other programs live there
+# Where tools keep credentials under HOME: hidden from runs (the rest of HOME stays readable)
+CREDENTIALS = (".ssh", ".aws", ".azure", ".gnupg", ".docker", ".kube", ".netrc",
+               ".git-credentials", ".pypirc", ".config/gcloud", ".config/gh",
+               ".cache/huggingface/token", ".huggingface/token", ".databrickscfg",
+               ".mlflow", ".config/openai", ".wandb", ".kaggle")
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> str | None:
+    """Why the sandbox cannot run here, or None when a probe sandbox worked."""
+    exe = bwrap_path()
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    argv = wrap(["/bin/true"], cwd=Path("/"), writable=(), hidden=(), scratch=None)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+        return f"bwrap cannot create namespaces here ({why}); on Ubuntu 24.04+ an AppArmor " \
+               f"profile for bwrap, or sysctl kernel.unprivileged_userns_clone=1, is needed"
+    return None
+
+
+def active(mode: str) -> bool:
+    """Whether runs are sandboxed under `mode` (`required` without a sandbox raises)."""
+    if mode == "off":
+        return False
+    reason = unavailable()
+    if reason and mode == "required":
+        raise UsageError(f"sandbox: required, but {reason}")
+    return reason is None
+
+
+def startup(mode: str, out=print) -> str:
+    """Check the sandbox once at start: a one-word state for the MLflow parent run, a warning
+    on `out` when `auto` falls back to no sandbox; UsageError (exit 2) when `required` fails."""
+    if mode not in MODES:
+        raise UsageError(f"sandbox must be one of {', '.join(MODES)}, got '{mode}'")
+    if mode == "off":
+        out("warning: sandbox: off; experiments run unconfined (network, other processes, "
+            "and every file this user can write are within their reach)")
+        return "off"
+    if active(mode):
+        return "bwrap"
+    out(f"warning: no sandbox: {unavailable()}. Experiments run unconfined (network, other "
+        f"processes, and every file this user can write are within their reach); set "
+        f"`sandbox: required` to refuse to run like this")
+    return "unavailable"
+
+
+def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
+         readonly=()) -> list[str]:
+    """The bwrap command line running `argv` in `cwd` under the rules in the docstring.
+    `writable`: folders the run may change (besides `scratch`); `hidden`: paths it must not
+    see at all; `readonly`: paths under the emptied folders it may read (e.g. the grader's
+    private data when that lives in /tmp)."""
+    cmd = [bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for pattern in GPU_DEVICES:
+        for dev in sorted(glob.glob(pattern)):
+            cmd += ["--dev-bind", dev, dev]
+    for folder in EMPTIED:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            cmd += ["--tmpfs", folder]
+    for path in readonly:
+        if Path(path).exists():
+            cmd += ["--ro-bind", str(path), str(path)]
+    for path in ([scratch] if scratch else []) + list(writable):
+        cmd += ["--bind", str(path), str(path)]
+        git_file = Path(path) / ".git"      # a worktree's pointer to the repository
+        if git_file.exists():
+            cmd += ["--ro-bind", str(git_file), str(git_file)]
+    home = Path(os.path.expanduser("~"))
+    for path in [*hidden, *(home / rel for rel in CREDENTIALS)]:
+        if Path(path).is_dir():
+            cmd += ["--tmpfs", str(path)]
+        elif Path(path).exists():
+            cmd += ["--ro-bind", "/dev/null", str(path)]
+    cmd += ["--chdir", str(cwd), "--"]
+    return cmd + list(argv)
+
+
+def worktree_root(cwd: Path) -> Path:
+    """The folder a run may write in: the git worktree holding `cwd` (found by its `.git`
+    file), else `cwd` itself. Never the main checkout (a `.git` folder)."""
+    for folder in (cwd, *cwd.parents):
+        marker = folder / ".git"
+        if marker.is_file():
+            return folder
+        if marker.is_dir():
+            break
+    return cwd

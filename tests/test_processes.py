@@ -1,0 +1,128 @@
+"""Processes an experiment starts: none outlives the engine, floods are capped, signals and
+memory limits are named. Each case runs with the sandbox and without it (loop/reap.py)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from conftest import make_repo
+from loop import sandbox
+from loop.runner import Limits, experiment_env, run_experiment
+from test_runner import wait_gone
+
+NO_BWRAP = sandbox.unavailable()
+METRIC = r"^score:\s*([0-9.]+)\s*$"
+
+
+@pytest.fixture(params=["off", "required"], ids=["reaper", "bwrap"])
+def mode(request):
+    if request.param == "required" and NO_BWRAP:
+        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    return request.param
+
+
+def run(tmp_path, body: str, mode: str, timeout=60.0, **limits):
+    (tmp_path / "job.py").write_text(textwrap.dedent(body))
+    return run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), timeout,
+                          tmp_path / "log", METRIC, r"^peak_memory_mb:\s*([0-9.]+)",
+                          limits=Limits(sandbox=mode, **limits))
+
+
+def test_kill_9_of_the_engine_ends_the_training_process_and_its_daemon(tmp_path, mode):
+    """No resume involved: once the engine is SIGKILLed, its experiment goes by itself."""
+    token = f"orphan{uuid.uuid4().hex[:10]}"
+    task = f"""\
+        name: sleeper
+        editable: [train.py]
+        run: python train.py {token}
+        metric: {{name: score, direction: minimize}}
+        time_budget_s: 120
+        """
+    train = f"""\
+        import subprocess, sys, time
+        subprocess.run(["/bin/sh", "-c",
+                        "setsid {{}} -c 'import time; time.sleep(300)' {token}-daemon &"
+                        .format(sys.executable)])
+        print("started", flush=True)
+        time.sleep(300)
+        """
+    repo = make_repo(tmp_path / "repo", {"task.yaml": task, "train.py": train})
+    (repo / "run.yaml").write_text(f"task: task\niterations: 0\nsandbox: {mode}\n")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    engine = subprocess.Popen([sys.executable, "-m", "loop", "run", "--config", "run.yaml",
+                               "--tag", "k9"], cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not wait_gone(f"{token}-daemon", 0) and time.monotonic() < deadline:
+            time.sleep(0.1)           # the training process and its daemon are both up
+        assert len(wait_gone(token, 0)) >= 2, "the experiment never started"
+        engine.kill()
+        engine.wait()
+        assert wait_gone(token, 8.0) == [], "the experiment outlived the SIGKILLed engine"
+    finally:
+        engine.kill()
+        engine.wait()
+
+
+def test_a_flood_is_capped_and_its_metric_still_read(tmp_path, mode):
+    res = run(tmp_path, """
+        import sys
+        line = "x" * 99 + "\\n"
+        print("score: 9.0", flush=True)              # an early report, superseded
+        for _ in range(200_000):                      # 20 MB
+            sys.stdout.write(line)
+        print("peak_memory_mb: 1024")
+        print("score: 1.25")
+        """, mode, log_cap_mb=1.0)
+    assert (res.status, res.metric, res.memory_gb) == ("ok", 1.25, 1.0)
+    log = (tmp_path / "log").read_bytes()
+    assert len(log) < 1.1 * 2**20, "the kept log is not capped"
+    assert b"score: 9.0" in log[:1000] and log.rstrip().endswith(b"score: 1.25")
+    assert b"=== log capped: " in log and b"bytes dropped here" in log
+
+
+def test_a_killed_process_is_named_not_an_exit_code(tmp_path, mode):
+    res = run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", mode)
+    assert res.status == "crash"
+    assert res.detail.startswith("killed by SIGKILL, likely out of memory"), res.detail
+    res = run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", mode)
+    assert res.detail.startswith("killed by SIGSEGV"), res.detail
+    assert run(tmp_path, "raise SystemExit(3)", mode).detail == "exit code 3"
+
+
+def test_memory_limit_stops_a_run_and_says_so(tmp_path, mode):
+    body = """
+        blocks = [bytearray(64 * 2**20) for _ in range(40)]   # 2.5 GB
+        print("score: 1.0")
+        """
+    res = run(tmp_path, body, mode, memory_limit_gb=0.5)
+    assert res.status == "crash"
+    assert res.detail.startswith("out of memory: the run hit memory_limit_gb=0.5"), res.detail
+    small = run(tmp_path, "x = bytearray(16 * 2**20); print('score: 1.0')", mode,
+                memory_limit_gb=0.5)
+    assert small.status == "ok"
+
+
+def test_sigterm_to_the_reaper_ends_the_tree(tmp_path):
+    """The reaper itself, stopped from outside (the engine's time box), takes its tree."""
+    token = f"reaped{uuid.uuid4().hex[:10]}"
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(300)' {token}"
+    from loop.runner import REAPER
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "2",
+                             "/bin/sh", "-c", f"setsid {sleeper} & exec {sleeper}"],
+                            start_new_session=True)
+    deadline = time.monotonic() + 20
+    while len(wait_gone(token, 0)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)              # the reaper (its argv holds the token) and two sleepers
+    assert len(wait_gone(token, 0)) == 3
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    assert wait_gone(token, 5.0) == []

@@ -1,0 +1,274 @@
+"""The experiment sandbox against an experiment that tries everything at once.
+
+One baseline run whose train.py reads keys (its own environment, every /proc/*/environ),
+connects to a listener on the host's loopback, writes into the user's checkout, the
+engine's state folder, HOME and /tmp, changes git config and refs, rewrites its worktree's
+.git pointer, reads the private data, and leaves a double-forked daemon. Each attempt must
+fail inside, and the host side must show that none of it happened."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import git, run_cli
+from graded_toy import TRAIN, baseline_error, make_graded_repo
+from loop import sandbox
+from loop.config import Config, JudgeConfig
+from loop.engine import Engine
+
+NO_SANDBOX = sandbox.unavailable()
+needs_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"no sandbox here: {NO_SANDBOX}")
+SECRET = "sk-sandbox-test-do-not-leak"
+
+ATTACKS = """
+import os, socket, subprocess, sys, time
+from pathlib import Path
+REPO, STATE, PRIVATE = Path({repo!r}), Path({state!r}), Path({private!r})
+ENGINE_PID, PORT, TOKEN, SECRET = {engine_pid}, {port}, {token!r}, {secret!r}
+
+def attempt(name, action):
+    try:
+        got = action()
+    except Exception as exc:
+        print(f"attempt {{name}}: blocked ({{type(exc).__name__}})", flush=True)
+        return
+    print(f"attempt {{name}}: {{'SUCCEEDED' if got else 'blocked (nothing found)'}}", flush=True)
+
+def scan_environs():
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and SECRET.encode() in open(f"/proc/{{pid}}/environ", "rb").read():
+                return True
+        except OSError:
+            pass
+    return False
+
+def connect():
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    s.sendall(b"leak")
+    return True
+
+def write(path, mode="a"):
+    with open(path, mode) as f:
+        f.write("planted by the experiment\\n")
+    return True
+
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True).returncode == 0
+
+attempt("own_env", lambda: any(SECRET in v for v in os.environ.values()))
+attempt("engine_environ", lambda: SECRET.encode() in open(f"/proc/{{ENGINE_PID}}/environ", "rb").read())
+attempt("any_environ", scan_environs)
+attempt("network", connect)
+attempt("checkout_file", lambda: write(REPO / "task" / "train.py"))
+attempt("checkout_new", lambda: write(REPO / f"planted-{{TOKEN}}", "w"))
+attempt("journal", lambda: write(STATE / "journal.jsonl"))
+attempt("results", lambda: write(STATE / "results.tsv"))
+attempt("home", lambda: write(Path.home() / f"planted-{{TOKEN}}", "w"))
+attempt("git_dir", lambda: write(REPO / ".git" / f"planted-{{TOKEN}}", "w"))
+attempt("worktree_pointer", lambda: write(Path.cwd().parent / ".git", "w"))
+attempt("git_config", lambda: git("config", "core.fsmonitor", f"touch {{REPO}}/fired-{{TOKEN}}"))
+attempt("git_update_ref", lambda: git("update-ref", "refs/heads/main", "HEAD~0") and
+        git("update-ref", f"refs/heads/evil-{{TOKEN}}", "HEAD"))
+attempt("git_delete_ref", lambda: git("update-ref", "-d", "refs/heads/main"))
+attempt("private", lambda: bool(open(PRIVATE / "answers.txt").read()))
+write("/tmp/planted-" + TOKEN, "w")          # allowed: /tmp inside is the run's own, dropped
+subprocess.run(["/bin/sh", "-c",
+                f"setsid {{sys.executable}} -c 'import time; time.sleep(300)' {{TOKEN}} &"])
+time.sleep(0.3)
+print("attempts done", flush=True)
+"""
+
+
+class Listener:
+    """A TCP listener on the host's loopback that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.done.is_set():
+            try:
+                conn, _ = self.sock.accept()
+                self.accepted += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp (which the sandbox empties), so that the user's checkout and
+    the state folder are visible inside, and must be read-only there, not merely absent."""
+    base = Path.home() / ".cache" / f"autoresearch-sandbox-test-{uuid.uuid4().hex[:8]}"
+    base.mkdir(parents=True)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def alive_with(token: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and token.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@needs_sandbox
+def test_every_attempt_fails_inside_the_sandbox(outside_tmp, mlflow_uri, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    token = f"sbx{uuid.uuid4().hex[:10]}"
+    listener = Listener()
+    repo_dir, private_dir = outside_tmp / "repo", outside_tmp / "held-out"
+    state = repo_dir / ".autoresearch" / "sbx"
+    train = TRAIN + textwrap.dedent(ATTACKS.format(
+        repo=str(repo_dir), state=str(state), private=str(private_dir), engine_pid=os.getpid(),
+        port=listener.port, token=token, secret=SECRET))
+    repo, private = make_graded_repo(outside_tmp, train=train)
+    assert (repo, private) == (repo_dir, private_dir)
+    refs_before = git(repo, "for-each-ref", "refs/heads")
+    try:
+        cfg = Config(task="task", tag="sbx", iterations=0, base_dir=repo, sandbox="required",
+                     judge=JudgeConfig(rule="strict", baseline_runs=1))
+        engine = Engine(cfg, out=lambda s: None)
+        assert engine.sandbox == "bwrap"
+        engine.run()
+    finally:
+        listener.close()
+    log = (state / "logs" / "iter-0000.log").read_text()
+    attempts = [line for line in log.splitlines() if line.startswith("attempt ")]
+    assert len(attempts) == 15 and "attempts done" in log, log
+    assert not [a for a in attempts if "SUCCEEDED" in a], attempts
+    # the grader still read the private data: the run was graded, honestly
+    with open(state / "results.tsv") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [r["status"] for r in rows] == ["keep"]
+    assert float(rows[0]["error"]) == pytest.approx(baseline_error(), abs=1e-5)
+    # the host side: nothing it tried happened
+    assert listener.accepted == 0
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(repo, "for-each-ref", "refs/heads").replace(
+        git(repo, "for-each-ref", "refs/heads/autoresearch"), "").strip() == \
+        refs_before.strip()
+    assert subprocess.run(["git", "config", "--get", "core.fsmonitor"], cwd=repo,
+                          capture_output=True).stdout == b""
+    assert "planted" not in (state / "journal.jsonl").read_text()
+    assert not list(repo.rglob(f"*{token}*")) and not (Path.home() / f"planted-{token}").exists()
+    assert not Path(f"/tmp/planted-{token}").exists()
+    assert (repo / ".autoresearch/sbx/worktree/.git").read_text().startswith("gitdir:")
+    deadline = time.monotonic() + 5
+    while alive_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_with(token) == [], "the daemon outlived its run"
+
+
+def fake_bwrap(tmp_path: Path) -> dict:
+    """An environment whose PATH finds a bwrap that fails as it does where user namespaces
+    are forbidden (Ubuntu's AppArmor default, some containers)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_required_refuses_to_start_without_a_sandbox(toy_repo, tmp_path, mlflow_uri):
+    (toy_repo / "run.yaml").write_text("task: task\nsandbox: required\niterations: 0\n")
+    res = run_cli("run", "--config", "run.yaml", "--tag", "req", cwd=toy_repo,
+                  env=fake_bwrap(tmp_path))
+    assert res.returncode == 2, res.stderr
+    assert "sandbox: required" in res.stderr and "Permission denied" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (toy_repo / ".autoresearch" / "req").exists(), "it touched state before refusing"
+    assert "autoresearch/req" not in git(toy_repo, "branch", "--list")
+
+
+def test_auto_without_a_sandbox_warns_and_records_it(toy_repo, tmp_path, mlflow_uri):
+    (toy_repo / "run.yaml").write_text("task: task\niterations: 0\n")
+    res = run_cli("run", "--config", "run.yaml", "--tag", "fb", cwd=toy_repo,
+                  env=fake_bwrap(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0].startswith("warning: no sandbox: bwrap cannot")
+    import mlflow
+    client = mlflow.MlflowClient(mlflow_uri)
+    [parent] = [r for r in client.search_runs(
+        [e.experiment_id for e in client.search_experiments()])
+        if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.data.tags["sandbox"] == "unavailable"
+    assert parent.data.params["sandbox"] == "unavailable"
+
+
+@needs_sandbox
+def test_python_and_torch_work_inside(tmp_path):
+    """The venv's interpreter and torch run under the read-only filesystem binding."""
+    from loop.runner import Limits, experiment_env, run_experiment
+    (tmp_path / "job.py").write_text(
+        "import os, tempfile, torch\n"
+        "x = torch.ones(4)\n"
+        "open(os.path.join(tempfile.gettempdir(), 'scratch'), 'w').write('ok')\n"
+        "print('score:', float(x.sum()))\n")
+    res = run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
+                         tmp_path / "log", r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
+    assert (res.status, res.metric) == ("ok", 4.0), (tmp_path / "log").read_text()
+
+
+@needs_sandbox
+def test_credential_files_under_home_are_hidden(outside_tmp, monkeypatch):
+    """~/.ssh, ~/.netrc and the like are not readable inside; the rest of HOME is."""
+    from loop.runner import Limits, experiment_env, run_experiment
+    home = outside_tmp / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".netrc").write_text("machine x login u password p\n")
+    (home / "notes.txt").write_text("readable\n")
+    monkeypatch.setenv("HOME", str(home))
+    work = outside_tmp / "work"
+    work.mkdir()
+    (work / "job.py").write_text(textwrap.dedent("""
+        import os
+        home = os.environ["HOME"]
+        def read(rel):
+            try:
+                return open(os.path.join(home, rel)).read().strip() or "empty"
+            except OSError as exc:
+                return type(exc).__name__
+        for rel in (".ssh/id_ed25519", ".netrc", "notes.txt"):
+            print(rel, "->", read(rel))
+        print("score: 1")
+        """))
+    res = run_experiment(f"{sys.executable} job.py", work, experiment_env(), 60, work / "log",
+                         r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
+    log = (work / "log").read_text()
+    assert res.status == "ok", log
+    assert ".ssh/id_ed25519 -> FileNotFoundError" in log
+    assert ".netrc -> " in log and "password" not in log
+    assert "notes.txt -> readable" in log
