@@ -149,8 +149,9 @@ def _block_end(lines, start, divider) -> tuple[int, int] | str | None:
 
     REPLACE ends at '>>>>>>> REPLACE' or, as aider reads it, at a second '=======':
     models write SEARCH / ======= / new / ======= / >>>>>>> REPLACE, or close with the
-    second divider alone, prose after. The divider is never part of the new text; text
-    between a second divider and the end marker makes the block ambiguous: refused."""
+    second divider alone, prose after. The divider is never part of the new text. Refused
+    as ambiguous: text between a second divider and the end marker, and a second divider
+    right under a line of its own length (a markdown/RST heading's underline?)."""
     if divider is None:
         return None
     for k in range(divider + 1, len(lines)):
@@ -159,6 +160,10 @@ def _block_end(lines, start, divider) -> tuple[int, int] | str | None:
         if REPLACE_RE.match(lines[k]):
             return k, k
         if DIVIDER_RE.match(lines[k]):
+            if k - 1 > divider and len(lines[k - 1].strip()) == len(lines[k].strip()):
+                return (f"the SEARCH/REPLACE block at reply line {start + 1} ends its "
+                        f"REPLACE text with a '=======' line that may underline a heading: "
+                        f"write that part of the file in a separate block")
             marker = _next_match(lines, k + 1, REPLACE_RE, stop=SEARCH_RE)
             if marker is None:
                 return k, k                      # '=======' closed the block
