@@ -10,19 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from loop.edit_names import (FENCE_RE, label_above, names_above, path_in_info, path_in_prose,
+                             path_label)
 from loop.thinking import split_thinking
 
 SEARCH_RE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
 DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
 REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
-FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*(.*)$")
 HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*$")
-# a file name has an extension starting with a letter (so '0.1' and 'e.g.' are not files)
-PATH_TOKEN_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}$")
-# alone on its line, a path needs no extension if it has a folder ('/etc/passwd', 'src/Makefile')
-LABEL_ONLY_PATH_RE = re.compile(r"^(?:/|~/)?(?:[\w.-]+/)+[\w.-]*\w$")
-# a word in prose that might be a file name ('train.py', 'src/model.py', 'Makefile')
-NAME_WORD_RE = re.compile(r"^(?:[\w.-]+/)*[A-Za-z_][\w.-]*$")
 DESCRIPTION_RE = re.compile(
     r"^\W*(?:description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
 DESCRIPTION_MAX = 120
@@ -80,41 +75,6 @@ def _renumber(edit: Edit, index: int) -> Edit:
     return replace(edit, index=index)
 
 
-# -- file names --------------------------------------------------------------------------
-
-def clean_path(token: str, label: bool = False) -> str | None:
-    """A file path from a token like `train.py`, **a/train.py**, ./train.py:, or None."""
-    token = token.strip().strip("*`'\"").rstrip(":").strip("*`'\"").strip()
-    if token.startswith("./"):
-        token = token[2:]
-    ok = PATH_TOKEN_RE.match(token) or (label and LABEL_ONLY_PATH_RE.match(token))
-    return token if token and ok else None
-
-
-def path_label(line: str) -> str | None:
-    """The path when a line is nothing but a file name (with markdown decoration):
-    'train.py', '**train.py**', '### `train.py`', 'File: train.py', 'train.py:'."""
-    s = line.strip().lstrip("#>").strip()
-    s = re.sub(r"^(?:file(?:name|path)?|path)\s*[:=]\s*", "", s.strip("*_ "), flags=re.I)
-    return clean_path(s, label=True) if s and " " not in s.strip("*`_ ") else None
-
-
-def _path_in_prose(line: str) -> str | None:
-    """The one file name mentioned in a prose line ('Change `train.py` like so:')."""
-    names = {p for p in (clean_path(t) for t in re.split(r"[\s,;()]+", line)) if p}
-    return names.pop() if len(names) == 1 else None
-
-
-def _path_in_info(info: str) -> str | None:
-    """A path in a fence's info string: ```python train.py, ```train.py, ```py:train.py,
-    ```python title="train.py"."""
-    for token in re.split(r"[\s:=]+", info.strip()):
-        path = clean_path(token.strip('"\''))
-        if path and "." in path.rsplit("/", 1)[-1]:
-            return path
-    return None
-
-
 # -- format 1: SEARCH/REPLACE blocks -------------------------------------------------------
 
 def _parse_search_replace(lines, used, found, problems) -> None:
@@ -149,8 +109,9 @@ def _block_end(lines, start, divider) -> tuple[int, int] | str | None:
 
     REPLACE ends at '>>>>>>> REPLACE' or, as aider reads it, at a second '=======':
     models write SEARCH / ======= / new / ======= / >>>>>>> REPLACE, or close with the
-    second divider alone, prose after. The divider is never part of the new text; text
-    between a second divider and the end marker makes the block ambiguous: refused."""
+    second divider alone, prose after. The divider is never part of the new text. Refused
+    as ambiguous: text between a second divider and the end marker, and a second divider
+    right under a line of its own length (a markdown/RST heading's underline?)."""
     if divider is None:
         return None
     for k in range(divider + 1, len(lines)):
@@ -159,6 +120,10 @@ def _block_end(lines, start, divider) -> tuple[int, int] | str | None:
         if REPLACE_RE.match(lines[k]):
             return k, k
         if DIVIDER_RE.match(lines[k]):
+            if k - 1 > divider and len(lines[k - 1].strip()) == len(lines[k].strip()):
+                return (f"the SEARCH/REPLACE block at reply line {start + 1} ends its "
+                        f"REPLACE text with a '=======' line that may underline a heading: "
+                        f"write that part of the file in a separate block")
             marker = _next_match(lines, k + 1, REPLACE_RE, stop=SEARCH_RE)
             if marker is None:
                 return k, k                      # '=======' closed the block
@@ -188,13 +153,13 @@ def _path_before(lines, i, previous_path) -> str | None:
             continue
         fence = FENCE_RE.match(line)
         if fence:
-            info_path = _path_in_info(fence.group(2))
+            info_path = path_in_info(fence.group(2))
             if info_path:
                 return info_path
             continue
         if REPLACE_RE.match(line):
             return previous_path
-        return path_label(line) or _path_in_prose(line)
+        return path_label(line) or path_in_prose(line)
     return None
 
 
@@ -246,7 +211,7 @@ def _find_fences(lines, used) -> list[Fence]:
 def _restarts_listing(lines, fence_open, close, info) -> bool:
     """A would-be closing fence that really opens the listing again: the line before it
     is the listed file's own name, or the code after it starts as the listing did."""
-    path = _path_in_info(info) or _label_above(lines, fence_open)
+    path = path_in_info(info) or label_above(lines, fence_open)
     last = next((lines[j] for j in range(close - 1, fence_open, -1) if lines[j].strip()), "")
     name = path_label(last)
     if path and name and name.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]:
@@ -284,7 +249,7 @@ def _parse_diffs(lines, used, fences, found, problems) -> None:
         body_start = fence.open + 1
         if body_start < len(lines) and not used[body_start] \
                 and HUNK_RE.match(lines[body_start]):
-            path = _path_in_info(fence.info) or _label_above(lines, fence.open)
+            path = path_in_info(fence.info) or label_above(lines, fence.open)
             _read_hunks(lines, used, body_start, path, False, found, problems)
 
 
@@ -337,13 +302,6 @@ ELISION_RE = re.compile(
     r"|(?:existing|unchanged|previous) code)\b", re.IGNORECASE)
 
 
-def _label_above(lines, fence_open: int) -> str | None:
-    for k in range(fence_open - 1, max(-1, fence_open - 3), -1):
-        if lines[k].strip():
-            return path_label(lines[k])
-    return None
-
-
 def _looks_like_diff(content: list[str]) -> bool:
     """'-old' / '+new' lines with every other line ' '-prefixed: a diff, not a file."""
     marked = [l for l in content if l.strip()]
@@ -360,17 +318,17 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
         body = range(fence.open + 1, fence.end)
         if any(used[j] for j in body):
             continue
-        path = _path_in_info(fence.info) or _label_above(lines, fence.open)
+        path = path_in_info(fence.info) or label_above(lines, fence.open)
         content = _body(lines, fence)
         if path is None:
-            named, source = _names_above(lines, used, fence.open)
+            named, source = names_above(lines, used, fence.open)
             if named and fence.close is not None and not _looks_like_diff(content) \
                     and not any(ELISION_RE.search(l) for l in content):
                 found.append((fence.open, Edit(None, "whole", "", "\n".join(content) + "\n",
                                                source=source, named=named)))
             continue
         if fence.restarted:
-            if not any((_path_in_info(f.info) or _label_above(lines, f.open)) == path
+            if not any((path_in_info(f.info) or label_above(lines, f.open)) == path
                        for f in fences[n + 1:]):
                 problems.append(f"the listing of {path} at reply line {fence.open + 1} stops "
                                 f"and starts again, and is never completed")
@@ -389,22 +347,6 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
                                            source="whole file")))
         for j in range(fence.open, fence.end if fence.close is None else fence.close + 1):
             used[j] = True
-
-
-def _names_above(lines, used, fence_open: int) -> tuple[tuple[str, ...], str]:
-    """The words that could name a file on the line just above a fence, and the edit's
-    source: a bare word ('Makefile') is a label, 'whole file'; a prose line ('Here is the
-    updated `train.py`:') gives 'whole file named in prose'. loop.edits keeps the words
-    that are real files."""
-    for k in range(fence_open - 1, max(-1, fence_open - 3), -1):
-        if lines[k].strip():
-            if used[k] or FENCE_RE.match(lines[k]):
-                return (), ""
-            words = [w.strip("*`'\"_:.,!?") for w in re.split(r"[\s,;()]+", lines[k])]
-            words = [w for w in words if w]
-            source = "whole file" if len(words) == 1 else "whole file named in prose"
-            return tuple(dict.fromkeys(w for w in words if NAME_WORD_RE.match(w))), source
-    return (), ""
 
 
 # -- the description ----------------------------------------------------------------------

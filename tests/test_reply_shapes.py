@@ -185,3 +185,11 @@ def test_think_tags_inside_an_edit_are_code_not_thinking():
     reply = ('tok.py\n<<<<<<< SEARCH\nSPECIAL = ["<pad>"]\n=======\n'
              'SPECIAL = ["<pad>", "<think>", "</think>"]\n>>>>>>> REPLACE\n')
     assert applies(reply, files) == {"tok.py": 'SPECIAL = ["<pad>", "<think>", "</think>"]\n'}
+
+
+def test_a_divider_that_may_underline_a_heading_is_refused_not_dropped():
+    # "Results\n=======" at the end of REPLACE: a setext heading, or a doubled divider?
+    files = {"notes.md": "Intro\n"}
+    reply = ("notes.md\n<<<<<<< SEARCH\nIntro\n=======\nIntro\n\nResults\n=======\n"
+             ">>>>>>> REPLACE\n")
+    assert "may underline a heading" in refused(reply, files)
