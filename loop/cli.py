@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
     run.add_argument("--judge", choices=["strict", "noise"], dest="judge_rule")
     run.add_argument("--seed", type=int)
+    run.add_argument("--sandbox", choices=["off", "auto", "required"],
+                     help="confine each experiment (bubblewrap); auto: where it works (default)")
 
     st = sub.add_parser("status", help="where a tag stands")
     st.add_argument("--tag", help="default: the most recent tag in this repo")
@@ -138,7 +140,8 @@ def cmd_run(args) -> int:
         task=args.task, tag=args.tag, iterations=args.iterations,
         time_budget_s=args.time_budget_s, max_wall_s=args.max_wall_s, seed=args.seed,
         proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
-        proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule)
+        proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule,
+        sandbox=args.sandbox)
     from loop.engine import Engine
     from loop.progress import make_progress
     progress = make_progress()

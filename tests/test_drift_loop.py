@@ -53,7 +53,8 @@ def night(tmp_path, monkeypatch, tag, paired):
     # seed 1: seed 0 gives iteration 2's first run seed 2000, a 2.3 sd lucky draw, and a
     # baseline whose 3 runs understate the noise 3x (the 1-2 % of false keeps allowed)
     cfg = Config(task="task", tag=tag, iterations=3, base_dir=repo, seed=1,
-                 judge=JudgeConfig(paired=paired))
+                 judge=JudgeConfig(paired=paired),
+                 sandbox="off")   # the drift counter lives outside the worktree
     Engine(cfg, out=lambda s: None, proposer=Scripted(NO_OPS)).run()
     with open(repo / ".autoresearch" / tag / "results.tsv") as f:
         return list(csv.DictReader(f, delimiter="\t"))

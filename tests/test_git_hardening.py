@@ -43,8 +43,9 @@ def test_a_run_that_plants_programs_and_moves_main_is_undone(tmp_path, mlflow_ur
     git(repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", "notes")
     main = git(repo, "rev-parse", "main")
     config = (repo / ".git" / "config").read_bytes()
+    # without the sandbox (it would stop these writes): what the engine itself detects
     result = run_cli("run", "--task", "task", "--tag", "t", "--iterations", "0",
-                     "--judge", "strict", cwd=repo)
+                     "--judge", "strict", "--sandbox", "off", cwd=repo)
     assert result.returncode == 1, result.stdout + result.stderr   # the baseline is refused
     assert "tampered" in result.stdout
     assert git(repo, "rev-parse", "main") == main, "the user's main is put back"

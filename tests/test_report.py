@@ -27,7 +27,7 @@ def night(repo):
                  (train(x="2.0", y="9", noise="0.2"), "Y to 9"),
                  (train(x="1.0", noise="0.2"), "X to 1")]
     Engine(Config(task="task", tag="t", base_dir=repo, iterations=4,
-                  judge=JudgeConfig(baseline_runs=2, confirm_runs=1)),
+                  judge=JudgeConfig(baseline_runs=2, confirm_runs=1, paired=False)),
            out=lambda s: None, proposer=Scripted(*proposals)).run()
     return [r["status"] for r in rows(repo)]
 

@@ -63,7 +63,7 @@ def test_resume_line_and_results_mode(toy_repo, mlflow_uri):
     assert first.returncode == 0, first.stderr
     kept = int(first.stdout.split("\nkept ")[1].split()[0])
     again = run_cli(*ARGS, "--iterations", "3", cwd=toy_repo)
-    assert f"2 iterations after the baseline, {kept} kept" in again.stdout, again.stdout
+    assert f"baseline and 2 iterations done, {kept} kept" in again.stdout, again.stdout
     mode = (toy_repo / ".autoresearch" / "t" / "results.tsv").stat().st_mode & 0o777
     assert mode == 0o666 & ~_umask()
 

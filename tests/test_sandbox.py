@@ -182,7 +182,7 @@ def test_every_attempt_fails_inside_the_sandbox(outside_tmp, mlflow_uri, monkeyp
     assert "planted" not in (state / "journal.jsonl").read_text()
     assert not list(repo.rglob(f"*{token}*")) and not (Path.home() / f"planted-{token}").exists()
     assert not Path(f"/tmp/planted-{token}").exists()
-    assert (repo / ".autoresearch/sbx/worktree/.git").read_text().startswith("gitdir:")
+    assert (repo / ".autoresearch/.worktrees/sbx/.git").read_text().startswith("gitdir:")
     deadline = time.monotonic() + 5
     while alive_with(token) and time.monotonic() < deadline:
         time.sleep(0.05)
