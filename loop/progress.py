@@ -91,7 +91,8 @@ class _Night:
     def add(self, rec, metric) -> None:
         self.metric_name = metric.name
         self.runs += max(1, len(rec.samples))
-        self.tokens += int(rec.usage.get("prompt_tokens", 0) + rec.usage.get("completion_tokens", 0))
+        usage = rec.usage
+        self.tokens += int(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         self.cost += float(rec.usage.get("cost_usd", 0.0))
         if is_baseline(rec):
             if rec.kept:

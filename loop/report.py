@@ -86,7 +86,8 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
              f"units, positive = better.", ""]
     if png:
         lines += [f"![progress]({png})", ""]
-    lines += ["| iter | status | metric | gain | runs | description |", "|---:|---|---:|---:|---:|---|"]
+    lines += ["| iter | status | metric | gain | runs | description |",
+              "|---:|---|---:|---:|---:|---|"]
     for r in rows:
         gain = "" if r.gain is None else f"{r.gain:+.4g}"
         metric_text = "" if r.metric is None else num(r.metric)

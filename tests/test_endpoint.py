@@ -38,7 +38,17 @@ def test_a_model_the_endpoint_does_not_serve_stops_before_the_baseline(toy_repo,
     assert res.returncode == 2, res.stdout + res.stderr
     assert "model 'gpt-typo' is not served" in res.stderr and "qwen-coder" in res.stderr
     assert not (toy_repo / ".autoresearch" / "e" / "results.tsv").exists()
-    assert openai_server.requests == []          # no completion was spent on the check
+    # not listed, so one 1-token request decided it (some endpoints list aliases only)
+    assert [r["max_tokens"] for r in openai_server.requests] == [1]
+
+
+def test_a_model_missing_from_the_list_but_answering_passes(toy_repo, mlflow_uri,
+                                                             openai_server):
+    openai_server.models = ["some-alias"]
+    openai_server.script("pong", WHOLE_FILE)
+    res = run_llm(toy_repo, openai_server.base_url)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "answers for test-model" in res.stdout
 
 
 def test_a_served_model_passes_the_check_and_the_loop_runs(toy_repo, mlflow_uri, openai_server):

@@ -3,7 +3,8 @@
   * `check`: before the baseline (whose runs can take many minutes), ask the endpoint for
     its models: unreachable, a refused key or a model it does not serve is a bad input
     (ProposerFatal -> exit 2 with the reason), not something to find out after the baseline.
-    An endpoint without a models list is asked for one token instead.
+    An endpoint without a models list, or one that does not list the model, is asked for
+    one token of it instead.
   * `wait_until_back`: mid-night, after the request's own retries ran out, poll the models
     list with growing pauses up to `proposer.patience_s`; then stop the loop (ProposerFatal
     -> exit 1). An outage is never recorded as the code's `bad_edit`."""
@@ -39,8 +40,14 @@ def check(client, model: str, base_url: str | None) -> str:
         raise ProposerFatal(f"the LLM endpoint {where} answered {exc.status_code} to a models "
                             f"request: {exc.message}") from None
     if served and model not in served:
-        shown = ", ".join(sorted(served)[:8]) + (", ..." if len(served) > 8 else "")
-        raise ProposerFatal(f"model '{model}' is not served by {where} (it serves: {shown})")
+        # Some endpoints list other names than they accept (deployments, aliases): only a
+        # failed 1-token request for the model makes it unknown.
+        try:
+            return _check_by_request(client, model, where)
+        except ProposerFatal as exc:
+            shown = ", ".join(sorted(served)[:8]) + (", ..." if len(served) > 8 else "")
+            raise ProposerFatal(f"model '{model}' is not served by {where} (it lists: {shown}; "
+                                f"{exc})") from None
     return f"endpoint: {where} serves {model}"
 
 
