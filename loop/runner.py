@@ -4,7 +4,9 @@ Knows nothing about git. The child gets a scrubbed environment: no API keys, no 
 no tracking credentials, only what a training script needs plus the task's own `env`.
 It runs in the bwrap sandbox where that works (loop/sandbox.py: no network, its own PID
 namespace, a read-only filesystem but for its folders), else under loop/reap.py; either
-way no process it starts outlives its run, and nothing it starts outlives the engine."""
+way no process it starts outlives its run, and nothing it starts outlives the engine.
+Call `run_experiment` from a thread that lives until it returns (it waits for the run):
+Linux ties PR_SET_PDEATHSIG to the thread that started the child."""
 from __future__ import annotations
 
 import math
