@@ -4,7 +4,9 @@ Knows nothing about git. The child gets a scrubbed environment: no API keys, no 
 no tracking credentials, only what a training script needs plus the task's own `env`.
 It runs in the bwrap sandbox where that works (loop/sandbox.py: no network, its own PID
 namespace, a read-only filesystem but for its folders), else under loop/reap.py; either
-way no process it starts outlives its run, and nothing it starts outlives the engine."""
+way no process it starts outlives its run, and nothing it starts outlives the engine.
+Call `run_experiment` from a thread that lives until it returns (it waits for the run):
+Linux ties PR_SET_PDEATHSIG to the thread that started the child."""
 from __future__ import annotations
 
 import math
@@ -63,7 +65,7 @@ def experiment_env(extra: dict[str, str] | None = None, base: dict[str, str] | N
 class Limits:
     """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`)."""
     sandbox: str = "auto"                # off | auto (bwrap where it works) | required
-    memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see _child_setup)
+    memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see memory_cap)
     log_cap_mb: float = 5.0              # kept log per command: first and last half of this
 
     @classmethod
@@ -98,14 +100,15 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     log_path.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="autoresearch-tmp-"))
     env = {**env, "TMPDIR": str(scratch)}
-    env.setdefault("TRITON_CACHE_DIR", str(scratch / "triton"))   # HOME is read-only inside
+    compiled = _compile_cache(env)
     shell = ["/bin/sh", "-c", command]
-    if boxed:
-        argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable], hidden,
-                            scratch, readonly=[*readonly, *_paths_in(env)])
-    else:
+    if boxed:                 # bwrap --die-with-parent: it and the sandbox die with the engine
+        argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
+                            hidden, scratch, readonly=[*readonly, *_paths_in(env)])
+    else:                     # the reaper arms its own PDEATHSIG
         argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
                 *shell]
+    argv = memory_cap(limits.memory_limit_gb) + argv
     start = time.monotonic()
     read_fd, write_fd = os.pipe()
     try:
@@ -114,8 +117,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
             try:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=write_fd,
                                         stderr=write_fd, stdin=subprocess.DEVNULL,
-                                        start_new_session=True,
-                                        preexec_fn=lambda: _child_setup(limits.memory_limit_gb))
+                                        start_new_session=True)
             except BaseException:
                 os.close(read_fd)
                 raise
@@ -148,29 +150,22 @@ def _paths_in(env: dict) -> list[str]:
             and os.path.exists(v)]
 
 
-def _child_setup(memory_limit_gb: float | None) -> None:
-    """In the child before exec: die with the engine, and cap memory.
+def memory_cap(memory_limit_gb: float | None) -> list[str]:
+    """An argv prefix that sets the memory cap, then execs the rest (same pid), or [].
 
-    The memory cap is RLIMIT_DATA (private writable memory, per process, inherited): not
-    RLIMIT_AS, which counts reserved address space and so breaks CUDA (it reserves far more
-    than it uses), and not cgroup memory.max, which needs a delegated cgroup v2 subtree that
+    The cap is RLIMIT_DATA (private writable memory, per process, inherited): not RLIMIT_AS,
+    which counts reserved address space and so breaks CUDA (it reserves far more than it
+    uses), and not cgroup memory.max, which needs a delegated cgroup v2 subtree that
     containers and plain user sessions usually lack. Past the cap an allocation fails (in
-    Python a MemoryError), which `run_experiment` reports as out of memory."""
-    _die_with_parent()
-    if memory_limit_gb:
-        import resource
-        cap = int(memory_limit_gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-
-
-def _die_with_parent() -> None:
-    """Linux: the direct child (bwrap, or loop/reap.py) gets SIGKILL if the engine dies;
-    each ends everything the experiment started (the PID namespace, the subreaper)."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    Python a MemoryError), which `run_experiment` reports as out of memory. A prefix, not
+    Popen's preexec_fn: that runs Python in a forked child, unsafe when the engine runs
+    experiments from several threads."""
+    if not memory_limit_gb:
+        return []
+    cap = int(memory_limit_gb * 2**30)
+    return [sys.executable, "-I", "-S", "-c",
+            "import os, resource, sys; resource.setrlimit(resource.RLIMIT_DATA, "
+            f"({cap}, {cap})); os.execvp(sys.argv[1], sys.argv[1:])"]
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -369,6 +364,21 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
                  f"({detail})"
     return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
                      None if memory is None else memory / 1024.0, log_path, detail)
+
+
+def _compile_cache(env: dict) -> list[Path]:
+    """torch.compile's and Triton's caches, kept across runs (a recompile costs minutes on a
+    GPU) in the data cache's `compile/` folder, writable to both steps; sets the variables
+    unless the task set them. Returns the folder to bind writable, if any."""
+    folders = _data_cache(env)
+    if not folders:
+        return []
+    compiled = folders[0] / "compile"
+    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        if var not in env:
+            env[var] = str(compiled / sub)
+            (compiled / sub).mkdir(parents=True, exist_ok=True)
+    return [compiled]
 
 
 def _data_cache(env: dict) -> list[Path]:

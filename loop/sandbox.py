@@ -112,7 +112,10 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
         if git_file.exists():
             cmd += ["--ro-bind", str(git_file), str(git_file)]
     home = Path(os.path.expanduser("~"))
+    needed = [Path(cwd), *map(Path, writable)]
     for path in [*hidden, *(home / rel for rel in CREDENTIALS)]:
+        if any(n == Path(path) or Path(path) in n.parents for n in needed):
+            continue                    # hiding it would hide what the run works in
         if Path(path).is_dir():
             cmd += ["--tmpfs", str(path)]
         elif Path(path).exists():

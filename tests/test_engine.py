@@ -198,7 +198,7 @@ def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expe
     if sig == signal.SIGINT:   # a clean stop leaves no experiment running
         assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
         flag.write_text("none")
-    else:                      # killed outright: its experiment dies with it, before any resume
+    else:                      # killed outright: its experiment goes with it, no resume needed
         assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
         flag.write_text("none")
     # resume: the cut-off step is redone, nothing counted twice, no orphan left behind
@@ -209,7 +209,7 @@ def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expe
     if sig == signal.SIGINT:
         assert "interrupted" in out                     # it cleaned up itself
     else:
-        assert "interrupted; redoing it" in res.stdout  # the resume cleaned up after it
+        assert "interrupted; redoing it" in res.stdout  # the resume rolled the step back
     assert worktree_train.exists()
     table = assert_same_story(repo, mlflow_uri)
     assert len(table) == 3
