@@ -23,6 +23,8 @@ from loop.runner import (OK, RunResult, experiment_env, kill_marked, read_tail,
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
 from loop.task import Task, load_task
+from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
+from loop.gitsafe import DiskFull
 from loop.integrity import StateGuard
 from loop.preflight import check_run_command, check_same_task
 from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
@@ -171,11 +173,31 @@ class Engine:
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
         lock = TagLock(self.dir / "lock")
-        lock.acquire()
         try:
+            lock.acquire()
             return self._run()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            return self._disk_full(exc)
         finally:
             lock.release()
+
+    def _disk_full(self, exc: Exception) -> Stop:
+        """Stop cleanly: the journal (if it can still be written) says why; whatever step
+        was open is rolled back and redone on resume, as after a kill."""
+        stop = Stop("disk_full", disk_full_message(exc), 1)
+        try:
+            self.journal.write("stop", reason=stop.reason, message=stop.message)
+        except OSError:
+            pass
+        for cleanup in (self.workspace.restore,
+                        lambda: hasattr(self, "tracker") and self.tracker.close("FAILED", 5.0)):
+            try:
+                cleanup()
+            except Exception:
+                pass
+        return stop
 
     def _run(self) -> Stop:
         self._install_signals()
@@ -316,6 +338,8 @@ class Engine:
                                 task.evaluate, grader / self.task_rel, task.grace_s,
                                 self.guard.grader_env(env), before_grading)
         grading.remove(grader)                      # a copy of the task folder per run adds up
+        if result.status != OK and log_says_disk_full(result.log_path):
+            raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)

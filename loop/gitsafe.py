@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NO_SPACE = "No space left on device"
+NO_SPACE = ("No space left on device", "Out of diskspace", "Disk quota exceeded")
 
 # Switch off everything git could run on our behalf from configuration.
 HARDENING = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
@@ -54,7 +54,7 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()
-        cls = DiskFull if NO_SPACE in err or "Disk quota exceeded" in err else GitError
+        cls = DiskFull if any(sign in err for sign in NO_SPACE) else GitError
         raise cls(f"git {' '.join(str(a) for a in args[:3])} failed: {err}")
     return out
 
