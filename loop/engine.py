@@ -61,7 +61,8 @@ class Engine:
         self.dir = state_dir(self.repo_root, self.tag)
         self.journal = Journal(self.dir / "journal.jsonl")
         self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag, worktree_path(self.repo_root, self.tag))
+        self.workspace = Workspace(self.repo_root, self.tag,
+                                   worktree_path(self.repo_root, self.tag))
         self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
             results_text(self.task.metric.name, self.records) if self.results_path.exists()
             or self.records else None))
