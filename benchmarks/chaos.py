@@ -45,11 +45,22 @@ grace_s: 5
 """
 TRAIN = """\
 import time
-X = 3.0
-Y = 2
+A = 3.0
+B = 2.0
+C = 0.5
+D = 7.0
+E = 1.5
+F = 4.0
+G = 0.25
+H = 9.0
+TARGETS = [1.0, 4.0, 2.5, 3.0, 0.5, 6.0, 1.25, 5.0]
 time.sleep(0.4)          # long enough for kills to land mid-experiment
-print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2:.6f}")
+score = sum((v - t) ** 2 for v, t in zip([A, B, C, D, E, F, G, H], TARGETS))
+print(f"score: {score:.6f}")
 """
+# many constants, so that the mutate proposer does not run out of changes in a long loop;
+# failures in a row never stop it (the loop must run through every kill)
+CONFIG = "max_consecutive_failures: 100000\nprogram: program.md\n"
 
 
 def sh(cwd, *args) -> str:
@@ -64,6 +75,7 @@ def make_repo(root: Path) -> Path:
     (task / "train.py").write_text(TRAIN)
     (task / "grade.py").write_text("# protected\n")
     (root / "program.md").write_text("Minimize the score.\n")
+    (root / "chaos.yaml").write_text(CONFIG)
     sh(root, "init", "-q", "-b", "main")
     sh(root, "add", "-A")
     sh(root, "-c", "user.name=C", "-c", "user.email=c@e", "commit", "-qm", "task")
@@ -71,7 +83,8 @@ def make_repo(root: Path) -> Path:
 
 
 def cli(repo: Path, tag: str, iterations: int, env: dict, **kw):
-    return subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", tag,
+    return subprocess.Popen([sys.executable, "-m", "loop", "run", "--config", "chaos.yaml",
+                             "--task", "task", "--tag", tag,
                              "--iterations", str(iterations), "--judge", "strict"],
                             cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kw)
@@ -180,12 +193,13 @@ def main() -> int:
     ap.add_argument("--first-start", type=int, default=12)
     ap.add_argument("--max-life", type=float, default=7.0, help="latest kill, seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--code", type=Path, default=ROOT, help="the engine checkout to run")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="chaos-"))
     repo = make_repo(tmp / "repo")
     uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(args.code.resolve())}
     main_sha = sh(repo, "rev-parse", "main")
     phases, failures, started = Counter(), Counter(), time.monotonic()
     plan = [(f"first{i}", rng.uniform(0.3, 4.0)) for i in range(args.first_start)] + \
