@@ -25,6 +25,8 @@ from loop.scoreboard import BASELINE, Scoreboard
 from loop.progress import Progress, planned_runs
 from loop.status import commit_message, kept_changes, num, plural, resume_line
 from loop.task import Task, load_task
+from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
+from loop.gitsafe import DiskFull
 from loop.integrity import StateGuard
 from loop.preflight import check_run_command, check_same_task
 from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
@@ -62,7 +64,8 @@ class Engine:
         self.dir = state_dir(self.repo_root, self.tag)
         self.journal = Journal(self.dir / "journal.jsonl")
         self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag, worktree_path(self.repo_root, self.tag))
+        self.workspace = Workspace(self.repo_root, self.tag,
+                                   worktree_path(self.repo_root, self.tag))
         self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
             results_text(self.task.metric.name, self.records) if self.results_path.exists()
             or self.records else None))
@@ -174,11 +177,31 @@ class Engine:
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
         lock = TagLock(self.dir / "lock")
-        lock.acquire()
         try:
+            lock.acquire()
             return self._run()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            return self._disk_full(exc)
         finally:
             lock.release()
+
+    def _disk_full(self, exc: Exception) -> Stop:
+        """Stop cleanly: the journal (if it can still be written) says why; whatever step
+        was open is rolled back and redone on resume, as after a kill."""
+        stop = Stop("disk_full", disk_full_message(exc), 1)
+        try:
+            self.journal.write("stop", reason=stop.reason, message=stop.message)
+        except OSError:
+            pass
+        for cleanup in (self.workspace.restore,
+                        lambda: hasattr(self, "tracker") and self.tracker.close("FAILED", 5.0)):
+            try:
+                cleanup()
+            except Exception:
+                pass
+        return stop
 
     def _run(self) -> Stop:
         self._install_signals()
@@ -329,6 +352,8 @@ class Engine:
                                 self.guard.grader_env(env), before_grading, self.limits)
         self.progress.run_finished(0)
         grading.remove(grader)                      # a copy of the task folder per run adds up
+        if result.status != OK and log_says_disk_full(result.log_path):
+            raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
         rec.wall_s += result.wall_s
         if task.throughput_pattern and result.status == OK:   # the machine's speed, per run
             rec.throughput.append(task.throughput(read_tail(self._log_path(n, k))))

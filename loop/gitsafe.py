@@ -6,11 +6,12 @@ An experiment runs as the same user, next to the repository: it can write `.git/
 - runs git with options that switch off every hook-like program (fsmonitor, hooks, pager,
   credential helpers, external diff, textconv, signing) and a scrubbed environment (no API
   keys for whatever git might still start);
-- keeps the repository's config files and hooks as they were when it opened the repository
-  and puts them back before every git call it makes (so a filter or fsmonitor added by an
-  experiment never runs, not even once);
-- snapshots every ref before each run and, after it, undoes what the run moved, keeping the
-  moved value under refs/autoresearch/<tag>/displaced/ so that nothing is lost."""
+- snapshots the repository's config files and hooks (and the user's global git config)
+  and every ref before each run; while the run is on, every git call of the engine (the
+  grader's export) first puts those files back (so a filter or fsmonitor added by the
+  experiment never runs, not even once); after the run, files and refs are put back, the
+  moved values kept under refs/autoresearch/<tag>/displaced/ so that nothing is lost.
+  Between runs nothing is watched: a change you make yourself then is yours."""
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NO_SPACE = "No space left on device"
+NO_SPACE = ("No space left on device", "Out of diskspace", "Disk quota exceeded")
 
 # Switch off everything git could run on our behalf from configuration.
 HARDENING = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
@@ -54,7 +55,7 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()
-        cls = DiskFull if NO_SPACE in err or "Disk quota exceeded" in err else GitError
+        cls = DiskFull if any(sign in err for sign in NO_SPACE) else GitError
         raise cls(f"git {' '.join(str(a) for a in args[:3])} failed: {err}")
     return out
 
@@ -97,7 +98,7 @@ class RepoGuard:
         self.branch_ref = f"refs/heads/{protected_branch}"
         self.tag = tag
         self.notes: list[str] = []           # tampering found, not yet reported
-        self._trusted = self._read_files()
+        self._trusted: dict | None = None    # set while a run is on (see `snapshot`)
 
     # -- config files and hooks ------------------------------------------------------
     def _watched(self) -> list[Path]:
@@ -121,7 +122,10 @@ class RepoGuard:
         return out
 
     def restore_files(self) -> None:
-        """Put back config files and hooks as trusted; cheap enough to run before each call."""
+        """While a run is on: put back config files and hooks as they were before it (cheap
+        enough to run before each git call)."""
+        if self._trusted is None:
+            return
         now = self._read_files()
         for path in set(now) | set(self._trusted):
             want, have = self._trusted.get(path), now.get(path)
@@ -146,13 +150,23 @@ class RepoGuard:
 
     # -- refs --------------------------------------------------------------------------
     def snapshot(self, git: Git) -> RefSnapshot:
+        """Before a run: the files and refs to put back after it."""
+        self._trusted = None
+        refs = self._refs(git)
+        self._trusted = self._read_files()
+        return refs
+
+    def end_run(self) -> None:
+        self._trusted = None
+
+    def _refs(self, git: Git) -> RefSnapshot:
         out = git("for-each-ref", "--format=%(objectname) %(refname)")
         refs = dict(line.split(" ", 1)[::-1] for line in out.splitlines() if line)
         refs.pop(self.branch_ref, None)          # the loop's branch has its own check
         return RefSnapshot(refs)
 
     def restore_refs(self, git: Git, before: RefSnapshot, label: str) -> None:
-        after = self.snapshot(git)
+        after = self._refs(git)
         displaced = f"refs/autoresearch/{self.tag}/displaced/{label}"
         for ref in sorted(set(before.refs) | set(after.refs)):
             old, new = before.refs.get(ref), after.refs.get(ref)

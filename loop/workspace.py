@@ -86,14 +86,17 @@ class Workspace:
 
     # -- tampering by a run ----------------------------------------------------------
     def snapshot(self) -> RefSnapshot:
-        """Every ref but the loop's branch, before a run (see `check_tamper`)."""
-        self.guard.restore_files()
+        """Before a run: git config files, hooks and every ref but the loop's branch."""
         return self.guard.snapshot(self.git)
 
     def check_tamper(self, before: RefSnapshot, label: str) -> list[str]:
         """After a run: put back config, hooks and refs it changed; what was undone."""
-        self.guard.restore_files()
-        self.guard.restore_refs(self.git, before, label)
+        try:
+            self.guard.restore_files()
+            self.guard.end_run()
+            self.guard.restore_refs(self.git, before, label)
+        finally:
+            self.guard.end_run()
         return self.guard.take_notes()
 
     def committed(self, path: str, ref: str = "HEAD") -> bool:

@@ -98,7 +98,8 @@ def test_mlebench_competition_runs_the_loop(tmp_path, mlflow_uri, monkeypatch):
     for line in ("leaderboard_teams: 60", "gold_threshold:", "medal:", "above_median:"):
         assert line in log
     # the worktree never held the answers
-    worktree = repo / ".autoresearch/mle/worktree"
+    worktree = repo / ".autoresearch/.worktrees/mle"
+    assert worktree.is_dir()
     assert not any(p.name == "test.csv" for p in worktree.rglob("*"))
 
 

@@ -89,12 +89,21 @@ def test_git_runs_with_no_secrets_and_no_planted_fsmonitor(toy_repo, tmp_path, m
     out = tmp_path / "env.txt"
     spy.write_text(f"#!/bin/sh\nenv > {out}\n")
     spy.chmod(0o755)
-    # planted between two engine calls (e.g. by a daemon): the next call puts config back
-    # before git reads it
+    before = ws.snapshot()           # a run starts
+    # planted by the run, then an engine git call (the grader's export) during the run:
+    # config is put back before git reads it
     git(toy_repo, "config", "core.fsmonitor", str(spy))
+    git(toy_repo, "config", "filter.spy.smudge", str(spy))
+    (ws.worktree / "task" / ".gitattributes").write_text("* filter=spy\n")
+    ws.export(ws.tip(), "task", tmp_path / "export")
+    assert "fsmonitor" not in (toy_repo / ".git" / "config").read_text()
     ws.restore()
     ws.diff(ws.tip(), ws.tip())
     assert not out.exists()
-    assert "fsmonitor" not in (toy_repo / ".git" / "config").read_text()
+    assert ".git/config" in " ".join(ws.check_tamper(before, "0-0"))
+    # between runs a change is the user's own: kept, and still never run by the engine
+    git(toy_repo, "config", "core.fsmonitor", str(spy))
+    ws.restore()
+    assert not out.exists() and "fsmonitor" in (toy_repo / ".git" / "config").read_text()
     from loop.gitsafe import git_env
     assert "OPENAI_API_KEY" not in git_env() and git_env()["GIT_CONFIG_NOSYSTEM"] == "1"
