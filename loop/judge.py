@@ -106,7 +106,7 @@ def strict(candidate: list[float], best: list[float], direction: str,
     """karpathy/autoresearch's rule: keep iff strictly better by more than min_delta."""
     cand, ref = fmean(candidate), fmean(best)
     delta = improvement(cand, ref, direction)
-    stats = {"candidate_mean": cand, "best_mean": ref, "delta": delta,
+    stats = {"candidate_mean": cand, "best_mean": ref, "gain": delta,
              "threshold": min_delta, "candidate_runs": len(candidate), "best_runs": len(best)}
     if delta > min_delta:
         return Verdict(KEEP, f"better by {delta:.6g} (> {min_delta:g})", stats)
@@ -137,7 +137,7 @@ def noise_aware(candidate: list[float], best: list[float], direction: str, confi
     net = lines_added - lines_removed
     can_rerun = n_c < 1 + config.confirm_runs
     sd, df = _noise(candidate, best, noise_sd, noise_df)
-    stats = {"candidate_mean": cand, "best_mean": ref, "delta": delta,
+    stats = {"candidate_mean": cand, "best_mean": ref, "gain": delta,
              "candidate_runs": n_c, "best_runs": n_b, "net_lines_added": net}
     if sd is None:                               # not one repeated state anywhere yet
         if can_rerun:
@@ -224,7 +224,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     net = lines_added - lines_removed
     need = max(1, min(config.baseline_runs, 1 + config.confirm_runs) - 1)
     can_rerun = k < config.confirm_runs and len(candidate) <= config.confirm_runs
-    stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "delta": d,
+    stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "gain": d,
              "paired_runs": k, "best_period_mean": fmean(ref), "candidate_runs": n_c,
              "best_runs": len(best), "net_lines_added": net}
     again = {"also_best": 1}

@@ -27,7 +27,7 @@ def test_noise_is_the_default_rule():
 def test_clear_win_with_r_runs_is_kept_and_stats_recorded():
     v = judge([0.95, 0.96, 0.94], BEST, "minimize", NOISE, **SD)
     assert v.action == KEEP
-    assert v.stats["delta"] == pytest.approx(0.05)
+    assert v.stats["gain"] == pytest.approx(0.05)
     assert v.stats["candidate_runs"] == 3 and v.stats["best_runs"] == 3
     assert v.stats["noise_sd"] == pytest.approx(0.01)
     assert v.stats["threshold"] < 0.05 and v.stats["p_value"] < 0.001

@@ -43,7 +43,7 @@ def test_drift_does_not_make_a_no_op_a_keep():
     cand = [c0] + [c for c, _ in pairs]
     v = judge(cand, OLD_BEST, "minimize", CFG, **SD, pairs=pairs, period_noise=PERIOD)
     assert v.action != KEEP
-    assert abs(v.stats["delta"]) < 0.01             # the drift cancels in the balanced design
+    assert abs(v.stats["gain"]) < 0.01             # the drift cancels in the balanced design
     assert v.stats["best_period_mean"] < 0.6        # the best as measured now
 
 
@@ -54,7 +54,7 @@ def test_a_real_gain_under_drift_is_kept_after_two_runs_of_the_best_alongside():
              [drifted(24, 1.0 - gain) - 0.002, drifted(23, 1.0) + 0.005]]
     v = judge([c0] + [c for c, _ in pairs], OLD_BEST, "minimize", CFG, **SD, pairs=pairs,
               period_noise=PERIOD)
-    assert v.action == KEEP and v.stats["delta"] == pytest.approx(gain, abs=0.01)
+    assert v.action == KEEP and v.stats["gain"] == pytest.approx(gain, abs=0.01)
     assert "alongside" in v.reason and v.stats["paired_runs"] == 2
     one = judge([c0, pairs[0][0]], OLD_BEST, "minimize", CFG, **SD, pairs=pairs[:1],
                 period_noise=PERIOD)

@@ -130,7 +130,7 @@ def _num(value: float | None) -> str:
 
 def _line(a: Attempt) -> str:
     metric = "" if a.metric is None else f" {_num(a.metric)}"
-    delta = "" if a.delta is None else f" (delta {a.delta:+.4g})"
+    delta = "" if a.delta is None else f" (gain {a.delta:+.4g})"
     reason = f" [{a.reason}]" if a.reason and a.status != "keep" else ""
     text = " ".join(f"#{a.iteration} {a.status}{metric}{delta}: {a.description}{reason}".split())
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
@@ -157,7 +157,7 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     counts = Counter(a.status for a in history)
     summary = (f"{len(history)} attempts so far: "
                + ", ".join(f"{n} {s}" for s, n in counts.most_common())
-               + ". delta > 0 means better than the best at that time.")
+               + ". gain > 0 means better than the best at that time.")
     recent = history[-RECENT_IN_FULL:]
     older = history[:-RECENT_IN_FULL]
     budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
