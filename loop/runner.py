@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +97,10 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     limits = limits or Limits()
     boxed = sandbox.active(limits.sandbox)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="autoresearch-tmp-"))
+    # next to the log, under a fixed name: what a killed engine leaves is cleared by the redo
+    scratch = log_path.parent / f".scratch-{log_path.name}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _compile_cache(env)
     shell = ["/bin/sh", "-c", command]

@@ -1,7 +1,7 @@
 """`autoresearch doctor`: one line per protection, probed for real; exit 1 when a required
 one is missing."""
 from conftest import run_cli
-from test_sandbox import NO_SANDBOX, fake_bwrap, needs_sandbox
+from test_sandbox import fake_bwrap, needs_sandbox
 
 NAMES = ["sandbox", "network", "PID", "filesystem", "git hardening", "secrets", "GPU/torch",
          "MLflow store", "disk"]
