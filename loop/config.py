@@ -13,6 +13,7 @@ from loop.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
 JUDGE_RULES = ("strict", "noise")
+BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -32,6 +33,9 @@ class ProposerConfig:
     price_cached_input_per_m: float | None = None
     log_prompts: bool = True             # store prompt + reply as MLflow artifacts
     tracing: bool = False                # MLflow OpenAI autolog tracing
+    concurrency: int = 1                 # proposals requested at once (parallel LLM calls)
+    ahead: int | None = None             # proposals kept ready beyond the free slots
+                                         # (default: 0 with one worker, else `workers`)
 
 
 @dataclass
@@ -72,6 +76,9 @@ class Config:
     max_consecutive_failures: int = 5
     max_cost_usd: float | None = None
     seed: int = 0
+    workers: int = 1                     # run slots: experiments at once
+    devices: tuple[str, ...] | None = None  # GPU ids, one per slot (default: all visible)
+    backend: str = "local"               # local | ray (a Ray cluster; pip install '.[ray]')
     program: str = "program.md"          # steering file, re-read every iteration
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -124,6 +131,15 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:
         raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
                           f"(use --model M or proposer.model in the config)")
+    if cfg.workers < 1 or cfg.proposer.concurrency < 1 or (cfg.proposer.ahead or 0) < 0:
+        raise ConfigError(f"{where}: workers and proposer.concurrency must be >= 1, "
+                          f"proposer.ahead >= 0")
+    if cfg.backend not in BACKENDS:
+        raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS)}, "
+                          f"got '{cfg.backend}'")
+    if cfg.devices is not None:
+        cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
+                            if d.strip())
     if cfg.tag is not None and not _valid_tag(cfg.tag):
         raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
 

@@ -193,3 +193,64 @@ class Workspace:
             tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
                 else tar.extractall(dest)
         return dest / folder if folder not in ("", ".") else dest
+
+    # -- several candidates at once (loop/scheduler.py) ---------------------------
+    def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
+        """Like `stage`, but on top of `base` and without touching any worktree (a private
+        index): a proposal made against an older tip is staged against what it saw."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, **self._env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            git = lambda *a, **kw: subprocess.run(["git", *a], cwd=self.repo_root, env=env,  # noqa: E731
+                                                  capture_output=True, text=True, check=True,
+                                                  **kw).stdout.strip()
+            git("read-tree", base)
+            for rel, text in files.items():
+                path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+                blob = git("hash-object", "-w", "--stdin", input=text)
+                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            tree = git("write-tree")
+            return git("commit-tree", tree, "-p", base, "-m", message)
+
+    def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
+        """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
+        out = {}
+        for rel in paths:
+            path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+            got = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=self.repo_root,
+                                 capture_output=True)
+            if got.returncode == 0:
+                out[rel] = got.stdout.decode("utf-8", "replace")
+        return out
+
+    def replay(self, commit: str, onto: str) -> str | None:
+        """`commit`'s change (against its parent) applied 3-way on top of `onto`, as a new
+        commit with the same message; None when it conflicts. Touches no worktree."""
+        import tempfile
+        patch = subprocess.run(["git", "diff", "--binary", f"{commit}^", commit],
+                               cwd=self.repo_root, capture_output=True, check=True).stdout
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, **self._env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            run = lambda *a, **kw: subprocess.run(["git", *a], cwd=self.repo_root, env=env,  # noqa: E731
+                                                  capture_output=True, **kw)
+            run("read-tree", onto, check=True)
+            if run("apply", "--3way", "--cached", input=patch).returncode != 0:
+                return None
+            tree = run("write-tree", check=True, text=True).stdout.strip()
+            return run("commit-tree", tree, "-p", onto, "-m", self.message(commit),
+                       check=True, text=True).stdout.strip()
+
+    def add_slot_worktree(self, path: Path) -> "Workspace":
+        """A detached worktree for one run slot (same branch and refs; the branch is not
+        checked out there, so the slot never moves it)."""
+        path = Path(path)
+        if not (path / ".git").exists():
+            if path.exists():
+                shutil.rmtree(path)
+            self.git.worktree("prune")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.git.worktree("add", "--quiet", "--detach", str(path), self.tip())
+        slot = Workspace.__new__(Workspace)
+        slot.__dict__.update(self.__dict__)
+        slot.worktree = path
+        return slot
