@@ -257,19 +257,21 @@ class Engine:
                 self._start(self._number(), self.tip, "", Proposal(BASELINE), baseline=True)
             self.sched.dispatch()
             return
-        if not self.probes and self.score.needs_remeasure(self.config.judge):
-            self._remeasure_best(self._number())
+        n = self._number()
+        if not self.probes and n <= self.config.iterations and \
+                self.score.needs_remeasure(self.config.judge):
+            self._remeasure_best(n)      # before the next proposal, as with one slot
         self.sched.dispatch()
         while self.sched.free() > 0 and self.proposals.items:
             n = min(self.proposals.items)       # candidates start in iteration order
-            taken = self.proposals.take(n)
-            if taken is None:
-                break
             try:
-                self._start(n, *taken)
+                taken = self.proposals.take(n)
             except ProposerFatal as exc:
                 self.stop = Stop("proposer", f"stopped: {exc}", 1)
                 return self._plan()
+            if taken is None:
+                break
+            self._start(n, *taken)
             self.sched.dispatch()
         self._request_proposals()
 
@@ -552,8 +554,8 @@ class Engine:
         """What the proposer sees: the best's files (the main worktree is always the tip),
         every finished attempt, and those in flight or queued (status `running`), so that
         proposals made ahead do not repeat them."""
-        files = self.workspace.read_files(self.task_rel, self.task.editable_files(
-            self.workspace.worktree / self.task_rel))
+        files = self.workspace.read_at(self.tip, self.task_rel, [
+            p for p in self.workspace.list_at(self.tip, self.task_rel) if self.task.is_editable(p)])
         done = sorted(self.records, key=lambda r: r.iteration)
         failures = [r for r in done if r.status in FAILURES][-2:]
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,

@@ -240,6 +240,16 @@ class Workspace:
             return run("commit-tree", tree, "-p", onto, "-m", self.message(commit),
                        check=True, text=True).stdout.strip()
 
+    def head(self) -> str:
+        """The commit this worktree's HEAD points at."""
+        return self._wt("rev-parse", "HEAD").strip()
+
+    def list_at(self, commit: str, folder: str) -> list[str]:
+        """Files under `folder` in `commit`, relative to the folder."""
+        out = self.git.ls_tree("-r", "--name-only", commit, "--", folder or ".")
+        prefix = f"{folder}/" if folder not in ("", ".") else ""
+        return [p[len(prefix):] for p in out.splitlines() if p.startswith(prefix)]
+
     def add_slot_worktree(self, path: Path) -> "Workspace":
         """A detached worktree for one run slot (same branch and refs; the branch is not
         checked out there, so the slot never moves it)."""

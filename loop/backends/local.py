@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from loop.backends import JOB_ENV, RunJob, failed, run_in_folder
-from loop.runner import kill_marked
+from loop.runner import CRASH, kill_marked
 
 
 class LocalBackend:
@@ -15,8 +15,11 @@ class LocalBackend:
                  slot_root: Path):
         self.task, self.task_rel, self.guard = task, task_rel, guard
         self.workspace = workspace
-        self.slots = [(i, workspace.add_slot_worktree(slot_root / str(i)), env)
-                      for i, env in enumerate(slot_envs)]
+        # One slot runs in the loop's worktree (as the loop always did); with more, each
+        # slot gets a detached worktree of its own.
+        self.slots = [(0, workspace, slot_envs[0])] if len(slot_envs) == 1 else \
+            [(i, workspace.add_slot_worktree(slot_root / str(i)), env)
+             for i, env in enumerate(slot_envs)]
         self._free = list(self.slots)
         self._lock = threading.Lock()
         self._threads: dict[str, threading.Thread] = {}
@@ -37,11 +40,17 @@ class LocalBackend:
         _, ws, env = slot
         try:
             ws.materialize(job.commit)   # the slot's worktree holds exactly the attempt
+            head = ws.head()
             result = run_in_folder(job, ws.worktree / self.task_rel, self.task, self.guard,
                                    job.run_dir, job.log_path, self.task_rel,
                                    lambda dest: self.workspace.export(job.commit,
                                                                       self.task_rel, dest),
                                    env)
+            if ws is not self.workspace and ws.head() != head:   # a `git commit` in the run
+                ref = self.workspace.keep_ref(f"tampered-{job.job_id}", ws.head())
+                ws.restore()
+                result.status, result.metric = CRASH, None
+                result.detail = f"tampered: the run committed in its worktree (kept as {ref})"
         except Exception as exc:      # an engine-side failure costs this run, not the loop
             result = failed(job, f"slot error: {type(exc).__name__}: {exc}")
         with self._lock:
