@@ -11,30 +11,27 @@ was cut off, finishes a keep whose branch move was lost, and brings results.tsv 
 up to date; then it carries on from the lowest free iteration number."""
 from __future__ import annotations
 
-import hashlib
 import math
 import shutil
-import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop import grading, judge as judging
+from loop.backends import RunJob
 from loop.config import Config
-from loop.errors import UsageError
-from loop.journal import Journal, Record, TagLock, record_dict, replay
-from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
-from loop.backends import RunJob, make_backend
-from loop.runner import OK, kill_marked, read_tail
-from loop.scheduler import ProposalQueue, Scheduler, slot_envs
+from loop.journal import Journal, Record, TagLock, record_dict
+from loop.proposers.base import Proposal, ProposerFatal, make_proposer
+from loop.reporting import FAILURES, REMEASURE_RUN, Reporting
+from loop.resume import Recovery
+from loop.runner import OK
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, progress_line
-from loop.task import Task, load_task
-from loop.tracking import Tracker, append_result, write_results
+from loop.task import load_task
+from loop.tracking import append_result
 from loop.workspace import Workspace
 
-REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
-FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+__all__ = ["Engine", "Stop", "FAILURES", "REMEASURE_RUN", "default_tag", "state_dir"]
 
 
 @dataclass
@@ -69,7 +66,7 @@ def state_dir(repo_root: Path, tag: str) -> Path:
     return repo_root / ".autoresearch" / tag
 
 
-class Engine:
+class Engine(Recovery, Reporting):
     def __init__(self, config: Config, out=print, proposer=None):
         self.config = config
         self.out = out
@@ -91,101 +88,6 @@ class Engine:
         self.probes = 0                   # re-runs of the best in flight
         self.rows_written = 0             # results.tsv holds iterations below this
         self.stop: Stop | None = None
-
-    # -- set-up and resume ---------------------------------------------------------
-    def _check_committed(self, task: Task) -> None:
-        if self.workspace.branch_exists():
-            return
-        if not self.workspace.committed(f"{self.task_rel}/task.yaml".lstrip("/")):
-            raise UsageError(f"{self.task_rel or '.'}/task.yaml is not committed: the loop runs "
-                             f"on a branch from HEAD, so commit the task first")
-        dirty = self.workspace.git.status("--porcelain", "--", task.root.as_posix())
-        if dirty:
-            self.out(f"note: uncommitted changes under {self.task_rel or '.'} are not part of "
-                     f"this run (the branch starts at HEAD)")
-
-    def _open(self) -> None:
-        state = replay(self.journal.events())
-        self.workspace.open()
-        wt_task = self.workspace.worktree / self.task_rel
-        task = load_task(wt_task, origin=self.repo_root / self.task_rel)
-        if self.config.time_budget_s:
-            task = replace(task, time_budget_s=self.config.time_budget_s)
-        self.task = task
-        self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
-                                             self.dir / "pristine")  # what grading trusts
-        start = state.start or {}
-        uri = self.config.tracking.uri or start.get("tracking_uri")
-        experiment = self.config.tracking.experiment or start.get("experiment") \
-            or f"autoresearch/{task.name}"
-        self.tracker = Tracker(uri, experiment)
-        self.tip = self.workspace.tip()
-        envs = slot_envs(self.config.workers, self.config.devices)
-        self.backend = make_backend(self.config.backend, workspace=self.workspace, task=task,
-                                    task_rel=self.task_rel, guard=self.guard, slot_envs=envs,
-                                    slot_root=self.dir / "slots")
-        self.sched = Scheduler(self.backend)
-        self.proposals = ProposalQueue(self.proposer, self.config.proposer.concurrency,
-                                       self.sched.events)
-        params = {"task": task.name, "task_path": self.task_rel, "branch": self.workspace.branch,
-                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
-                  "judge": self.config.judge.rule, "metric": task.metric.name,
-                  "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
-                  "seed": self.config.seed, "workers": self.config.workers,
-                  "backend": self.config.backend}
-        parent = self.tracker.open_parent(self.tag, start.get("parent_run_id"), params,
-                                          {"git.branch": self.workspace.branch})
-        if not state.start:
-            self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
-                               base_commit=self.workspace.tip(), task=self.task_rel,
-                               metric=task.metric.name, direction=task.metric.direction,
-                               tracking_uri=self.tracker.uri, experiment=experiment,
-                               parent_run_id=parent)
-        elif parent != start.get("parent_run_id"):
-            self.journal.write("start_tracking", parent_run_id=parent)
-        self._recover(state)
-
-    def _recover(self, state) -> None:
-        """Make git, results.tsv and MLflow agree with the journal before going on."""
-        for n, b in sorted(state.open_begins.items()):   # steps cut off: roll each back
-            self.out(f"resume: iteration {n} was interrupted; redoing it")
-            if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
-                self.out("resume: killed the experiment processes the interrupted step left")
-            if b.get("commit"):
-                self.workspace.keep_ref(f"interrupted-{n}-{int(b['time'])}", b["commit"])
-            if b.get("run_id"):
-                self.tracker.abandon(b["run_id"])
-            self.journal.write("abandon", iteration=n)
-        parent_id = (state.start or {}).get("parent_run_id")
-        if parent_id and kill_marked(f"AUTORESEARCH_RUN_ID={parent_id}"):
-            self.out("resume: killed re-runs of the best the interrupted loop left")
-        self.records = state.records
-        for rec in self.records:
-            if rec.kept and rec.commit != rec.parent and self.workspace.tip() == rec.parent:
-                self.workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
-                self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
-        self.tip = self.workspace.tip()
-        self.workspace.restore()
-        for item in state.measured:   # every measurement again, in the order it was made
-            if isinstance(item, Record):
-                self.score.add(item)
-                self.cost += item.usage.get("cost_usd", 0.0)
-            else:
-                self.score.remeasured(item.get("value"))
-        self.cost += state.dropped_cost
-        by_iter = {r.iteration: r for r in self.records}
-        while self.rows_written in by_iter:
-            self.rows_written += 1
-        write_results(self.results_path, self.task.metric.name,
-                      [by_iter[i] for i in range(self.rows_written)])
-        for n in state.untracked:                 # MLflow missed these: log them now
-            rec = by_iter[n]
-            patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
-            self._track(rec, patch)
-        if self.records:
-            self.out(f"resume: tag {self.tag}, {len(self.records)} iterations done, "
-                     f"{self.score.kept} kept, best {self.task.metric.name} = "
-                     f"{self.score.best_value()}")
 
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
@@ -472,32 +374,6 @@ class Engine:
                           [by_iter[i] for i in range(self.rows_written + 1)])
             self.rows_written += 1
 
-    def _track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
-        """Project a finished record into MLflow, then journal that it is there."""
-        artifacts = {"run.log": self._log_path(rec.iteration, 0)}
-        for k in range(1, REMEASURE_RUN):       # every run, also those before a replay
-            if not self._log_path(rec.iteration, k).exists():
-                break
-            artifacts[f"run{k}.log"] = self._log_path(rec.iteration, k)
-        if patch:
-            artifacts["diff.patch"] = patch
-        if proposal and self.config.proposer.log_prompts:
-            artifacts.update(proposal.artifacts)
-        params = {"iteration": rec.iteration, "parent_commit": rec.parent,
-                  "program_sha": rec.program_sha, "seed": rec.seed,
-                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
-                  "time_budget_s": self.task.time_budget_s}
-        tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
-                "program_sha": rec.program_sha}
-        try:
-            self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                          self.score.kept)
-        except Exception as exc:   # e.g. the SQLite store locked by a busy `mlflow ui`
-            self.out(f"warning: MLflow logging of iteration {rec.iteration} failed "
-                     f"({type(exc).__name__}: {exc}); it is retried at the next start")
-            return
-        self.journal.write("tracked", iteration=rec.iteration)
-
     def _remeasure_best(self, n: int) -> None:
         """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
         refresh the noise estimate. Journalled, logged on the parent run; not a row. After a
@@ -529,90 +405,3 @@ class Engine:
             for cand in [c for c in self.cands.values() if c.waiting]:
                 cand.waiting = False
                 self._advance(cand)
-
-    # -- helpers --------------------------------------------------------------------
-    def _seed(self, n: int, k: int) -> int:
-        """A fresh, reproducible seed for run k of iteration n ($AUTORESEARCH_SEED)."""
-        return self.config.seed + 1000 * n + k
-
-    def best_value(self) -> float | None:
-        return self.score.best_value()
-
-    def _log_path(self, n: int, k: int) -> Path:
-        name = (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log"
-                if k < REMEASURE_RUN else f"iter-{n:04d}-best{k - REMEASURE_RUN}.log")
-        return self.dir / "logs" / name
-
-    def _program(self) -> tuple[str, str]:
-        try:
-            text = self.program_path.read_text()
-        except OSError:
-            return "", "none"
-        return text, hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    def _context(self, n: int, program: str) -> Context:
-        """What the proposer sees: the best's files (the main worktree is always the tip),
-        every finished attempt, and those in flight or queued (status `running`), so that
-        proposals made ahead do not repeat them."""
-        files = self.workspace.read_at(self.tip, self.task_rel, [
-            p for p in self.workspace.list_at(self.tip, self.task_rel) if self.task.is_editable(p)])
-        done = sorted(self.records, key=lambda r: r.iteration)
-        failures = [r for r in done if r.status in FAILURES][-2:]
-        history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
-                           self._tail(r) if r in failures else "")
-                   for r in done if r.description != BASELINE]
-        history += [Attempt(c.rec.iteration, c.rec.description, "running", None, None)
-                    for c in self.cands.values() if not c.baseline]
-        return Context(n, self.task, files, program, history, self.score.best_value(),
-                       self.config.seed + n, judging.estimate_noise(self.score.history))
-
-    def _tail(self, rec: Record) -> str:
-        path = self._log_path(rec.iteration, 0)
-        return read_tail(path, 3000) if path.exists() else ""
-
-    def _check(self, proposal: Proposal, base: str) -> str | None:
-        if not proposal.files:
-            return "the proposal changes nothing"
-        for rel in proposal.files:
-            reason = self.task.check_edit_path(rel)
-            if reason:
-                return reason
-            if "\x00" in proposal.files[rel]:
-                return f"{rel}: binary content"
-        current = self.workspace.read_at(base, self.task_rel, list(proposal.files))
-        if all(current.get(p) == t for p, t in proposal.files.items()):
-            return "the edit changes nothing"
-        return None
-
-    def _drop_proposals(self, wait: bool) -> None:
-        """Proposals made but not started when the loop stops: their cost is journalled."""
-        for n, proposal in self.proposals.drop_all(wait):
-            cost = proposal.usage.cost_usd if proposal else 0.0
-            self.cost += cost
-            self.journal.write("drop", iteration=n, cost_usd=cost,
-                               description=proposal.description if proposal else "")
-
-    def _interrupted(self) -> None:
-        """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""
-        self.sched.drop(lambda j: False)
-        self.sched.cancel(lambda j: True)
-        self.backend.close()
-        self._drop_proposals(wait=False)
-        for n, cand in sorted(self.cands.items()):
-            if cand.rec.run_id:
-                self.tracker.abandon(cand.rec.run_id)
-            self.journal.write("abandon", iteration=n)
-        self.cands.clear()
-        self.workspace.restore()
-
-    @staticmethod
-    def _install_signals() -> None:
-        """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal closed) stop like Ctrl-C:
-        cleanly, nothing lost."""
-        def handler(signum, frame):
-            raise KeyboardInterrupt
-        try:
-            signal.signal(signal.SIGTERM, handler)
-            signal.signal(signal.SIGHUP, handler)
-        except ValueError:
-            pass  # not the main thread (tests): Ctrl-C handling still applies

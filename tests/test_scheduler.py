@@ -7,12 +7,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from conftest import git, make_repo, run_cli
-from test_engine import _wait_for, assert_same_story, rows
+from test_engine import _wait_for, assert_same_story
 from loop.config import Config, JudgeConfig
 from loop.engine import Engine
 from loop.errors import ConfigError
@@ -199,3 +198,36 @@ def test_slot_devices():
 def test_workers_flag_is_checked(toy_repo):
     res = run_cli("run", "--task", "task", "--workers", "0", cwd=toy_repo)
     assert res.returncode == 2 and "workers" in res.stderr + res.stdout
+
+
+def _edit_reply(name, old, new):
+    from openai_server import Reply
+    return Reply(f"Description: set {name} to {new}\n\ntrain.py\n```python\n<<<<<<< SEARCH\n"
+                 f"{name} = {old}\n=======\n{name} = {new}\n>>>>>>> REPLACE\n```\n", delay_s=0.5)
+
+
+def test_proposals_are_requested_ahead_from_a_slow_server(tmp_path, mlflow_uri, openai_server):
+    """While both slots are busy, the next proposals are already being asked for, two at a
+    time; no more are asked for than the iterations allow."""
+    from loop.config import ProposerConfig
+    repo, gates = gated_repo(tmp_path)
+    openai_server.script(_edit_reply("A", "4.0", "3.0"), _edit_reply("B", "4.0", "3.5"),
+                         _edit_reply("A", "4.0", "2.5"), _edit_reply("B", "4.0", "2.0"))
+    proposer = ProposerConfig(kind="llm", model="m", base_url=openai_server.base_url,
+                              concurrency=2, ahead=2)
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=4, workers=2,
+                 proposer=proposer, judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append))
+    # two candidates run (held at their gates) and two more proposals are asked for meanwhile
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    assert _wait_for(lambda: len(openai_server.requests) == 4), "\n".join(lines)
+    assert not any(e["event"] == "end" and e["iteration"] > 0 for e in journal(repo))
+    for n in range(1, 5):
+        (gates / str(n)).write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    assert len(openai_server.requests) == 4             # nothing asked beyond the budget
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 5 and table[0]["status"] == "keep"
+    assert all(r["status"] in ("keep", "discard") for r in table[1:])
