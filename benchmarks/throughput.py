@@ -72,32 +72,40 @@ def loop(tmp: Path, slots: int, budget: float, iterations: int, rule: str = "str
     return {"events": events, "wall": wall, "runs": len(logs), "logs": logs, "spans": spans}
 
 
-def run_rate(result: dict, skip_baseline: bool = True) -> tuple[float, int]:
-    """Runs per hour from the first candidate's begin to the last end (the baseline's own
-    R runs and the start-up are left out: they are not the steady state)."""
+def run_rate(result: dict) -> tuple[float, int, float]:
+    """Runs per hour in the steady state: from the first candidate's start to the last
+    candidate's start (the baseline, start-up and the final drain, when no new work starts,
+    are left out: an overnight loop is all steady state). Also the mean wall of a run."""
     ev = result["events"]
     begins = [e["time"] for e in ev if e["event"] == "begin" and e["iteration"] > 0]
-    ends = [e["time"] for e in ev if e["event"] in ("end", "remeasure")]
-    t0, t1 = min(begins), max(ends)
-    runs = sum(len(e["samples"]) for e in ev if e["event"] == "end" and e["iteration"] > 0)
-    runs += sum(1 for e in ev if e["event"] == "remeasure")
-    runs += sum(len(e.get("samples", [])) for e in ev if e["event"] == "replay")
-    return runs * 3600 / (t1 - t0), runs
+    t0, t1 = min(begins), max(begins)
+    # `end` lines carry the record's own start time; `tracked` follows each end at once
+    tracked = {e["iteration"]: e["time"] for e in ev if e["event"] == "tracked"}
+    done = [(tracked[e["iteration"]], len(e["samples"])) for e in ev
+            if e["event"] == "end" and e["iteration"] > 0 and e["iteration"] in tracked]
+    done += [(e["time"], 1) for e in ev if e["event"] == "remeasure"]
+    done += [(e["time"], len(e.get("samples", []))) for e in ev if e["event"] == "replay"]
+    runs = sum(k for t, k in done if t0 <= t <= t1)
+    ends = [e for e in ev if e["event"] == "end" and e["iteration"] > 0]
+    walls = sum(e["wall_s"] for e in ends)
+    count = sum(max(1, len(e["samples"])) for e in ends)
+    return runs * 3600 / (t1 - t0), runs, walls / max(1, count)
 
 
 def scaling(args, backend="local") -> None:
     slots_list = [int(s) for s in args.slots.split(",")]
-    print(f"| backend | judge | slots | runs | runs/hour | limit | share of limit |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"| backend | judge | slots | runs counted | mean run wall | runs/hour | limit | "
+          f"share of limit |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for rule in args.rules.split(","):
             for slots in slots_list:
                 res = loop(Path(tmp), slots, args.budget, max(6, args.per_slot * slots), rule,
                            backend)
-                rate, runs = run_rate(res)
+                rate, runs, wall = run_rate(res)
                 limit = 3600 / args.budget * slots
-                print(f"| {backend} | {rule} | {slots} | {runs} | {rate:.0f} | {limit:.0f} | "
-                      f"{rate / limit:.2f} |", flush=True)
+                print(f"| {backend} | {rule} | {slots} | {runs} | {wall:.2f} s | {rate:.0f} | "
+                      f"{limit:.0f} | {rate / limit:.2f} |", flush=True)
 
 
 def llm(args) -> None:
@@ -122,7 +130,7 @@ def llm(args) -> None:
     server.stop()
     ev = res["events"]
     t0 = min(e["time"] for e in ev if e["event"] == "begin" and e["iteration"] > 0)
-    t1 = max(e["time"] for e in ev if e["event"] == "end")
+    t1 = max(e["time"] for e in ev if e["event"] == "tracked")
     busy = sum(e["wall_s"] for e in ev if e["event"] == "end" and e["iteration"] > 0)
     idle = 1 - busy / (slots * (t1 - t0))
     print(f"| slots | LLM delay | budget | concurrency | proposals | slot time idle |")
@@ -137,7 +145,8 @@ def overhead(args) -> None:
     slots = int(args.slots.split(",")[0])
     with tempfile.TemporaryDirectory() as tmp:
         res = loop(Path(tmp), slots, args.budget, args.runs, "strict")
-    ends = sorted(e["time"] for e in res["events"] if e["event"] == "end" and e["iteration"] > 0)
+    ends = sorted(e["time"] for e in res["events"]
+                  if e["event"] == "tracked" and e["iteration"] > 0)
     ideal = args.budget / slots
 
     def per_run(window):

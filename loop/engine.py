@@ -351,7 +351,9 @@ class Engine(Recovery, Reporting):
         if rec.kept and rec.commit != self.tip:
             self.workspace.advance(rec.commit, self.tip)
             self.tip = rec.commit
-        self.workspace.restore()
+        if rec.kept or self.config.workers == 1 or self.config.backend != "local":
+            self.workspace.restore()     # the main worktree shows the tip (with one slot,
+                                         # it is also where the run happened)
         if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)

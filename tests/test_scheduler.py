@@ -231,3 +231,28 @@ def test_proposals_are_requested_ahead_from_a_slow_server(tmp_path, mlflow_uri, 
     table = assert_same_story(repo, mlflow_uri)
     assert len(table) == 5 and table[0]["status"] == "keep"
     assert all(r["status"] in ("keep", "discard") for r in table[1:])
+
+
+def test_a_commit_from_inside_a_slot_is_caught(tmp_path, mlflow_uri):
+    """Slots run in detached worktrees: a run's `git commit` cannot move the branch, and
+    it is still caught (its commit kept as a ref) and recorded as tampering."""
+    repo, gates = gated_repo(tmp_path)
+    sneaky = ('import subprocess\nopen("train.py", "a").write("# planted\\n")\n'
+              'subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@x", "commit", '
+              '"-qam", "sneaky"], check=True)\n')
+
+    class Sneaky:
+        def propose(self, context):
+            text = context.files["train.py"].replace("A = 4.0", "A = 1.0") + sneaky
+            return Proposal("commit from inside", files={"train.py": text})
+    for n in range(3):
+        (gates / str(n)).write_text("")
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=1, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    Engine(cfg, out=lambda s: None, proposer=Sneaky()).run()
+    table = assert_same_story(repo, mlflow_uri)
+    assert table[1]["status"] == "crash"
+    assert table[1]["reason"].startswith("tampered: the run committed in its worktree")
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
+    assert any("/tampered-1-0" in r for r in refs)
+    assert git(repo, "rev-list", "--count", "main..autoresearch/t") == "0"
