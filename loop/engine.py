@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,7 +242,8 @@ class Engine(Recovery, Reporting):
         self.sched.dispatch()
 
     def _job(self, n: int, k: int, commit: str, run_id: str, kind: str, priority) -> RunJob:
-        return RunJob(f"{n}-{k}", n, k, commit, run_id,
+        # the id marks the run's processes: unique across engines, tags and restarts
+        return RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
                       {"AUTORESEARCH_SEED": str(self._seed(n, k)),
                        "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
                        "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},

@@ -25,7 +25,7 @@ BACKENDS = ("local", "ray")
 @dataclass
 class RunJob:
     """One experiment run: a candidate's run k, a baseline run, or a re-run of the best."""
-    job_id: str                  # unique: "<iteration>-<k>"
+    job_id: str                  # unique: "<iteration>-<k>-<random>" (marks its processes)
     iteration: int
     k: int                       # run number within the iteration (logs, seeds)
     commit: str                  # the tree to run

@@ -47,7 +47,7 @@ class LocalBackend:
                                                                       self.task_rel, dest),
                                    env)
             if ws is not self.workspace and ws.head() != head:   # a `git commit` in the run
-                ref = self.workspace.keep_ref(f"tampered-{job.job_id}", ws.head())
+                ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.k}", ws.head())
                 ws.restore()
                 result.status, result.metric = CRASH, None
                 result.detail = f"tampered: the run committed in its worktree (kept as {ref})"
