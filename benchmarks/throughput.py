@@ -39,7 +39,9 @@ print("score:", sum((v - 7) ** 2 for k, v in list(globals().items()) if k[:1] ==
 
 
 def consts(values) -> str:
-    return "\n".join(f"C{i} = {v}" for i, v in enumerate(values))
+    """One constant per line with a blank line between (git's 3-way merge conflicts on
+    changes to adjacent lines, which would make most replays conflicts)."""
+    return "\n\n".join(f"C{i} = {v}" for i, v in enumerate(values))
 
 
 def make_repo(root: Path, budget: float) -> None:
@@ -115,11 +117,12 @@ def llm(args) -> None:
     rng = random.Random(0)
     server = OpenAIServer().start()
     replies = []
-    for i in range(args.iterations + 20):
-        values = [rng.randint(1, 12) for _ in range(N_CONSTANTS)]
-        text = SLEEP_TRAIN.format(consts=consts(values))
-        replies.append(Reply(f"Description: try setting {i}\n\ntrain.py\n```python\n{text}```\n",
-                             delay_s=args.delay))
+    for i in range(args.iterations + 20):     # each changes another constant, by one line
+        c = i % N_CONSTANTS
+        new = rng.choice([v for v in range(1, 14) if v != c + 1])
+        replies.append(Reply(f"Description: set C{c} to {new}\n\ntrain.py\n```python\n"
+                             f"<<<<<<< SEARCH\nC{c} = {c + 1}\n=======\nC{c} = {new}\n"
+                             f">>>>>>> REPLACE\n```\n", delay_s=args.delay))
     server.script(*replies)
     slots = int(args.slots.split(",")[0])
     proposer = ProposerConfig(kind="llm", model="bench", base_url=server.base_url,
