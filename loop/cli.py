@@ -37,6 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int)
     run.add_argument("--sandbox", choices=["off", "auto", "required"],
                      help="confine each experiment (bubblewrap); auto: where it works (default)")
+    run.add_argument("--workers", type=int,
+                     help="experiments at once, one slot each (default 1)")
+    run.add_argument("--devices", type=lambda s: tuple(s.split(",")),
+                     help="GPU ids for the slots, comma-separated (default: all visible)")
+    run.add_argument("--backend", choices=["local", "ray"],
+                     help="where runs execute: this machine, or a Ray cluster ($RAY_ADDRESS)")
+    run.add_argument("--concurrency", type=int, dest="proposer_concurrency",
+                     help="proposals requested at once (parallel LLM calls)")
 
     st = sub.add_parser("status", help="where a tag stands")
     st.add_argument("--tag", help="default: the most recent tag in this repo")
@@ -141,7 +149,8 @@ def cmd_run(args) -> int:
         time_budget_s=args.time_budget_s, max_wall_s=args.max_wall_s, seed=args.seed,
         proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
         proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule,
-        sandbox=args.sandbox)
+        sandbox=args.sandbox, workers=args.workers, devices=args.devices,
+        backend=args.backend, proposer_concurrency=args.proposer_concurrency)
     from loop.engine import Engine
     from loop.progress import make_progress
     progress = make_progress()

@@ -14,6 +14,7 @@ from loop.schema import build, load_yaml
 PROPOSER_KINDS = ("mutate", "llm")
 JUDGE_RULES = ("strict", "noise")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/sandbox.py's MODES (kept import-free)
+BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -34,6 +35,9 @@ class ProposerConfig:
     price_cached_input_per_m: float | None = None
     log_prompts: bool = True             # store prompt + reply as MLflow artifacts
     tracing: bool = False                # MLflow OpenAI autolog tracing
+    concurrency: int = 1                 # proposals requested at once (parallel LLM calls)
+    ahead: int | None = None             # proposals kept ready beyond the free slots
+                                         # (default: 0 with one worker, else `workers`)
 
 
 @dataclass
@@ -76,6 +80,9 @@ class Config:
     max_consecutive_failures: int = 5
     max_cost_usd: float | None = None
     seed: int = 0
+    workers: int = 1                     # run slots: experiments at once
+    devices: tuple[str, ...] | None = None  # GPU ids, one per slot (default: all visible)
+    backend: str = "local"               # local | ray (a Ray cluster; pip install '.[ray]')
     program: str = "program.md"          # steering file, re-read every iteration
     sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
                                          # required: refuse to start without it (README)
@@ -140,6 +147,15 @@ def validate(cfg: Config, where: str) -> None:
                           f"got '{cfg.sandbox}'")
     if cfg.memory_limit_gb is not None and cfg.memory_limit_gb <= 0 or cfg.log_cap_mb <= 0:
         raise ConfigError(f"{where}: memory_limit_gb and log_cap_mb must be > 0")
+    if cfg.workers < 1 or cfg.proposer.concurrency < 1 or (cfg.proposer.ahead or 0) < 0:
+        raise ConfigError(f"{where}: workers and proposer.concurrency must be >= 1, "
+                          f"proposer.ahead >= 0")
+    if cfg.backend not in BACKENDS:
+        raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS)}, "
+                          f"got '{cfg.backend}'")
+    if cfg.devices is not None:
+        cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
+                            if d.strip())
     if cfg.tag is not None and not _valid_tag(cfg.tag):
         raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
 

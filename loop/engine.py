@@ -1,40 +1,44 @@
 """The loop: baseline, then propose -> apply -> run -> judge -> keep or restore -> log.
 
-Resume: the journal is the truth. On start the engine replays it, rolls back a step that
+With N slots (`workers`) several candidates are in flight at once: each is proposed against
+the best at the time, its runs go to free slots (loop/scheduler.py), and it is judged when
+its runs are in. A would-be keep whose base is no longer the tip is replayed onto the tip
+and measured again there (a conflict is a discard). The main thread owns git, the journal,
+the judge and MLflow; runs and proposals finish on other threads and come back as events.
+
+Resume: the journal is the truth. On start the engine replays it, rolls back every step that
 was cut off, finishes a keep whose branch move was lost, and brings results.tsv and MLflow
-up to date; then it carries on from the next iteration."""
+up to date; then it carries on from the lowest free iteration number."""
 from __future__ import annotations
 
-import hashlib
-import os
+import math
 import shutil
-import signal
 import time
-from dataclasses import dataclass, replace
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop import grading, judge as judging
+from loop.backends import RunJob
 from loop.config import Config
-from loop.errors import UsageError
-from loop.journal import Journal, Record, TagLock, record_dict, replay
-from loop.proposers.base import Attempt, Context, Proposal, ProposerFatal, make_proposer
+from loop.journal import Journal, Record, TagLock, record_dict
+from loop.proposers.base import Proposal, ProposerFatal, make_proposer
+from loop.reporting import FAILURES, REMEASURE_RUN, Reporting
+from loop.resume import Recovery
 from loop import sandbox
-from loop.runner import (OK, Limits, RunResult, experiment_env, kill_marked, read_tail,
-                         run_experiment)
-from loop.scoreboard import BASELINE, Scoreboard
-from loop.progress import Progress, planned_runs
-from loop.status import commit_message, kept_changes, num, plural, resume_line
-from loop.task import Task, load_task
 from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.gitsafe import DiskFull
 from loop.integrity import StateGuard
-from loop.preflight import check_run_command, check_same_task
-from loop.tracking import (Tracker, append_result, resolve_uri, results_text, store_paths,
-                           write_results)
+from loop.preflight import check_run_command
+from loop.progress import Progress, planned_runs
+from loop.runner import OK, Limits, read_tail
+from loop.scoreboard import BASELINE, Scoreboard
+from loop.status import commit_message, num, plural
+from loop.task import load_task
+from loop.tracking import append_result, results_text
 from loop.workspace import Workspace, worktree_path
 
-REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
-FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+__all__ = ["Engine", "Stop", "FAILURES", "REMEASURE_RUN", "default_tag", "state_dir"]
 
 
 @dataclass
@@ -42,6 +46,25 @@ class Stop:
     reason: str           # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
     message: str
     exit_code: int = 0
+
+
+@dataclass
+class Candidate:
+    """An iteration in flight: its record so far and its runs (k -> metric)."""
+    rec: Record
+    proposal: Proposal
+    baseline: bool = False
+    patch: str = ""
+    next_k: int = 0              # next run number (logs and seeds stay unique)
+    first_k: int = 0             # its first run on the current base (after a replay: later)
+    values: dict = field(default_factory=dict)
+    in_flight: set = field(default_factory=set)
+    failed: tuple | None = None  # (k, RunResult) of its first failed run
+    stats: dict = field(default_factory=dict)   # the last verdict's numbers
+    waiting: bool = False        # all in, held until the best's re-runs are in
+    replayed_onto: str = ""
+    pair_best: dict = field(default_factory=dict)  # k -> the best's value run alongside run k
+    next_best_k: int = 150       # run numbers of the best's runs alongside (logs `best50`, ..)
 
 
 def default_tag() -> str:
@@ -52,7 +75,7 @@ def state_dir(repo_root: Path, tag: str) -> Path:
     return repo_root / ".autoresearch" / tag
 
 
-class Engine:
+class Engine(Recovery, Reporting):
     def __init__(self, config: Config, out=print, proposer=None, progress=None):
         self.config = config
         self.out = out
@@ -67,7 +90,7 @@ class Engine:
         self.workspace = Workspace(self.repo_root, self.tag,
                                    worktree_path(self.repo_root, self.tag))
         self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
-            results_text(self.task.metric.name, self.records) if self.results_path.exists()
+            results_text(self.task.metric.name, self._rows()) if self.results_path.exists()
             or self.records else None))
         self._check_committed(user_task)
         if not self.workspace.branch_exists():   # a resume runs the branch's files
@@ -81,98 +104,12 @@ class Engine:
         self.records: list[Record] = []
         self.score = Scoreboard()
         self.cost = 0.0
-
-    # -- set-up and resume ---------------------------------------------------------
-    def _check_committed(self, task: Task) -> None:
-        if self.workspace.branch_exists():
-            return
-        if not self.workspace.committed(f"{self.task_rel}/task.yaml".lstrip("/")):
-            raise UsageError(f"{self.task_rel or '.'}/task.yaml is not committed: the loop runs "
-                             f"on a branch from HEAD, so commit the task first")
-        dirty = self.workspace.git.status("--porcelain", "--", task.root.as_posix())
-        if dirty:
-            self.out(f"note: uncommitted changes under {self.task_rel or '.'} are not part of "
-                     f"this run (the branch starts at HEAD)")
-
-    def _open(self) -> None:
-        state = replay(self.journal.load())
-        check_same_task(state.start, self.task_rel, self.user_task.metric.name,
-                        self.user_task.metric.direction, self.tag)
-        for note in self.journal.notes:
-            self.out(f"resume: {note}")
-        self.workspace.open()
-        wt_task = self.workspace.worktree / self.task_rel
-        task = load_task(wt_task, origin=self.repo_root / self.task_rel)
-        if self.config.time_budget_s:
-            task = replace(task, time_budget_s=self.config.time_budget_s)
-        self.task = task
-        self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
-                                             self.dir / "pristine")  # what grading trusts
-        start = state.start or {}
-        uri = resolve_uri(self.config.tracking.uri or start.get("tracking_uri"))
-        experiment = self.config.tracking.experiment or start.get("experiment") \
-            or f"autoresearch/{task.name}"
-        for path in store_paths(uri):       # keep the store out of the user's `git status`
-            self.workspace.ignore_path(path)
-        params = {"task": task.name, "task_path": self.task_rel, "branch": self.workspace.branch,
-                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
-                  "judge": self.config.judge.rule, "metric": task.metric.name,
-                  "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
-                  "seed": self.config.seed, "sandbox": self.sandbox}
-        if not state.start:         # journalled before MLflow creates anything (resume-safe)
-            self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
-                               base_commit=self.workspace.tip(), task=self.task_rel,
-                               metric=task.metric.name, direction=task.metric.direction,
-                               tracking_uri=uri, experiment=experiment, parent_run_id=None)
-        by_iter = {r.iteration: r for r in state.records}
-        self.tracker = Tracker(
-            uri, experiment, self.tag, hashlib.sha256(str(self.dir).encode()).hexdigest()[:12],
-            parent_run_id=start.get("parent_run_id"), params=params,
-            parent_tags={"git.branch": self.workspace.branch, "sandbox": self.sandbox},
-            known_run_ids=[by_iter[n].run_id for n in state.untracked],
-            on_parent=lambda run_id: self.journal.write("start_tracking", parent_run_id=run_id),
-            on_tracked=self._tracked,
-            warn=self.out)
-        self._recover(state)
-
-    def _recover(self, state) -> None:
-        """Make git, results.tsv and MLflow agree with the journal before going on."""
-        if state.open_begin:                  # a step cut off mid-way: roll it back
-            b = state.open_begin
-            self.out(f"resume: iteration {b['iteration']} was interrupted; redoing it")
-            if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
-                self.out("resume: killed the experiment processes the interrupted step left")
-            if b.get("commit"):
-                self._keep_interrupted(b)
-            if b.get("run_id"):
-                self.tracker.abandon(b["run_id"])
-            self.journal.write("abandon", iteration=b["iteration"])
-        self.records = state.records
-        for rec in self.records:
-            if rec.kept and rec.commit != rec.parent and self.workspace.tip() == rec.parent:
-                self.workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
-                self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
-        self.workspace.restore()
-        remeasures = {}
-        for e in state.remeasures:
-            remeasures.setdefault(e["iteration"], []).append(e["value"])
-        for rec in self.records:     # replay every measurement in the order it was made
-            for value in remeasures.pop(rec.iteration, []):
-                self.score.remeasured(value)
-            self.score.add(rec)
-            self.cost += rec.usage.get("cost_usd", 0.0)
-        for values in remeasures.values():      # runs of the best after the last record
-            for value in values:
-                self.score.remeasured(value)
-        write_results(self.results_path, self.task.metric.name, self.records)
-        by_iter = {r.iteration: r for r in self.records}
-        for n in state.untracked:                 # MLflow missed these: log them now
-            rec = by_iter[n]
-            patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
-            self._track(rec, patch)
-        if self.records:
-            self.out(resume_line(self.tag, self.records, self.task.metric.name,
-                                 self.score.best_value()))
+        self.cands: dict[int, Candidate] = {}
+        self.probes = 0                   # re-runs of the best in flight
+        self.rows_written = 0             # results.tsv holds iterations below this
+        self.stop: Stop | None = None
+        self._snapshot = None
+        self._program_sha: str | None = None
 
     # -- the loop -----------------------------------------------------------------
     def run(self) -> Stop:
@@ -188,14 +125,12 @@ class Engine:
             lock.release()
 
     def _disk_full(self, exc: Exception) -> Stop:
-        """Stop cleanly: the journal (if it can still be written) says why; whatever step
-        was open is rolled back and redone on resume, as after a kill."""
+        """Stop cleanly: the journal (if it can still be written) says why; every step in
+        flight is rolled back and redone on resume, as after a kill."""
         stop = Stop("disk_full", disk_full_message(exc), 1)
-        try:
-            self.journal.write("stop", reason=stop.reason, message=stop.message)
-        except OSError:
-            pass
-        for cleanup in (self.workspace.restore,
+        for cleanup in (lambda: hasattr(self, "sched") and self._interrupted(),
+                        lambda: self.journal.write("stop", reason=stop.reason,
+                                                   message=stop.message),
                         lambda: hasattr(self, "tracker") and self.tracker.close("FAILED", 5.0)):
             try:
                 cleanup()
@@ -207,28 +142,34 @@ class Engine:
         self._install_signals()
         self._open()
         started = time.monotonic()
-        stop = None
         try:
-            while stop is None:
-                n = len(self.records)
-                stop = self._should_stop(n, started)
-                if stop is None:
-                    stop = self._iteration(n)
+            while True:
+                if self.stop is None:
+                    self.stop = self._should_stop(started)
+                self._plan()
+                if not self.cands and not self.sched.busy() and not self.proposals.items:
+                    break
+                # refs and config as the engine left them: what a run changes from here on
+                # is tampering (checked, and undone, when a run's result comes in)
+                self._snapshot = self.state_guard.before_run()
+                event = self.sched.next_event()
+                if event is not None:
+                    self._handle(event)
         except KeyboardInterrupt:
             self._interrupted()
             self.tracker.close("KILLED")
-            return Stop("interrupted", "interrupted: experiment killed, worktree restored", 130)
-        except ProposerFatal as exc:
-            stop = Stop("proposer", f"stopped: {exc}", 1)
+            return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
+        finally:
+            self.backend.close()
+        stop = self.stop or Stop("iterations", f"done: {plural(self.config.iterations, 'iteration')}"
+                                               f" after the baseline")
         self.journal.write("stop", reason=stop.reason, message=stop.message)
         self.tracker.close("FINISHED" if stop.exit_code == 0 else "FAILED")
         return stop
 
-    def _should_stop(self, n: int, started: float) -> Stop | None:
+    def _should_stop(self, started: float) -> Stop | None:
+        """Budgets that stop new work; what is in flight finishes (nothing is lost)."""
         cfg = self.config
-        if n > cfg.iterations:
-            return Stop("iterations", f"done: {plural(cfg.iterations, 'iteration')} after the "
-                                      f"baseline")
         if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
             return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
         streak = 0
@@ -248,128 +189,250 @@ class Engine:
             return Stop("stop_file", f"stopped: {stop_file} was present")
         return None
 
-    def _iteration(self, n: int) -> Stop | None:
-        program, program_sha = self._program()
-        self._note_steering(n, program_sha)
-        tip = self.workspace.tip()
-        baseline = self.score.best is None    # also after a failed baseline, on resume
-        if self.score.needs_remeasure(self.config.judge):
-            self._remeasure_best(n, tip)
-        if baseline:
-            proposal, problem = Proposal(BASELINE), None
-        else:
+    def _plan(self) -> None:
+        """Fill free slots: re-runs of the best, waiting runs, then new candidates, in
+        iteration order; ask for proposals ahead so no slot waits on the proposer."""
+        if self.stop is not None:
+            if self.proposals.items:
+                self._drop_proposals(wait=True)
+            self.sched.dispatch()
+            return
+        if self.score.best is None:           # nothing is judged before the baseline is in
+            if not self.cands:
+                self._start(self._number(), self.tip, "", Proposal(BASELINE), baseline=True)
+            self.sched.dispatch()
+            return
+        n = self._number()
+        if not self.probes and n <= self.config.iterations and \
+                self.score.needs_remeasure(self.config.judge):
+            self._remeasure_best(n)      # before the next proposal, as with one slot
+        self.sched.dispatch()
+        while self.sched.free() > 0 and self.proposals.items:
+            n = min(self.proposals.items)       # candidates start in iteration order
             try:
-                proposal = self.proposer.propose(self._context(n, program))
-            except (ProposerFatal, KeyboardInterrupt):
-                raise
-            except Exception as exc:     # a proposer bug costs an iteration, not the night
-                proposal = Proposal("proposer error", error=f"proposer raised "
-                                    f"{type(exc).__name__}: {exc}")
-            problem = proposal.error or self._check(proposal)
+                taken = self.proposals.take(n)
+            except ProposerFatal as exc:
+                self.stop = Stop("proposer", f"stopped: {exc}", 1)
+                return self._plan()
+            if taken is None:
+                break
+            self._start(n, *taken)
+            self.sched.dispatch()
+        self._request_proposals()
+
+    def _request_proposals(self) -> None:
+        cfg = self.config
+        ahead = cfg.proposer.ahead if cfg.proposer.ahead is not None else \
+            (0 if cfg.workers == 1 else cfg.workers)
+        want = max(0, self.sched.free()) + ahead - len(self.proposals.items)
+        while want > 0 and self.proposals.waiting() < cfg.proposer.concurrency:
+            n = self._number()
+            if n > cfg.iterations or self._cost_reserved() >= (cfg.max_cost_usd or float("inf")):
+                return
+            program, program_sha = self._program()
+            self.proposals.request(n, self.tip, program_sha, self._context(n, program))
+            want -= 1
+
+    def _cost_reserved(self) -> float:
+        """Cost so far plus the expected cost of the requests still being answered."""
+        paid = [r.usage.get("cost_usd", 0.0) for r in self.records if r.usage.get("requests")]
+        mean = sum(paid) / len(paid) if paid else 0.0
+        return self.cost + mean * self.proposals.waiting()
+
+    def _number(self) -> int:
+        """The lowest iteration number not done or in flight (numbers stay dense)."""
+        used = {r.iteration for r in self.records} | set(self.cands) | self.proposals.numbers()
+        n = 0
+        while n in used:
+            n += 1
+        return n
+
+    def _start(self, n: int, base: str, program_sha: str, proposal: Proposal,
+               baseline: bool = False) -> None:
+        """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
+        problem = None if baseline else (proposal.error or self._check(proposal, base))
         self.cost += proposal.usage.cost_usd
         run_id = self.tracker.start_iteration(self.tag, n)
-        commit = tip if baseline else ("" if problem else
-                                       self.workspace.stage(self.task_rel, proposal.files,
-                                                            proposal.description))
-        self.journal.write("begin", iteration=n, run_id=run_id, parent=tip, commit=commit,
+        commit = base if baseline else ("" if problem else self.workspace.stage_on(
+            base, self.task_rel, proposal.files, proposal.description))
+        self.journal.write("begin", iteration=n, run_id=run_id, parent=base, commit=commit,
                            description=proposal.description)
         rec = Record(iteration=n, status="bad_edit", description=proposal.description,
-                     reason=problem or "", parent=tip, run_id=run_id, commit=commit,
-                     program_sha=program_sha, seed=self.config.seed, time=time.time(),
-                     best_before=self.score.best_value(), usage=vars(proposal.usage).copy())
+                     reason=problem or "", parent=base, run_id=run_id, commit=commit,
+                     program_sha=program_sha or self._program()[1], seed=self.config.seed,
+                     time=time.time(), best_before=self.score.best_value(),
+                     usage=vars(proposal.usage).copy())
+        cand = self.cands[n] = Candidate(rec, proposal, baseline)
         if commit and not baseline:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
-            patch, rec.lines_added, rec.lines_removed = self.workspace.diff(tip, commit)
+            cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
+        if problem:
+            return self._finish(cand)
+        self._note_steering(n, rec.program_sha)
+        if base != self.tip:          # the best moved while it was proposed: replay it first
+            return self._replay(cand, None)
+        self._queue_runs(cand, 1)
+
+    def _queue_runs(self, cand: "Candidate", count: int) -> None:
+        rec = cand.rec
+        for _ in range(count):
+            k = cand.next_k
+            cand.next_k += 1
+            cand.in_flight.add(k)
+            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
+                                     (1, rec.iteration, k)))
+        self.sched.dispatch()
+
+    def _queue_pairs(self, cand: "Candidate", count: int) -> None:
+        """The paired judge's confirmation: each time a run of the best and a run of the
+        candidate, queued together so they run in the same period (at once, with two free
+        slots; back to back with one)."""
+        rec = cand.rec
+        for _ in range(count):
+            k = cand.next_k
+            cand.next_k += 1
+            best_k, cand.next_best_k = cand.next_best_k, cand.next_best_k + 1
+            job = self._job(rec.iteration, best_k, self.tip, rec.run_id, "pair",
+                            (1, rec.iteration, k - 0.5))
+            job.pair_of = k
+            cand.in_flight |= {("best", best_k), k}
+            self.sched.add(job)
+            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
+                                     (1, rec.iteration, k)))
+        self.sched.dispatch()
+
+    def _started(self, job: RunJob) -> None:
+        """A run got a slot (the scheduler calls this): the console or panel says so."""
+        if job.kind == "candidate" and job.iteration in self.cands:
+            cand = self.cands[job.iteration]
+            rec, planned = cand.rec, planned_runs(self.config.judge, cand.baseline)
         else:
-            patch = ""
-        if not problem:
-            self._measure_and_judge(rec, baseline)
-        self._finish(rec, tip)
-        self._track(rec, patch, proposal)
-        self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
-        if baseline and rec.status != "keep":
-            return Stop("baseline", f"stopped: the baseline failed ({rec.status}: {rec.reason}); "
-                                    f"see {self._log_path(n, 0)}", 1)
-        return None
+            rec, planned = Record(iteration=job.iteration, status="remeasure",
+                                  description="re-measure the best"), None
+        self.progress.run_started(job.lane, rec, job.k,
+                                  planned, self.task.time_budget_s, self.config.iterations)
 
-    def _measure_and_judge(self, rec: Record, baseline: bool) -> None:
-        """Run the attempt (the baseline R times), judging after each run; `rerun` = again."""
-        cfg = self.config.judge
-        while True:
-            result = self._run_once(rec, len(rec.samples))
-            if result.status != OK:
-                rec.status, rec.reason = result.status, result.detail
-                return
-            rec.samples.append(result.metric)
-            if not baseline or not judging.should_remeasure_best(rec.samples, cfg):
-                break
-        if baseline:
-            rec.status, rec.reason = "keep", "baseline"
-            return
-        while True:
-            verdict = self.score.judge(rec, self.task.metric.direction, cfg)
-            if verdict.action != judging.RERUN:
-                break
-            # also_best: a run of the best right before, so both are measured in one period
-            best_run = self._remeasure_best(rec.iteration, rec.parent) \
-                if verdict.also_best else None
-            again = self._run_once(rec, len(rec.samples))
-            if again.status != OK:
-                verdict = judging.Verdict(judging.DISCARD, f"confirmation run: {again.status}",
-                                          verdict.stats)
-                break
-            rec.samples.append(again.metric)
-            if best_run is not None:
-                rec.pairs.append([again.metric, best_run])
-        rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
+    def _job(self, n: int, k: int, commit: str, run_id: str, kind: str, priority) -> RunJob:
+        # the id marks the run's processes: unique across engines, tags and restarts
+        return RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
+                      {"AUTORESEARCH_SEED": str(self._seed(n, k)),
+                       "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
+                       "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
+                      self._log_path(n, k), self.dir / "runs" / f"{n:04d}-{k}", kind, priority)
 
-    def _run_once(self, rec: Record, k: int) -> RunResult:
-        n, task = rec.iteration, self.task
-        run_dir = self.dir / "runs" / f"{n:04d}-{k}"
-        artifacts = grading.fresh_dir(run_dir / "artifacts")
-        env = experiment_env({**grading.task_env(task),
-                              "AUTORESEARCH_SEED": str(self._seed(n, k)),
-                              "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
-                              "AUTORESEARCH_ARTIFACT_DIR": str(artifacts),
-                              "AUTORESEARCH_ITERATION": str(n),
-                              "AUTORESEARCH_RUN_ID": rec.run_id})
-        if k > 0:          # a confirmation run starts from the attempt's files, not the last run's
-            self.workspace.materialize(rec.commit)
-        cwd = self.workspace.worktree / self.task_rel
-        grader = run_dir / "grader"
-
-        def before_grading():  # the run has ended; the grader's copy is made only now
-            kill_marked(f"AUTORESEARCH_RUN_ID={rec.run_id}")
-            return self.guard.before_grading(
-                cwd, artifacts, lambda: self.workspace.export(rec.commit, self.task_rel, grader))
-        self.progress.run_started(0, rec, k, planned_runs(self.config.judge, rec.description
-                                                          == BASELINE), task.time_budget_s,
-                                  self.config.iterations)
-        before = self.state_guard.before_run()
-        result = run_experiment(task.run, cwd, env, task.time_budget_s + task.grace_s,
-                                self._log_path(n, k), task.metric.pattern, task.memory_pattern,
-                                task.evaluate, grader / self.task_rel, task.grace_s,
-                                self.guard.grader_env(env), before_grading, self.limits)
-        self.progress.run_finished(0)
-        grading.remove(grader)                      # a copy of the task folder per run adds up
+    def _handle(self, event) -> None:
+        if event[0] != "run":
+            return                              # a proposal is ready: _plan takes it
+        _, job, result = event
+        self.sched.finished(job)
+        self.progress.run_finished(job.lane)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
+        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}") \
+            or grading.check_branch(self.workspace, self.tip, job.iteration)
+        self._snapshot = None
+        if tampered:
+            result.status, result.metric, result.detail = "crash", None, tampered
+        if job.kind == "remeasure":
+            return self._remeasured(job, result)
+        cand = self.cands[job.iteration]
+        rec = cand.rec
+        if job.kind == "pair":             # the best, run alongside the candidate's run k
+            cand.in_flight.discard(("best", job.k))
+            cand.pair_best[job.pair_of] = self._remeasured(job, result, judge_waiting=False)
+            if not cand.in_flight:
+                self._advance(cand)
+            return
+        cand.in_flight.discard(job.k)
+        if self.task.throughput_pattern and result.status == OK:   # the machine's speed
+            rec.throughput.append(self.task.throughput(read_tail(job.log_path)))
         rec.wall_s += result.wall_s
-        if task.throughput_pattern and result.status == OK:   # the machine's speed, per run
-            rec.throughput.append(task.throughput(read_tail(self._log_path(n, k))))
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        tampered = self.state_guard.after_run(before, f"{n}-{k}") \
-            or grading.check_branch(self.workspace, rec.parent, n)
-        problem = self.guard.check_folder(cwd)
-        if tampered or problem:
-            result.status, result.metric = "crash", None
-            result.detail = tampered or f"tampered: the run {problem}"
-        return result
+        if result.status != OK:
+            if cand.failed is None or job.k < cand.failed[0]:
+                cand.failed = (job.k, result)
+            mine = lambda j: j.iteration == job.iteration and j.kind == "candidate"  # noqa: E731
+            cand.in_flight -= {j.k for j in self.sched.pending if mine(j)}
+            mine_pair = lambda j: j.iteration == job.iteration and j.kind == "pair"  # noqa: E731
+            cand.in_flight -= {("best", j.k) for j in self.sched.pending if mine_pair(j)}
+            self.sched.drop(lambda j: not mine_pair(j))
+            self.sched.drop(lambda j: not mine(j))        # its other runs are not needed now
+            self.sched.cancel(mine)
+        else:
+            cand.values[job.k] = result.metric
+        if not cand.in_flight:
+            self._advance(cand)
 
-    def _finish(self, rec: Record, tip: str) -> None:
+    def _advance(self, cand: "Candidate") -> None:
+        """All runs of a candidate are in: judge it, run it again, replay it, or finish it."""
+        rec, cfg = cand.rec, self.config.judge
+        rec.samples = [cand.values[k] for k in sorted(cand.values)]
+        rec.pairs = [[cand.values[k], cand.pair_best[k]] for k in sorted(cand.pair_best)
+                     if k in cand.values and cand.pair_best[k] is not None]
+        if cand.failed:
+            k, result = cand.failed
+            if cand.baseline or k == cand.first_k:
+                rec.status, rec.reason = result.status, result.detail
+            else:
+                rec.status, rec.reason = judging.DISCARD, f"confirmation run: {result.status}"
+                rec.stats = cand.stats
+            return self._finish(cand)
+        if cand.baseline:
+            if judging.should_remeasure_best(rec.samples, cfg):
+                need = (cfg.baseline_runs if cfg.rule == "noise" else 1) - len(rec.samples)
+                return self._queue_runs(cand, max(1, min(need, self.sched.free())))
+            rec.status, rec.reason = "keep", "baseline"
+            return self._finish(cand)
+        if self.probes:                 # judge against the best once its re-runs are in
+            cand.waiting = True
+            return
+        verdict = self.score.judge(rec, self.task.metric.direction, cfg)
+        cand.stats = verdict.stats
+        if verdict.action == judging.RERUN:
+            if verdict.also_best:         # paired: the best runs alongside, in one period
+                return self._queue_pairs(cand, max(1, min(verdict.also_best,
+                                                          self.sched.free() // 2)))
+            confirm_at = min(cfg.baseline_runs, 1 + cfg.confirm_runs)
+            above = verdict.stats.get("gain", 0) > verdict.stats.get("threshold", math.inf)
+            need = (confirm_at if above else 1 + cfg.confirm_runs) - len(rec.samples)
+            return self._queue_runs(cand, max(1, min(need, self.sched.free())))
+        if verdict.action == judging.KEEP and rec.parent != self.tip:
+            return self._replay(cand, verdict)
+        rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
+        if cand.replayed_onto:
+            rec.reason = f"replayed onto {cand.replayed_onto[:7]}: {rec.reason}"
+        self._finish(cand)
+
+    def _replay(self, cand: "Candidate", verdict) -> None:
+        """The candidate's base is no longer the tip: apply its change 3-way on the tip and
+        measure it again there (a gain on an older base is not a gain on the new one)."""
+        rec = cand.rec
+        new = self.workspace.replay(rec.commit, self.tip)
+        if new is None:
+            why = f"would be kept ({verdict.reason}), but" if verdict else "proposed on"
+            rec.status, rec.reason = judging.DISCARD, (
+                f"{why} its change conflicts with the best kept since its base "
+                f"{rec.parent[:7]}: not replayed onto {self.tip[:7]}")
+            rec.stats = verdict.stats if verdict else {}
+            return self._finish(cand)
+        self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
+        self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit, commit=new,
+                           parent=self.tip, samples=rec.samples)
+        if verdict:
+            self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
+                     f"replayed onto {self.tip[:7]}, measuring it again")
+        rec.commit, rec.parent, rec.samples, rec.pairs = new, self.tip, [], []
+        cand.pair_best = {}
+        rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
+        rec.best_before = self.score.best_value()
+        cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
+        cand.values, cand.first_k, cand.replayed_onto = {}, cand.next_k, self.tip
+        self._queue_runs(cand, 1)
+
+    def _finish(self, cand: "Candidate") -> None:
         """Settle the git side, journal the record, then move the branch (resume-safe order)."""
-        metric = self.task.metric
+        rec, metric = cand.rec, self.task.metric
         if rec.samples:
             rec.metric = sum(rec.samples) / len(rec.samples)
         if rec.metric is not None and rec.best_before is not None:
@@ -381,146 +444,64 @@ class Engine:
             rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
         self.journal.write("end", **record_dict(rec))
-        if rec.kept and rec.commit != tip:
-            self.workspace.advance(rec.commit, tip)
-        self.workspace.restore()
+        if rec.kept and rec.commit != self.tip:
+            self.workspace.advance(rec.commit, self.tip)
+            self.tip = rec.commit
+        if rec.kept or self.config.workers == 1 or self.config.backend != "local":
+            self.workspace.restore()     # the main worktree shows the tip (with one slot,
+                                         # it is also where the run happened)
         if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
+        del self.cands[rec.iteration]
         self.records.append(rec)
-        append_result(self.results_path, metric.name, rec, self.records)
+        self._write_rows()
+        self._track(rec, cand.patch, cand.proposal)
+        self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
+        if cand.baseline and rec.status != "keep":
+            self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
+                                         f"{rec.reason}); see {self._log_path(rec.iteration, 0)}",
+                             1)
 
-    def _track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
-        """Project a finished record into MLflow, then journal that it is there."""
-        artifacts = {"run.log": self._log_path(rec.iteration, 0)}
-        for k in range(1, len(rec.samples)):
-            artifacts[f"run{k}.log"] = self._log_path(rec.iteration, k)
-        if patch:
-            artifacts["diff.txt"] = patch    # .txt: the MLflow UI previews it, not .patch
-        if proposal and self.config.proposer.log_prompts:
-            artifacts.update(proposal.artifacts)
-        params = {"iteration": rec.iteration, "parent_commit": rec.parent,
-                  "program_sha": rec.program_sha, "seed": rec.seed,
-                  "proposer": self.config.proposer.kind, "model": self.config.proposer.model,
-                  "time_budget_s": self.task.time_budget_s}
-        tags = {"git.branch": self.workspace.branch, "iteration": rec.iteration,
-                "program_sha": rec.program_sha}
-        if rec.description == BASELINE and rec.kept:
-            tags["status"] = "baseline"   # not a kept change: `status=keep` runs = branch commits
-        # queued and retried when MLflow is busy; journals `tracked` once it is in
-        self.tracker.finish_iteration(rec, self.task.metric.name, params, tags, artifacts,
-                                      kept_changes(self.records))
+    def _write_rows(self) -> None:
+        """results.tsv in iteration order: a row waits until every earlier one is written."""
+        by_iter = {r.iteration: r for r in self.records}
+        while self.rows_written in by_iter:
+            rec = by_iter[self.rows_written]
+            append_result(self.results_path, self.task.metric.name, rec,
+                          [by_iter[i] for i in range(self.rows_written + 1)])
+            self.rows_written += 1
 
-    def _tracked(self, n: int, run_id: str) -> None:
-        """An iteration is in MLflow; a run created late replaces its pending id."""
-        self.journal.write("tracked", iteration=n, run_id=run_id)
-        for rec in self.records:
-            if rec.iteration == n and rec.run_id != run_id:
-                rec.run_id = run_id
-                write_results(self.results_path, self.task.metric.name, self.records)
+    def _remeasure_best(self, n: int) -> None:
+        """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
+        refresh the noise estimate. Journalled, logged on the parent run; not a row. After a
+        keep it needs R runs: they go to free slots at once."""
+        cfg = self.config.judge
+        have = len(self.score.best_samples)
+        count = max(1, min(cfg.baseline_runs - have, self.sched.free())) \
+            if have < cfg.baseline_runs else 1
+        for i in range(count):
+            k = REMEASURE_RUN + have + i
+            self.sched.add(self._job(n, k, self.tip, self.tracker.parent_id or "",
+                                     "remeasure", (0, n, k)))
+        self.probes += count
 
-    def _remeasure_best(self, n: int, tip: str) -> float | None:
-        """Run the best state once more (new seed): its mean corrects a lucky keep, and the
-        runs refresh the noise estimate. Journalled, logged on the parent run; not a row."""
-        probe = Record(iteration=n, status="remeasure", description="re-measure the best",
-                       commit=tip, parent=tip, run_id=self.tracker.parent_id or "")
-        result = self._run_once(probe, REMEASURE_RUN + len(self.score.best_samples))
-        self.workspace.restore()
+    def _remeasured(self, job: RunJob, result, judge_waiting: bool = True) -> float | None:
+        if job.kind != "pair":
+            self.probes -= 1
         value = result.metric if result.status == OK else None
-        self.journal.write("remeasure", iteration=n, commit=tip, value=value,
-                           status=result.status)
+        self.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
+                           value=value, status=result.status)
         self.score.remeasured(value)
         if value is None:
             self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
-            return None
-        runs, best = len(self.score.best_samples), self.score.best_value()
-        self.tracker.log_best(self.task.metric.name, best, runs, n)
-        self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
-                 f"{runs} runs, {num(best)}")
+        else:
+            runs, best = len(self.score.best_samples), self.score.best_value()
+            self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
+            self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
+                     f"{runs} runs, {num(best)}")
+        if judge_waiting and not self.probes:   # candidates held for the best's runs
+            for cand in [c for c in self.cands.values() if c.waiting]:
+                cand.waiting = False
+                self._advance(cand)
         return value
-
-    # -- helpers --------------------------------------------------------------------
-    def _seed(self, n: int, k: int) -> int:
-        """A fresh, reproducible seed for run k of iteration n ($AUTORESEARCH_SEED)."""
-        return self.config.seed + 1000 * n + k
-
-    def best_value(self) -> float | None:
-        return self.score.best_value()
-
-    def _log_path(self, n: int, k: int) -> Path:
-        name = (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log"
-                if k < REMEASURE_RUN else f"iter-{n:04d}-best{k - REMEASURE_RUN}.log")
-        return self.dir / "logs" / name
-
-    def _program(self) -> tuple[str, str]:
-        try:
-            text = self.program_path.read_text()
-        except OSError:
-            return "", "none"
-        return text, hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    def _context(self, n: int, program: str) -> Context:
-        files = self.workspace.read_files(self.task_rel, self.task.editable_files(
-            self.workspace.worktree / self.task_rel))
-        failures = [r for r in self.records if r.status in FAILURES][-2:]
-        history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
-                           self._tail(r) if r in failures else "")
-                   for r in self.records if r.description != BASELINE]
-        return Context(n, self.task, files, program, history, self.score.best_value(),
-                       self.config.seed + n, judging.estimate_noise(self.score.history))
-
-    def _tail(self, rec: Record) -> str:
-        path = self._log_path(rec.iteration, 0)
-        return read_tail(path, 3000) if path.exists() else ""
-
-    def _check(self, proposal: Proposal) -> str | None:
-        if not proposal.files:
-            return "the proposal changes nothing"
-        for rel in proposal.files:
-            reason = self.task.check_edit_path(rel)
-            if reason:
-                return reason
-            if "\x00" in proposal.files[rel]:
-                return f"{rel}: binary content"
-        current = self.workspace.read_files(
-            self.task_rel, [p for p in proposal.files
-                            if (self.workspace.worktree / self.task_rel / p).exists()])
-        if all(current.get(p) == t for p, t in proposal.files.items()):
-            return "the edit changes nothing"
-        return None
-
-    def _interrupted(self) -> None:
-        state = replay(self.journal.events())
-        if state.open_begin and state.open_begin.get("commit"):
-            self._keep_interrupted(state.open_begin)   # the redo will reuse attempt-<n>
-        if state.open_begin and state.open_begin.get("run_id"):
-            self.tracker.abandon(state.open_begin["run_id"])
-            self.journal.write("abandon", iteration=state.open_begin["iteration"])
-        self.workspace.restore()
-
-    def _keep_interrupted(self, begin: dict) -> None:
-        self.workspace.keep_ref(f"interrupted-{begin['iteration']}-{int(begin['time'])}",
-                                begin["commit"])
-
-    def _note_steering(self, n: int, sha: str) -> None:
-        """One line when program.md changed since the last iteration that read it."""
-        last = getattr(self, "_program_sha", None) or next(
-            (r.program_sha for r in reversed(self.records) if r.program_sha), None)
-        self._program_sha = sha
-        if last and sha != last:
-            who = (" (the mutate proposer does not read it)"
-                   if self.config.proposer.kind == "mutate" else "")
-            self.out(f"steering: {self.program_path.name} changed ({last} -> {sha}); "
-                     f"iteration {n} is the first to use it{who}")
-
-    @staticmethod
-    def _install_signals() -> None:
-        """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal closed) stop like Ctrl-C:
-        cleanly, nothing lost."""
-        def handler(signum, frame):
-            raise KeyboardInterrupt
-        try:
-            signal.signal(signal.SIGTERM, handler)
-            signal.signal(signal.SIGHUP, handler)
-        except ValueError:
-            pass  # not the main thread (tests): Ctrl-C handling still applies

@@ -191,9 +191,17 @@ class State:
     """What the journal says: the run's identity, finished records, a step left half-done."""
     start: dict | None = None
     records: list[Record] = field(default_factory=list)
-    open_begin: dict | None = None      # a `begin` with no `end`: the step to roll back
+    open_begins: dict = field(default_factory=dict)  # iteration -> its `begin` with no `end`
     untracked: list[int] = field(default_factory=list)  # ended but not yet in MLflow
     remeasures: list[dict] = field(default_factory=list)
+    measured: list = field(default_factory=list)  # Records and remeasure events, in the order
+                                                  # they were made (several run at once)
+    dropped_cost: float = 0.0           # LLM cost of proposals made but never run
+
+    @property
+    def open_begin(self) -> dict | None:
+        """The latest step left half-done, if any (one-slot view)."""
+        return max(self.open_begins.values(), key=lambda b: b["iteration"], default=None)
 
 
 def replay(events: list[dict]) -> State:
@@ -207,19 +215,27 @@ def replay(events: list[dict]) -> State:
         elif kind == "start_tracking" and state.start is not None:
             state.start["parent_run_id"] = e.get("parent_run_id")
         elif kind == "begin":
-            state.open_begin = e
+            state.open_begins[e["iteration"]] = dict(e)
+        elif kind == "replay" and e["iteration"] in state.open_begins:
+            state.open_begins[e["iteration"]].update(commit=e["commit"], parent=e["parent"])
         elif kind == "end":
             rec = Record(**{k: v for k, v in e.items() if k in fields})
             state.records = [r for r in state.records if r.iteration != rec.iteration] + [rec]
-            state.open_begin = None
+            state.measured = [m for m in state.measured
+                              if not (isinstance(m, Record) and m.iteration == rec.iteration)]
+            state.measured.append(rec)
+            state.open_begins.pop(rec.iteration, None)
         elif kind == "abandon":
-            state.open_begin = None
+            state.open_begins.pop(e["iteration"], None)
         elif kind == "tracked":
             tracked.add(e["iteration"])
             if e.get("run_id"):          # created late (MLflow was unreachable at `begin`)
                 run_ids[e["iteration"]] = e["run_id"]
         elif kind == "remeasure":
             state.remeasures.append(e)
+            state.measured.append(e)
+        elif kind == "drop":
+            state.dropped_cost += e.get("cost_usd", 0.0)
     for rec in state.records:
         rec.run_id = run_ids.get(rec.iteration, rec.run_id)
     state.untracked = [r.iteration for r in state.records if r.iteration not in tracked]

@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.gitsafe import Git, GitError, RefSnapshot, RepoGuard, run_git
+from loop.gitsafe import DiskFull, Git, GitError, RefSnapshot, RepoGuard, run_git
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
@@ -228,3 +228,88 @@ class Workspace:
             tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
                 else tar.extractall(dest)
         return dest / folder if folder not in ("", ".") else dest
+
+    # -- several candidates at once (loop/scheduler.py) ---------------------------
+    def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
+        """Like `stage`, but on top of `base` and without touching any worktree (a private
+        index): a proposal made against an older tip is staged against what it saw."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            git = lambda *a, **kw: run_git(list(a), self.repo_root, env, **kw)  # noqa: E731
+            git("read-tree", base)
+            for rel, text in files.items():
+                path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+                blob = _stdin_git(["hash-object", "-w", "--stdin"], self.repo_root, env,
+                                  text.encode())
+                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            tree = git("write-tree").stdout.strip()
+            return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
+
+    def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
+        """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
+        out = {}
+        for rel in paths:
+            path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+            got = run_git(["show", f"{commit}:{path}"], self.repo_root, check=False, binary=True)
+            if got.returncode == 0:
+                out[rel] = got.stdout.decode("utf-8", "replace")
+        return out
+
+    def replay(self, commit: str, onto: str) -> str | None:
+        """`commit`'s change (against its parent) applied 3-way on top of `onto`, as a new
+        commit with the same message; None when it conflicts. Touches no worktree."""
+        import tempfile
+        patch = run_git(["diff", "--binary", f"{commit}^", commit], self.repo_root,
+                        binary=True).stdout
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            run_git(["read-tree", onto], self.repo_root, env)
+            try:
+                _stdin_git(["apply", "--3way", "--cached"], self.repo_root, env, patch)
+            except DiskFull:
+                raise
+            except GitError:            # a conflict
+                return None
+            tree = run_git(["write-tree"], self.repo_root, env).stdout.strip()
+            return run_git(["commit-tree", tree, "-p", onto, "-m", self.message(commit)],
+                           self.repo_root, env).stdout.strip()
+
+    def head(self) -> str:
+        """The commit this worktree's HEAD points at."""
+        return self._wt("rev-parse", "HEAD").strip()
+
+    def list_at(self, commit: str, folder: str) -> list[str]:
+        """Files under `folder` in `commit`, relative to the folder."""
+        out = self.git.ls_tree("-r", "--name-only", commit, "--", folder or ".")
+        prefix = f"{folder}/" if folder not in ("", ".") else ""
+        return [p[len(prefix):] for p in out.splitlines() if p.startswith(prefix)]
+
+    def add_slot_worktree(self, path: Path) -> "Workspace":
+        """A detached worktree for one run slot (same branch and refs; the branch is not
+        checked out there, so the slot never moves it)."""
+        path = Path(path)
+        if not (path / ".git").exists():
+            if path.exists():
+                shutil.rmtree(path)
+            self.git.worktree("prune")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.git.worktree("add", "--quiet", "--detach", str(path), self.tip())
+        slot = Workspace.__new__(Workspace)
+        slot.__dict__.update(self.__dict__)
+        slot.worktree = path
+        slot._wtgit = Git(path, self._env, before=self.guard.restore_files)   # its own tree
+        return slot
+
+
+def _stdin_git(args: list[str], cwd: Path, env_extra: dict, data: bytes) -> str:
+    """A hardened git call fed `data` on stdin; its output, stripped."""
+    import subprocess
+    from loop.gitsafe import HARDENING, NO_SPACE, git_env
+    out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
+                         input=data, capture_output=True)
+    if out.returncode != 0:
+        err = out.stderr.decode("utf-8", "replace").strip()
+        cls = DiskFull if any(sign in err for sign in NO_SPACE) else GitError
+        raise cls(f"git {' '.join(args[:3])} failed: {err}")
+    return out.stdout.decode().strip()

@@ -1,0 +1,258 @@
+"""Several experiments at once: slots, candidates finishing out of order (kept, replayed onto
+the new best and measured again, or discarded on a conflict), a crash while others run,
+kill -9 with runs in flight, and proposals requested ahead from a slow LLM server."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import git, make_repo, run_cli
+from test_engine import _wait_for, assert_same_story
+from loop.config import Config, JudgeConfig
+from loop.engine import Engine
+from loop.errors import ConfigError
+from loop.proposers.base import Proposal
+from loop.scheduler import THREAD_VARS, slot_envs
+
+GATED_TASK = """\
+name: toy
+editable: [train.py]
+protected: [grade.py]
+run: python train.py
+metric: {name: score, direction: minimize}
+time_budget_s: 60
+grace_s: 5
+env: {GATE_DIR: '%s'}
+"""
+
+# Each run waits for a gate file named after its iteration: the test decides the order in
+# which runs finish, so "out of order" is exact, not a race.
+GATED_TRAIN = """\
+import os, pathlib, time
+A = 4.0
+# A and B are apart, so that changes to each merge cleanly (git conflicts on adjacent lines)
+
+B = 4.0
+gate = pathlib.Path(os.environ["GATE_DIR"]) / os.environ["AUTORESEARCH_ITERATION"]
+while not gate.exists():
+    time.sleep(0.05)
+if (pathlib.Path(os.environ["GATE_DIR"]) / ("crash-" + gate.name)).exists():
+    raise SystemExit("told to crash")
+print(f"score: {A + B:.6f}")
+"""
+
+
+def gated_repo(tmp_path):
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "0").write_text("")
+    repo = make_repo(tmp_path / "repo", {"task.yaml": GATED_TASK % gates,
+                                         "train.py": GATED_TRAIN, "grade.py": "# protected\n"})
+    return repo, gates
+
+
+class Scripted:
+    """Edits by iteration number, each made on the files the proposer was shown."""
+
+    def __init__(self, edits):
+        self.edits = edits
+
+    def propose(self, context):
+        text = context.files["train.py"]
+        for old, new in self.edits[context.iteration]:
+            text = text.replace(old, new)
+        return Proposal(f"edit {context.iteration}", files={"train.py": text})
+
+
+def journal(repo, tag="t"):
+    path = repo / ".autoresearch" / tag / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def ended(repo, n, tag="t"):
+    return any(e["event"] == "end" and e["iteration"] == n for e in journal(repo, tag))
+
+
+def run_in_thread(engine):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("stop", engine.run()), daemon=True)
+    thread.start()
+    return thread, box
+
+
+def test_out_of_order_keep_replay_and_conflict(tmp_path, mlflow_uri):
+    """1 finishes first (kept); 3 would be kept but conflicts with 1 (discarded); 2 would be
+    kept, is replayed onto 1 cleanly and kept only after being measured again there."""
+    repo, gates = gated_repo(tmp_path)
+    edits = {1: [("A = 4.0", "A = 2.0")],                        # 8 -> 6
+             2: [("B = 4.0", "B = 1.0")],                        # 8 -> 5 on the old base
+             3: [("A = 4.0", "A = 1.0"), ("B = 4.0", "B = 3.0")]}  # same line as 1
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=3, workers=3,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4)
+    for n in (1, 3, 2):
+        (gates / str(n)).write_text("")
+        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "keep", "keep", "discard"]
+    assert float(table[1]["score"]) == 6.0
+    assert float(table[2]["score"]) == 3.0            # measured again on the new base (2 + 1)
+    assert table[2]["reason"].startswith("replayed onto")
+    assert "conflicts" in table[3]["reason"]
+    # one linear history: 2's kept commit sits on 1's
+    kept = git(repo, "rev-list", "main..autoresearch/t").split()
+    assert len(kept) == 2
+    assert git(repo, "rev-parse", f"{kept[0]}^") == kept[1]
+    assert git(repo, "rev-parse", table[1]["attempt_ref"]) == kept[1]
+    assert "B = 1.0" in git(repo, "show", "autoresearch/t:task/train.py")
+    assert "A = 2.0" in git(repo, "show", "autoresearch/t:task/train.py")
+    # every attempt keeps its ref, the pre-replay one too
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
+    assert any("/attempt-2-on-" in r for r in refs) and any(r.endswith("/attempt-3") for r in refs)
+    replays = [e for e in journal(repo) if e["event"] == "replay"]
+    assert [e["iteration"] for e in replays] == [2] and replays[0]["samples"] == [5.0]
+
+
+def test_a_crash_in_one_slot_while_another_runs(tmp_path, mlflow_uri):
+    repo, gates = gated_repo(tmp_path)
+    (gates / "crash-1").write_text("")
+    edits = {1: [("A = 4.0", "A = 3.0")], 2: [("B = 4.0", "B = 3.0")]}
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    (gates / "1").write_text("")
+    assert _wait_for(lambda: ended(repo, 1))
+    assert not ended(repo, 2)                          # the other slot is still running
+    (gates / "2").write_text("")
+    thread.join(120)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "crash", "keep"]
+    assert "exit code 1" in table[1]["reason"]
+    assert float(table[2]["score"]) == 7.0
+
+
+def _holding(gates):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"GATE_DIR={gates}".encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_kill_9_with_three_runs_in_flight_then_resume(tmp_path, mlflow_uri):
+    repo, gates = gated_repo(tmp_path)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    args = ["run", "--task", "task", "--tag", "t", "--iterations", "3", "--judge", "strict",
+            "--workers", "3"]
+    proc = subprocess.Popen([sys.executable, "-m", "loop", *args], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert _wait_for(lambda: (repo / ".autoresearch/t/journal.jsonl").exists() and
+                     sum(e["event"] == "begin" for e in journal(repo)) == 4)
+    assert _wait_for(lambda: len(_holding(gates)) >= 3)      # three runs are waiting
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -9
+    for n in (1, 2, 3):
+        (gates / str(n)).write_text("")
+    res = run_cli(*args, cwd=repo, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("interrupted; redoing it") == 3
+    assert not _holding(gates)
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 4
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
+    assert sum("/interrupted-" in r for r in refs) == 3
+    from test_engine import mlflow_runs
+    client, parents, _ = mlflow_runs(mlflow_uri)
+    from mlflow.entities import ViewType
+    runs = client.search_runs([parents[0].info.experiment_id], run_view_type=ViewType.ALL,
+                              max_results=1000)
+    assert all(r.info.status != "RUNNING" for r in runs if r.info.run_id != parents[0].info.run_id)
+
+
+def test_slot_devices():
+    assert slot_envs(1) == [{}]
+    assert slot_envs(2, gpus=["0", "3"]) == [{"CUDA_VISIBLE_DEVICES": "0"},
+                                             {"CUDA_VISIBLE_DEVICES": "3"}]
+    cpu = slot_envs(4, gpus=[], cores=16)
+    assert all(env[v] == "4" for env in cpu for v in THREAD_VARS)
+    assert slot_envs(2, devices=("1", "1")) == [{"CUDA_VISIBLE_DEVICES": "1"}] * 2
+    with pytest.raises(ConfigError, match="visible GPU"):
+        slot_envs(3, gpus=["0"])
+
+
+def test_workers_flag_is_checked(toy_repo):
+    res = run_cli("run", "--task", "task", "--workers", "0", cwd=toy_repo)
+    assert res.returncode == 2 and "workers" in res.stderr + res.stdout
+
+
+def _edit_reply(name, old, new):
+    from openai_server import Reply
+    return Reply(f"Description: set {name} to {new}\n\ntrain.py\n```python\n<<<<<<< SEARCH\n"
+                 f"{name} = {old}\n=======\n{name} = {new}\n>>>>>>> REPLACE\n```\n", delay_s=0.5)
+
+
+def test_proposals_are_requested_ahead_from_a_slow_server(tmp_path, mlflow_uri, openai_server):
+    """While both slots are busy, the next proposals are already being asked for, two at a
+    time; no more are asked for than the iterations allow."""
+    from loop.config import ProposerConfig
+    repo, gates = gated_repo(tmp_path)
+    openai_server.script(_edit_reply("A", "4.0", "3.0"), _edit_reply("B", "4.0", "3.5"),
+                         _edit_reply("A", "4.0", "2.5"), _edit_reply("B", "4.0", "2.0"))
+    proposer = ProposerConfig(kind="llm", model="m", base_url=openai_server.base_url,
+                              concurrency=2, ahead=2)
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=4, workers=2,
+                 proposer=proposer, judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append))
+    # two candidates run (held at their gates) and two more proposals are asked for meanwhile
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    assert _wait_for(lambda: len(openai_server.requests) == 4), "\n".join(lines)
+    assert not any(e["event"] == "end" and e["iteration"] > 0 for e in journal(repo))
+    for n in range(1, 5):
+        (gates / str(n)).write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    assert len(openai_server.requests) == 4             # nothing asked beyond the budget
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 5 and table[0]["status"] == "keep"
+    assert all(r["status"] in ("keep", "discard") for r in table[1:])
+
+
+def test_a_commit_from_inside_a_slot_is_caught(tmp_path, mlflow_uri):
+    """Slots run in detached worktrees: a run's `git commit` cannot move the branch, and
+    it is still caught (its commit kept as a ref) and recorded as tampering."""
+    repo, gates = gated_repo(tmp_path)
+    sneaky = ('import subprocess\nopen("train.py", "a").write("# planted\\n")\n'
+              'subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@x", "commit", '
+              '"-qam", "sneaky"], check=True)\n')
+
+    class Sneaky:
+        def propose(self, context):
+            text = context.files["train.py"].replace("A = 4.0", "A = 1.0") + sneaky
+            return Proposal("commit from inside", files={"train.py": text})
+    for n in range(3):
+        (gates / str(n)).write_text("")
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=1, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    Engine(cfg, out=lambda s: None, proposer=Sneaky()).run()
+    table = assert_same_story(repo, mlflow_uri)
+    assert table[1]["status"] == "crash"
+    assert table[1]["reason"].startswith("tampered: the run committed in its worktree")
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
+    assert any("/tampered-1-0" in r for r in refs)
+    assert git(repo, "rev-list", "--count", "main..autoresearch/t") == "0"
