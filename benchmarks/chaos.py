@@ -43,19 +43,11 @@ metric: {name: score, direction: minimize}
 time_budget_s: 10
 grace_s: 5
 """
-TRAIN = """\
-import time
-A = 3.0
-B = 2.0
-C = 0.5
-D = 7.0
-E = 1.5
-F = 4.0
-G = 0.25
-H = 9.0
-TARGETS = [1.0, 4.0, 2.5, 3.0, 0.5, 6.0, 1.25, 5.0]
+N_CONSTANTS = 60
+TRAIN = "import time\n" + "".join(f"C{i} = {1.0 + (i % 7) * 0.5}\n" for i in range(N_CONSTANTS)) \
+    + f"VALUES = [{', '.join(f'C{i}' for i in range(N_CONSTANTS))}]\n" + """\
 time.sleep(0.4)          # long enough for kills to land mid-experiment
-score = sum((v - t) ** 2 for v, t in zip([A, B, C, D, E, F, G, H], TARGETS))
+score = sum((v - (1.3 + (i % 5))) ** 2 for i, v in enumerate(VALUES))
 print(f"score: {score:.6f}")
 """
 # many constants, so that the mutate proposer does not run out of changes in a long loop;
