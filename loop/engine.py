@@ -141,6 +141,9 @@ class Engine(Recovery, Reporting):
     def _run(self) -> Stop:
         self._install_signals()
         self._open()
+        # refs and config as the engine leaves them (its own moves keep this current): what
+        # a run changes is tampering, undone and recorded when the run's result comes in
+        self._snapshot = self.state_guard.watch()
         started = time.monotonic()
         try:
             while True:
@@ -149,9 +152,6 @@ class Engine(Recovery, Reporting):
                 self._plan()
                 if not self.cands and not self.sched.busy() and not self.proposals.items:
                     break
-                # refs and config as the engine left them: what a run changes from here on
-                # is tampering (checked, and undone, when a run's result comes in)
-                self._snapshot = self.state_guard.before_run()
                 event = self.sched.next_event()
                 if event is not None:
                     self._handle(event)
@@ -328,9 +328,9 @@ class Engine(Recovery, Reporting):
         self.progress.run_finished(job.lane)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
-        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}") \
+        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
+                                              keep_watching=True) \
             or grading.check_branch(self.workspace, self.tip, job.iteration)
-        self._snapshot = None
         if tampered:
             result.status, result.metric, result.detail = "crash", None, tampered
         if job.kind == "remeasure":

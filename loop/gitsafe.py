@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,7 @@ class RepoGuard:
         self.tag = tag
         self.notes: list[str] = []           # tampering found, not yet reported
         self._trusted: dict | None = None    # set while a run is on (see `snapshot`)
+        self._lock = threading.RLock()       # slots' threads run git while the main one checks
 
     # -- config files and hooks ------------------------------------------------------
     def _watched(self) -> list[Path]:
@@ -124,11 +126,16 @@ class RepoGuard:
     def restore_files(self) -> None:
         """While a run is on: put back config files and hooks as they were before it (cheap
         enough to run before each git call)."""
-        if self._trusted is None:
+        with self._lock:
+            self._restore_files()
+
+    def _restore_files(self) -> None:
+        trusted = self._trusted
+        if trusted is None:
             return
         now = self._read_files()
-        for path in set(now) | set(self._trusted):
-            want, have = self._trusted.get(path), now.get(path)
+        for path in set(now) | set(trusted):
+            want, have = trusted.get(path), now.get(path)
             if want == have:
                 continue
             if want is None:
@@ -151,13 +158,15 @@ class RepoGuard:
     # -- refs --------------------------------------------------------------------------
     def snapshot(self, git: Git) -> RefSnapshot:
         """Before a run: the files and refs to put back after it."""
-        self._trusted = None
-        refs = self._refs(git)
-        self._trusted = self._read_files()
-        return refs
+        with self._lock:
+            self._trusted = None
+            refs = self._refs(git)
+            self._trusted = self._read_files()
+            return refs
 
     def end_run(self) -> None:
-        self._trusted = None
+        with self._lock:
+            self._trusted = None
 
     def _refs(self, git: Git) -> RefSnapshot:
         out = git("for-each-ref", "--format=%(objectname) %(refname)")

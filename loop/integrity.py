@@ -22,9 +22,14 @@ class StateGuard:
     def before_run(self) -> RefSnapshot:
         return self.workspace.snapshot()
 
-    def after_run(self, before: RefSnapshot, label: str) -> str | None:
+    def watch(self) -> RefSnapshot:
+        """For the loop with runs in flight at any time: one snapshot, kept current."""
+        return self.workspace.watch()
+
+    def after_run(self, before: RefSnapshot, label: str,
+                  keep_watching: bool = False) -> str | None:
         """Undo what the run changed outside its worktree; one line saying what, or None."""
-        notes = self.workspace.check_tamper(before, label)
+        notes = self.workspace.check_tamper(before, label, keep_watching)
         note = self.journal.verify()
         if note:
             notes.append(note)

@@ -175,6 +175,8 @@ class Tracker:
                 self._discard(run.info.run_id)
 
     def _discard(self, run_id: str) -> None:
+        if self.client.get_run(run_id).info.lifecycle_stage == "deleted":
+            return            # already hidden (found as an orphan at start, then abandoned)
         self.client.set_tag(run_id, "status", "interrupted")
         self.client.set_terminated(run_id, "KILLED")
         self.client.delete_run(run_id)

@@ -41,6 +41,7 @@ class Workspace:
                                self.branch, tag)
         self.git = Git(self.repo_root, before=self.guard.restore_files)
         self._env = self._author_env()
+        self.watched: RefSnapshot | None = None   # see `watch`
         self._wtgit = Git(self.worktree, self._env, before=self.guard.restore_files)
 
     # -- set-up ------------------------------------------------------------------
@@ -89,8 +90,25 @@ class Workspace:
         """Before a run: git config files, hooks and every ref but the loop's branch."""
         return self.guard.snapshot(self.git)
 
-    def check_tamper(self, before: RefSnapshot, label: str) -> list[str]:
+    def watch(self) -> RefSnapshot:
+        """While several runs are in flight (the loop): one snapshot, kept current with the
+        engine's own ref moves (`keep_ref`), checked as each run ends (`check_tamper(...,
+        keep_watching=True)`); config and hooks stay guarded the whole time."""
+        self.watched = self.guard.snapshot(self.git)
+        return self.watched
+
+    def check_tamper(self, before: RefSnapshot, label: str,
+                     keep_watching: bool = False) -> list[str]:
         """After a run: put back config, hooks and refs it changed; what was undone."""
+        if keep_watching:
+            self.guard.restore_files()
+            self.guard.restore_refs(self.git, before, label)
+            displaced = f"refs/autoresearch/{self.tag}/displaced/"
+            for line in self.git("for-each-ref", "--format=%(objectname) %(refname)",
+                                 displaced).splitlines():
+                sha, ref = line.split(" ", 1)
+                before.refs[ref] = sha           # kept aside on purpose: not the next run's
+            return self.guard.take_notes()
         try:
             self.guard.restore_files()
             self.guard.end_run()
@@ -199,6 +217,8 @@ class Workspace:
     def keep_ref(self, name: str, commit: str) -> str:
         ref = f"refs/autoresearch/{self.tag}/{name}"
         self._wt("update-ref", ref, commit)
+        if self.watched is not None:       # the engine's own move: not tampering
+            self.watched.refs[ref] = commit
         return ref
 
     def restore(self) -> None:
@@ -260,7 +280,8 @@ class Workspace:
         """`commit`'s change (against its parent) applied 3-way on top of `onto`, as a new
         commit with the same message; None when it conflicts. Touches no worktree."""
         import tempfile
-        patch = run_git(["diff", "--binary", f"{commit}^", commit], self.repo_root,
+        patch = run_git(["diff", "--no-ext-diff", "--no-textconv", "--binary", f"{commit}^",
+                         commit], self.repo_root,
                         binary=True).stdout
         with tempfile.TemporaryDirectory() as tmp:
             env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}

@@ -247,8 +247,10 @@ def test_a_commit_from_inside_a_slot_is_caught(tmp_path, mlflow_uri):
             return Proposal("commit from inside", files={"train.py": text})
     for n in range(3):
         (gates / str(n)).write_text("")
+    # sandbox off: in the sandbox the commit fails outright (.git is read-only there); this
+    # checks the engine's own detection, for machines without one
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=1, workers=2,
-                 judge=JudgeConfig(rule="strict"))
+                 judge=JudgeConfig(rule="strict"), sandbox="off")
     Engine(cfg, out=lambda s: None, proposer=Sneaky()).run()
     table = assert_same_story(repo, mlflow_uri)
     assert table[1]["status"] == "crash"
