@@ -62,6 +62,14 @@ def load_state(repo: Path, tag: str):
     return path, replay(Journal(path).events())
 
 
+def _measured(rec, remeasures) -> float | None:
+    """A kept state's value as the judge sees it: the mean of all its runs, its own and
+    every re-run of it since (the best's value moves as re-measurements come in)."""
+    values = list(rec.samples) + [e["value"] for e in remeasures
+                                  if e.get("commit") == rec.commit and e.get("value") is not None]
+    return sum(values) / len(values) if values else rec.metric
+
+
 def summary(repo: Path, tag: str) -> dict:
     path, state = load_state(repo, tag)
     start = state.start or {}
@@ -72,11 +80,12 @@ def summary(repo: Path, tag: str) -> dict:
     for r in changes:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     stops = [e for e in Journal(path).events() if e.get("event") == "stop"]
-    best = kept[-1].best_after if kept else None
+    best = _measured(kept[-1], state.remeasures) if kept else None
     gain = None
     if best is not None and baseline is not None and baseline.metric is not None:
         sign = -1.0 if start.get("direction") == "minimize" else 1.0
-        gain = sign * (best - baseline.metric)
+        gain = 0.0 if kept[-1] is baseline else \
+            sign * (best - _measured(baseline, state.remeasures))
     return {
         "tag": tag, "branch": start.get("branch", f"autoresearch/{tag}"),
         "task": start.get("task"), "iterations": len(changes),
