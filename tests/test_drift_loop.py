@@ -45,7 +45,7 @@ class Scripted:
                         files={"train.py": self.variants[context.iteration - 1]})
 
 
-def night(tmp_path, monkeypatch, tag, paired):
+def night(tmp_path, monkeypatch, tag, paired, workers=1):
     repo = tmp_path / tag
     make_repo(repo, {"task.yaml": TASK, "train.py": TRAIN})
     monkeypatch.setenv("DRIFT_FILE", str(tmp_path / f"{tag}.count"))
@@ -53,7 +53,7 @@ def night(tmp_path, monkeypatch, tag, paired):
     # seed 1: seed 0 gives iteration 2's first run seed 2000, a 2.3 sd lucky draw, and a
     # baseline whose 3 runs understate the noise 3x (the 1-2 % of false keeps allowed)
     cfg = Config(task="task", tag=tag, iterations=3, base_dir=repo, seed=1,
-                 judge=JudgeConfig(paired=paired),
+                 judge=JudgeConfig(paired=paired), workers=workers,
                  sandbox="off")   # the drift counter lives outside the worktree
     Engine(cfg, out=lambda s: None, proposer=Scripted(NO_OPS)).run()
     with open(repo / ".autoresearch" / tag / "results.tsv") as f:
@@ -77,3 +77,14 @@ def test_drift_made_the_unpaired_judge_keep_a_no_op(tmp_path, monkeypatch):
     rows = night(tmp_path, monkeypatch, "unpaired", False)
     assert "keep" in [r["status"] for r in rows[1:]]     # the bug the paired judge fixes
 
+
+
+def test_paired_runs_of_the_best_go_beside_the_candidate_in_other_slots(tmp_path, monkeypatch):
+    """With two slots the best's paired run and the candidate's confirmation run are queued
+    together, so they run at once: the same period by construction."""
+    rows = night(tmp_path, monkeypatch, "slots", True, workers=2)
+    assert [r["status"] for r in rows] == ["keep", "discard", "discard", "discard"]
+    paired = [r for r in rows[1:] if "alongside" in r["reason"]]
+    assert paired and all(int(r["runs"]) >= 2 for r in paired)
+    logs = {p.name for p in (tmp_path / "slots" / ".autoresearch/slots/logs").glob("*best*")}
+    assert any("-best5" in name for name in logs), logs      # the pair runs' own logs
