@@ -7,11 +7,13 @@ An experiment runs as the same user, next to the repository: it can write `.git/
   credential helpers, external diff, textconv, signing) and a scrubbed environment (no API
   keys for whatever git might still start);
 - snapshots the repository's config files and hooks (and the user's global git config)
-  and every ref before each run; while the run is on, every git call of the engine (the
-  grader's export) first puts those files back (so a filter or fsmonitor added by the
-  experiment never runs, not even once); after the run, files and refs are put back, the
-  moved values kept under refs/autoresearch/<tag>/displaced/ so that nothing is lost.
-  Between runs nothing is watched: a change you make yourself then is yours."""
+  and every ref when the loop starts (the engine's own ref moves keep the snapshot
+  current); while runs are on, every git call of the engine (the grader's export) first
+  puts those files back (so a filter or fsmonitor added by the experiment never runs, not
+  even once); as each run ends, files and refs are put back, the moved values kept under
+  refs/autoresearch/<tag>/displaced/ so that nothing is lost. So while the loop runs, a
+  change you make yourself to the repo's refs or git config is put back too (and blamed on
+  the next run to end): make such changes while it is stopped."""
 from __future__ import annotations
 
 import os
