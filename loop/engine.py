@@ -141,9 +141,11 @@ class Engine(Recovery, Reporting):
     def _run(self) -> Stop:
         self._install_signals()
         self._open()
-        # refs and config as the engine leaves them (its own moves keep this current): what
-        # a run changes is tampering, undone and recorded when the run's result comes in
-        self._snapshot = self.state_guard.watch()
+        # Without the sandbox: refs and config as the engine leaves them (its own moves keep
+        # this current); what a run changes is tampering, undone and recorded when the run's
+        # result comes in. In the sandbox a run cannot write .git at all, so a change there
+        # is the user's own and is left alone.
+        self._snapshot = None if self.sandbox == "bwrap" else self.state_guard.watch()
         started = time.monotonic()
         try:
             while True:

@@ -29,7 +29,9 @@ class StateGuard:
     def after_run(self, before: RefSnapshot, label: str,
                   keep_watching: bool = False) -> str | None:
         """Undo what the run changed outside its worktree; one line saying what, or None."""
-        notes = self.workspace.check_tamper(before, label, keep_watching)
+        # before None: refs and config were not watched (the sandbox keeps runs out of .git)
+        notes = [] if before is None else self.workspace.check_tamper(before, label,
+                                                                      keep_watching)
         note = self.journal.verify()
         if note:
             notes.append(note)
