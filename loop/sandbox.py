@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -103,7 +104,7 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
     for folder in EMPTIED:
         if os.path.isdir(folder) and not os.path.islink(folder):
             cmd += ["--tmpfs", folder]
-    for path in readonly:
+    for path in [*readonly, *_software_in_emptied()]:
         if Path(path).exists():
             cmd += ["--ro-bind", str(path), str(path)]
     for path in ([scratch] if scratch else []) + list(writable):
@@ -122,6 +123,21 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
             cmd += ["--ro-bind", "/dev/null", str(path)]
     cmd += ["--chdir", str(cwd), "--"]
     return cmd + list(argv)
+
+
+def _software_in_emptied() -> list[str]:
+    """The engine's Python (its venv, its base install) and the folders on PATH, when they
+    live under a folder the sandbox empties (a clone in /tmp, as CI makes): the run needs
+    them, read-only."""
+    found = []
+    candidates = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                  *os.environ.get("PATH", "").split(os.pathsep)]
+    for path in candidates:
+        for root in (path, os.path.realpath(path)):
+            if root and any(root == e or root.startswith(e + "/") for e in EMPTIED) \
+                    and root not in found:
+                found.append(root)
+    return found
 
 
 def worktree_root(cwd: Path) -> Path:

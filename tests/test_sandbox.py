@@ -272,3 +272,25 @@ def test_credential_files_under_home_are_hidden(outside_tmp, monkeypatch):
     assert ".ssh/id_ed25519 -> FileNotFoundError" in log
     assert ".netrc -> " in log and "password" not in log
     assert "notes.txt -> readable" in log
+
+
+@needs_sandbox
+def test_a_venv_under_tmp_is_still_there_inside(tmp_path):
+    """/tmp is emptied in the sandbox, but an engine installed there (a CI clone in /tmp
+    with its venv) must still run: its interpreter and PATH folders are bound read-only."""
+    venv = Path(f"/tmp/autoresearch-venv-test-{uuid.uuid4().hex[:8]}")
+    (venv / "bin").mkdir(parents=True)
+    tool = venv / "bin" / "hello"
+    tool.write_text("#!/bin/sh\necho hello-from-tmp\n")
+    tool.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{venv / 'bin'}{os.pathsep}{old}"
+    try:
+        cmd = sandbox.wrap(["hello"], work, [work], [], None)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    finally:
+        os.environ["PATH"] = old
+        shutil.rmtree(venv)
+    assert out.returncode == 0 and "hello-from-tmp" in out.stdout, out.stderr
