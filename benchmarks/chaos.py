@@ -16,7 +16,7 @@ Invariants, after every resume:
 Each kill is classified by where it landed: from the journal's last event and the
 orchestrator's last output line.
 
-    python benchmarks/chaos.py --kills 100 --first-start 12 [--seed 0]
+    python benchmarks/chaos.py --kills 100 --first-start 12 [--seed 0] [--workers 3]
 """
 from __future__ import annotations
 
@@ -74,10 +74,14 @@ def make_repo(root: Path) -> Path:
     return root
 
 
+WORKERS = 1      # --workers: slots, so that a kill can land with several runs in flight
+
+
 def cli(repo: Path, tag: str, iterations: int, env: dict, **kw):
     return subprocess.Popen([sys.executable, "-m", "loop", "run", "--config", "chaos.yaml",
                              "--task", "task", "--tag", tag,
-                             "--iterations", str(iterations), "--judge", "strict"],
+                             "--iterations", str(iterations), "--judge", "strict",
+                             "--workers", str(WORKERS)],
                             cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kw)
 
@@ -186,7 +190,10 @@ def main() -> int:
     ap.add_argument("--max-life", type=float, default=7.0, help="latest kill, seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--code", type=Path, default=ROOT, help="the engine checkout to run")
+    ap.add_argument("--workers", type=int, default=1, help="slots: runs in flight at a kill")
     args = ap.parse_args()
+    global WORKERS
+    WORKERS = args.workers
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="chaos-"))
     repo = make_repo(tmp / "repo")
