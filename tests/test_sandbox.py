@@ -294,3 +294,44 @@ def test_a_venv_under_tmp_is_still_there_inside(tmp_path):
         os.environ["PATH"] = old
         shutil.rmtree(venv)
     assert out.returncode == 0 and "hello-from-tmp" in out.stdout, out.stderr
+
+
+class _UserCommitsDuringTheNight:
+    """A proposer whose first call stands in for the user: while the loop runs, they commit
+    on their own `main` (the proposal itself changes X)."""
+
+    def __init__(self, repo):
+        self.repo, self.calls = repo, 0
+
+    def propose(self, context):
+        from loop.proposers.base import Proposal
+        self.calls += 1
+        if self.calls == 1:
+            (self.repo / "notes.md").write_text("the user's own work\n")
+            git(self.repo, "add", "notes.md")
+            git(self.repo, "-c", "user.name=U", "-c", "user.email=u@e", "commit", "-qm", "mine")
+        text = context.files["train.py"].replace("X = 3.0", f"X = {2.0 + self.calls / 10}")
+        return Proposal(f"X step {self.calls}", files={"train.py": text})
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_a_users_own_commit_during_the_night(tmp_path, mlflow_uri, mode):
+    """In the sandbox runs cannot write .git, so the ref watch is off and the user's commit
+    on main stays; without it the engine cannot tell who moved main, so it puts it back
+    (kept under displaced/) and says so, as README documents."""
+    if mode == "auto" and NO_SANDBOX:
+        pytest.skip(f"no sandbox here: {NO_SANDBOX}")
+    from conftest import TOY_TASK, TOY_TRAIN, make_repo
+    repo = make_repo(tmp_path / "repo", {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
+                                         "grade.py": "#\n"})
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2,
+                 judge=JudgeConfig(rule="strict"), sandbox=mode)
+    Engine(cfg, out=lambda s: None, proposer=_UserCommitsDuringTheNight(repo)).run()
+    subject = git(repo, "log", "-1", "--format=%s", "main")
+    with open(repo / ".autoresearch/t/results.tsv") as f:
+        reasons = [r["reason"] for r in csv.DictReader(f, delimiter="\t")]
+    if mode == "auto":
+        assert subject == "mine" and not any("tampered" in r for r in reasons), reasons
+    else:
+        assert subject != "mine" and any("refs/heads/main was moved" in r for r in reasons)
+        assert git(repo, "for-each-ref", "refs/autoresearch/t/displaced/")

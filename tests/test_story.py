@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import TOY_TRAIN, git, run_cli
 from loop.config import Config, JudgeConfig
 from loop.engine import Engine
@@ -158,3 +160,25 @@ def test_progress_is_plain_off_a_terminal_and_live_on_one(toy_repo, mlflow_uri):
     assert "best score 4 (gain +4 vs baseline)" in panel
     assert "kept 1, discarded 1, failed 0" in panel and "runs/h" in panel
     assert "[  2/2] discard" in screen.getvalue()             # the plain lines still scroll
+
+
+def test_the_best_is_the_mean_of_all_its_runs_and_no_keep_is_no_gain(tmp_path):
+    """status / the final line: the best's value moves as it is re-run (the judge's view),
+    and a night that kept nothing has gained nothing, whatever its re-runs drifted to."""
+    from loop import status
+    from loop.journal import Journal, Record, record_dict
+    from loop.scoreboard import BASELINE
+    journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
+    journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="score",
+                  direction="minimize")
+    base = Record(iteration=0, status="keep", description=BASELINE, commit="c0", parent="c0",
+                  samples=[3.0, 3.2, 3.4], metric=3.2, best_after=3.2)
+    journal.write("end", **record_dict(base))
+    for value in (2.0, 2.2):                       # the machine got faster: re-runs improve
+        journal.write("remeasure", iteration=1, commit="c0", value=value, status="ok")
+    worse = Record(iteration=1, status="discard", description="worse", commit="c1",
+                   parent="c0", samples=[9.0], metric=9.0)
+    journal.write("end", **record_dict(worse))
+    s = status.summary(tmp_path, "t")
+    assert s["best_metric"] == pytest.approx((3.0 + 3.2 + 3.4 + 2.0 + 2.2) / 5)
+    assert s["gain"] == 0.0 and "gain +0 over the baseline" in status.final_line(s)
