@@ -64,7 +64,7 @@ class Candidate:
     waiting: bool = False        # all in, held until the best's re-runs are in
     replayed_onto: str = ""
     pair_best: dict = field(default_factory=dict)  # k -> the best's value run alongside run k
-    next_best_k: int = 150       # run numbers of the best's runs alongside (logs `best50`, ..)
+    next_best_k: int = REMEASURE_RUN + 50   # the best's runs alongside it (logs `best50`, ..)
 
 
 def default_tag() -> str:

@@ -52,9 +52,10 @@ def git_env(extra: dict | None = None) -> dict:
 
 
 def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
-            binary: bool = False) -> subprocess.CompletedProcess:
+            binary: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """One hardened git call; `stdin` (bytes: give binary=True) is fed to it."""
     out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
-                         capture_output=True, text=not binary)
+                         capture_output=True, text=not binary, input=stdin)
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()

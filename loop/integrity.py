@@ -19,9 +19,6 @@ class StateGuard:
         self.results_path = Path(results_path)
         self.expected_results = expected_results
 
-    def before_run(self) -> RefSnapshot:
-        return self.workspace.snapshot()
-
     def watch(self) -> RefSnapshot:
         """For the loop with runs in flight at any time: one snapshot, kept current."""
         return self.workspace.watch()

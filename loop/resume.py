@@ -118,8 +118,7 @@ class Recovery:
         by_iter = {r.iteration: r for r in self.records}
         while self.rows_written in by_iter:
             self.rows_written += 1
-        write_results(self.results_path, self.task.metric.name,
-                      [by_iter[i] for i in range(self.rows_written)])
+        write_results(self.results_path, self.task.metric.name, self._rows())
         for n in state.untracked:                 # MLflow missed these: log them now
             rec = by_iter[n]
             patch = self.workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""

@@ -165,10 +165,6 @@ class Workspace:
     def tip(self) -> str:
         return self.git.rev_parse(f"refs/heads/{self.branch}")
 
-    def read_files(self, folder: str, paths) -> dict[str, str]:
-        base = self.worktree / folder
-        return {p: (base / p).read_text(errors="replace") for p in paths}
-
     def message(self, commit: str) -> str:
         return self.git.log("-1", "--format=%B", commit)
 
@@ -260,8 +256,8 @@ class Workspace:
             git("read-tree", base)
             for rel, text in files.items():
                 path = f"{folder}/{rel}" if folder not in ("", ".") else rel
-                blob = _stdin_git(["hash-object", "-w", "--stdin"], self.repo_root, env,
-                                  text.encode())
+                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env,
+                               binary=True, stdin=text.encode()).stdout.decode().strip()
                 git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
             tree = git("write-tree").stdout.strip()
             return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
@@ -287,7 +283,8 @@ class Workspace:
             env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
             run_git(["read-tree", onto], self.repo_root, env)
             try:
-                _stdin_git(["apply", "--3way", "--cached"], self.repo_root, env, patch)
+                run_git(["apply", "--3way", "--cached"], self.repo_root, env, binary=True,
+                        stdin=patch)
             except DiskFull:
                 raise
             except GitError:            # a conflict
@@ -322,15 +319,3 @@ class Workspace:
         slot._wtgit = Git(path, self._env, before=self.guard.restore_files)   # its own tree
         return slot
 
-
-def _stdin_git(args: list[str], cwd: Path, env_extra: dict, data: bytes) -> str:
-    """A hardened git call fed `data` on stdin; its output, stripped."""
-    import subprocess
-    from loop.gitsafe import HARDENING, NO_SPACE, git_env
-    out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
-                         input=data, capture_output=True)
-    if out.returncode != 0:
-        err = out.stderr.decode("utf-8", "replace").strip()
-        cls = DiskFull if any(sign in err for sign in NO_SPACE) else GitError
-        raise cls(f"git {' '.join(args[:3])} failed: {err}")
-    return out.stdout.decode().strip()
