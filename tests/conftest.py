@@ -1,6 +1,7 @@
 """Shared fixtures: a real git repo holding a seconds-long task, a real MLflow SQLite store."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -76,3 +77,16 @@ def openai_server():
     server = OpenAIServer().start()
     yield server
     server.stop()
+
+
+def processes_with_env(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (e.g. `SLOW_FLAG=/path`), via /proc."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import git, make_repo, TOY_TASK, run_cli
+from conftest import TOY_TASK, git, make_repo, processes_with_env, run_cli
 from loop.config import Config, JudgeConfig
 from loop.engine import Engine
 
@@ -165,15 +165,7 @@ def _wait_for(path_fn, timeout=60):
 
 def _experiments_holding(flag) -> list[int]:
     """Live processes whose environment names our flag file (the experiment and its kids)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"SLOW_FLAG={flag}".encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    return processes_with_env(f"SLOW_FLAG={flag}")
 
 
 @pytest.mark.parametrize("sig,expected_rc", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import git, make_repo, run_cli
+from conftest import git, make_repo, processes_with_env, run_cli
 from test_engine import _wait_for, assert_same_story
 from loop.config import Config, JudgeConfig
 from loop.engine import Engine
@@ -142,15 +142,7 @@ def test_a_crash_in_one_slot_while_another_runs(tmp_path, mlflow_uri):
 
 
 def _holding(gates):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"GATE_DIR={gates}".encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    return processes_with_env(f"GATE_DIR={gates}")
 
 
 def test_kill_9_with_three_runs_in_flight_then_resume(tmp_path, mlflow_uri):
