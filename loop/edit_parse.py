@@ -19,7 +19,7 @@ DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
 REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
 HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*$")
 DESCRIPTION_RE = re.compile(
-    r"^\W*(?:description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
+    r"^\W*(description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
 DESCRIPTION_MAX = 120
 
 
@@ -357,10 +357,13 @@ def _description(lines, used, fences) -> str | None:
     for f in fences:
         in_fence.update(range(f.open, f.end + 1))
     prose = [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]
+    labelled = {}                   # label -> its first line's text
     for line in prose:
         m = DESCRIPTION_RE.match(line.strip())
-        if m and m.group(1).strip(" *_`"):
-            return one_line(m.group(1))
+        if m and m.group(2).strip(" *_`"):
+            labelled.setdefault(m.group(1).lower(), m.group(2))
+    if labelled:   # `Description:` is the subject even below a `Hypothesis:` line
+        return one_line(labelled.get("description") or next(iter(labelled.values())))
     for line in prose:
         text = line.strip().lstrip("#>-*0123456789. ").strip()
         if len(text) >= 8 and not path_label(text) and not text.endswith(":"):

@@ -54,6 +54,13 @@ def test_search_replace_block_inside_prose_applies_and_yields_description(task):
     assert changed == {"train.py": TRAIN.replace("LR = 3e-4", "LR = 1e-3")}
 
 
+def test_description_line_is_the_subject_even_below_a_hypothesis_line(task):
+    reply = ("Hypothesis: a higher learning rate converges faster in 100 steps\n"
+             "Description: raise LR to 1e-3\n\n" + sr("train.py", "LR = 3e-4\n", "LR = 1e-3\n"))
+    description, _ = apply_reply(FILES, reply, task)
+    assert description == "raise LR to 1e-3"
+
+
 def test_unified_diff_with_wrong_line_numbers_applies_by_context(task):
     reply = ("Hypothesis: more steps help\n```diff\n--- a/train.py\n+++ b/train.py\n"
              "@@ -40,2 +40,2 @@\n LR = 3e-4\n-STEPS = 100\n+STEPS = 200\n```\n")
