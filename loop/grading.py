@@ -230,7 +230,7 @@ def check_task(path: str | Path, time_budget_s: float | None = None,
         log = tmp / "run" / "run.log"
         result = run_experiment(task.run, work, env, task.time_budget_s + task.grace_s, log,
                                 task.metric.pattern, task.memory_pattern, task.evaluate,
-                                tmp / "grader", task.grace_s, guard.grader_env(env),
+                                tmp / "grader", task.grade_timeout_s, guard.grader_env(env),
                                 before_grading)
         tampered = guard.check_folder(work)
         if tampered and result.status == OK:

@@ -359,6 +359,9 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
         with open(log_path, "a") as log:       # one log per run, the grader's part marked
             log.write(f"\n=== evaluate: {evaluate} ===\n{read_tail(grade_log, 2 * 2**20)}")
     status, detail = classify(returncode, timed_out, metric)
+    if graded and status == TIMEOUT:   # training had finished: the grader ran out, not it
+        detail = f"grading timed out: the grader ran past grade_timeout_s " \
+                 f"({evaluate_timeout_s:g}s) after training finished in {train.wall_s:.0f}s"
     if graded and status == CRASH:
         detail = grader_error(read_tail(grade_log), detail)
     if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):

@@ -3,6 +3,7 @@ and grade it, and the metric to optimize. Loading a task runs nothing."""
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -53,7 +54,8 @@ class Task:
                                         # engine's environment to the evaluate step only
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
-    grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
+    grace_s: float = 30.0               # start-up allowance beyond the budget
+    grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
     env: dict[str, str] = field(default_factory=dict)
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
@@ -180,6 +182,9 @@ def _validate(task: Task, where: str) -> None:
         raise TaskError(f"{where}: 'run' is empty")
     if task.time_budget_s <= 0 or task.grace_s < 0:
         raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
+    if not (0 < task.grade_timeout_s < math.inf):
+        raise TaskError(f"{where}: grade_timeout_s must be a number of seconds > 0, "
+                        f"got {task.grade_timeout_s}")
     if not task.editable:
         raise TaskError(f"{where}: 'editable' lists no files")
     files = _list_files(task.root)

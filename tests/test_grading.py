@@ -264,3 +264,28 @@ def test_tinylm_metric_is_the_graders_not_train_pys(tmp_path, mlflow_uri):
     assert table[1]["status"] in ("keep", "discard") and float(table[1]["val_bpb"]) > 1.0
     log = (repo / ".autoresearch/lm/logs/iter-0001.log").read_text()
     assert "val_bpb: 0.01" in log and "tokens_per_second" in log and "mfu_percent" in log
+
+
+# -- the grader's own time limit ---------------------------------------------------------------
+def test_a_grader_that_runs_out_is_a_grading_timeout_not_killed_at_the_time_budget(tmp_path):
+    """Training finished well inside its budget; the grader hangs past grade_timeout_s. The
+    reason names the grader and its limit; the training budget does not bound the grader."""
+    folder = write_task(tmp_path / "t", BASE + "time_budget_s: 1\ngrace_s: 1\n"
+                        "grade_timeout_s: 4\n",
+                        {"train.py": "print('trained')\n",
+                         "evaluate.py": "import time\nprint('grading', flush=True)\n"
+                                        "time.sleep(2.5)\nprint('score: 0.5')\n"})
+    _, result = check_task(folder, out=lambda line: None)
+    assert result.status == "ok" and result.metric == 0.5   # 2.5 s > budget + grace, < 4 s
+
+    (folder / "task.yaml").write_text(BASE + "time_budget_s: 1\ngrace_s: 1\ngrade_timeout_s: 1\n")
+    _, result = check_task(folder, out=lambda line: None)
+    assert result.status == "timeout"
+    assert "grading timed out" in result.detail and "grade_timeout_s (1s)" in result.detail
+    assert "killed at the time budget" not in result.detail
+
+
+@pytest.mark.parametrize("value", ["0", "-1", ".inf", ".nan"])
+def test_grade_timeout_must_be_a_positive_finite_number(tmp_path, value):
+    with pytest.raises(TaskError, match="grade_timeout_s must be"):
+        load_task(write_task(tmp_path / "t", BASE + f"grade_timeout_s: {value}\n"))
