@@ -91,6 +91,7 @@ def summary(repo: Path, tag: str) -> dict:
         "task": start.get("task"), "iterations": len(changes),
         "kept": kept_changes(state.records), "best_metric": best,
         "baseline_metric": baseline.metric if baseline else None, "gain": gain,
+        "base_commit": baseline.commit if baseline else None,
         "metric_name": start.get("metric"), "direction": start.get("direction"),
         "statuses": statuses, "in_progress": state.open_begin is not None,
         "last_stop": stops[-1]["message"] if stops else None,
@@ -123,13 +124,17 @@ def format_summary(s: dict) -> list[str]:
 
 
 def final_line(s: dict) -> str:
-    """The run's last line: the same counts as `status`."""
+    """The run's last lines: the same counts as `status`, then one review command a line
+    (the kept changes only: from the commit the baseline ran on to the branch)."""
     best = num(s["best_metric"])
     if s["gain"] is not None:
         best += f" ({gain_text(s['gain'])} over the baseline)"
+    since = f"{s['base_commit'][:12]}.." if s.get("base_commit") else ""
     return (f"kept {s['kept']} of {plural(s['iterations'], 'iteration')}; best "
-            f"{s['metric_name']} = {best}; review: git log {s['branch']} | {s['results_tsv']} | "
-            f"mlflow ui --backend-store-uri {s['tracking_uri']}")
+            f"{s['metric_name']} = {best}\n"
+            f"review:  git log --stat {since}{s['branch']}\n"
+            f"         column -t -s$'\\t' {s['results_tsv']}\n"
+            f"         mlflow ui --backend-store-uri {s['tracking_uri']}")
 
 
 def resume_line(tag: str, records, metric_name: str, best: float | None) -> str:

@@ -182,3 +182,24 @@ def test_the_best_is_the_mean_of_all_its_runs_and_no_keep_is_no_gain(tmp_path):
     s = status.summary(tmp_path, "t")
     assert s["best_metric"] == pytest.approx((3.0 + 3.2 + 3.4 + 2.0 + 2.2) / 5)
     assert s["gain"] == 0.0 and "gain +0 over the baseline" in status.final_line(s)
+
+
+def test_the_final_review_lines_run_in_bash_and_show_the_kept_changes_only(toy_repo, mlflow_uri):
+    """No `|` between hints (it reads as a pipe); the git log range starts at the commit the
+    baseline ran on, so the user's own history is not listed, and a night without a keep
+    lists nothing."""
+    from loop import status
+    Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=2,
+                  judge=JudgeConfig(rule="strict")), out=lambda line: None,
+           proposer=Scripted((train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9"))).run()
+    text = status.final_line(status.summary(toy_repo, "t"))
+    assert " | " not in text
+    commands = [line.removeprefix("review:").strip() for line in text.splitlines()[1:]]
+    log = subprocess.run(["bash", "-c", commands[0] + " --format=%s"], cwd=toy_repo,
+                         capture_output=True, text=True, check=True).stdout
+    assert [line for line in log.splitlines() if line and not line.startswith(" ")] \
+        == ["X to 1"]
+    table = subprocess.run(["bash", "-c", commands[1]], cwd=toy_repo, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert table[0].split()[:5] == ["commit", "score", "memory_gb", "status", "description"]
+    assert commands[2].startswith("mlflow ui --backend-store-uri ")
