@@ -81,16 +81,17 @@ def summary(repo: Path, tag: str) -> dict:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     stops = [e for e in Journal(path).events() if e.get("event") == "stop"]
     best = _measured(kept[-1], state.remeasures) if kept else None
+    # the baseline as the judge saw it (all its runs), the value the gain is taken from
+    base_value = _measured(baseline, state.remeasures) if baseline else None
     gain = None
-    if best is not None and baseline is not None and baseline.metric is not None:
+    if best is not None and base_value is not None:
         sign = -1.0 if start.get("direction") == "minimize" else 1.0
-        gain = 0.0 if kept[-1] is baseline else \
-            sign * (best - _measured(baseline, state.remeasures))
+        gain = 0.0 if kept[-1] is baseline else sign * (best - base_value)
     return {
         "tag": tag, "branch": start.get("branch", f"autoresearch/{tag}"),
         "task": start.get("task"), "iterations": len(changes),
         "kept": kept_changes(state.records), "best_metric": best,
-        "baseline_metric": baseline.metric if baseline else None, "gain": gain,
+        "baseline_metric": base_value, "gain": gain,
         "base_commit": baseline.commit if baseline else None,
         "metric_name": start.get("metric"), "direction": start.get("direction"),
         "statuses": statuses, "in_progress": state.open_begin is not None,

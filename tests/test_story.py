@@ -203,3 +203,28 @@ def test_the_final_review_lines_run_in_bash_and_show_the_kept_changes_only(toy_r
                            text=True, check=True).stdout.splitlines()
     assert table[0].split()[:5] == ["commit", "score", "memory_gb", "status", "description"]
     assert commands[2].startswith("mlflow ui --backend-store-uri ")
+
+
+def test_status_gain_is_the_difference_of_the_two_numbers_it_shows(tmp_path):
+    """`best X (gain +G over the baseline B)`: G is B - X for a minimized metric, with B the
+    baseline as the judge measured it (its re-runs included), not its first runs alone."""
+    from loop import status
+    from loop.journal import Journal, Record, record_dict
+    from loop.scoreboard import BASELINE
+    journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
+    journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="time_ms",
+                  direction="minimize")
+    base = Record(iteration=0, status="keep", description=BASELINE, commit="c0", parent="c0",
+                  samples=[80.0, 81.0], metric=80.5, best_after=80.5)
+    journal.write("end", **record_dict(base))
+    journal.write("remeasure", iteration=1, commit="c0", value=82.0, status="ok")
+    kept = Record(iteration=1, status="keep", description="faster", commit="c1", parent="c0",
+                  samples=[33.0, 34.0], metric=33.5, best_after=33.5)
+    journal.write("end", **record_dict(kept))
+    s = status.summary(tmp_path, "t")
+    shown = "\n".join(status.format_summary(s))
+    m = re.search(r"best time_ms +([\d.]+) \(gain \+([\d.]+) over the baseline ([\d.]+)\)", shown)
+    assert m, shown
+    best, gain, baseline = map(float, m.groups())
+    assert gain == pytest.approx(baseline - best, abs=1e-4)
+    assert baseline == pytest.approx(81.0) and best == pytest.approx(33.5)
