@@ -386,13 +386,21 @@ def main(argv: list[str]) -> None:
 
 
 def _threads() -> int:
-    """Intra-op threads for grading: the CPUs this process may use, at most 8 (torch's
-    default counts every core of the machine, which oversubscribes a shared or boxed one)."""
+    """Intra-op threads for grading. OMP_NUM_THREADS when set (the engine's slots set it);
+    else the CPUs this process may use that are not busy now, at most 8. torch's default
+    (every core) on a shared machine oversubscribes it, and OpenMP threads that wait on each
+    other at every op's barrier make that far slower than fewer threads (docs/tasks.md)."""
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
     try:
-        n = len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(n, 8))
+        cpus = os.cpu_count() or 1
+    try:
+        idle = cpus - os.getloadavg()[0]
+    except OSError:
+        idle = cpus
+    return max(1, min(8, cpus, int(idle + 0.5)))
 
 
 if __name__ == "__main__":
