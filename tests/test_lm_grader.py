@@ -335,3 +335,26 @@ def test_handover_of_an_unexportable_model_is_a_crash(task, tmp_path):
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("handover: could not export the model with torch.export at "
                            "input_shape [4, 8]: ")
+
+
+class HalfEmbedding(Causal):
+    """karpathy's shape: a bf16 embedding that only works under the caller's autocast."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb.to(torch.bfloat16)
+
+    def forward(self, idx, targets=None, reduction="mean"):
+        return self.head(self.mix(self.emb(idx))).float()
+
+
+def test_the_callers_autocast_is_part_of_the_exported_program(task, tmp_path):
+    model = HalfEmbedding()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        export(model, tmp_path / "art")
+        ns: dict = {}
+        exec(PREPARE, ns)
+        x, y = ns["batches"]()
+        with torch.no_grad():
+            want = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1)).item()
+    assert metric(grade(task, tmp_path / "art")) == pytest.approx(want, rel=1e-4)

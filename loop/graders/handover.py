@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import operator
 import os
 import runpy
 import sys
@@ -58,7 +59,11 @@ def export_model(model, shape: tuple[int, ...], path: str) -> None:
     model.eval()
     try:
         with torch.no_grad():
-            program = torch.export.export(model, (example,))
+            program = torch.export.export(with_autocast(model), (example,))
+            if any(n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
+                   and n.target is not operator.getitem for n in program.graph.nodes):
+                # autocast regions and other higher-order ops become plain aten ops here
+                program = program.run_decompositions({})
         tmp = path[:-len(".pt2")] + ".partial.pt2"      # torch.export.save wants .pt2
         torch.export.save(program, tmp)
         os.replace(tmp, path)
@@ -68,6 +73,26 @@ def export_model(model, shape: tuple[int, ...], path: str) -> None:
                           f"{list(shape)}: {type(exc).__name__}: {first}")
     finally:
         model.train(was_training)
+
+
+def with_autocast(model):
+    """The model as the script evaluates it: karpathy-style scripts call the evaluation
+    inside `with torch.autocast(...)`, which torch.export does not record from outside."""
+    import torch
+    for device_type in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device_type):
+            dtype = torch.get_autocast_dtype(device_type)
+
+            class Autocast(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.inner = model
+
+                def forward(self, idx):
+                    with torch.autocast(device_type, dtype=dtype):
+                        return self.inner(idx)
+            return Autocast()
+    return model
 
 
 def main(argv: list[str]) -> None:
