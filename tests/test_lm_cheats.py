@@ -110,6 +110,8 @@ def test_patched_evaluation(tmp_path, monkeypatch, patch):
     never_forged(table)
     assert table[1]["status"] == "crash" and not table[1]["val_bpb"]
     assert "handover: train.py never called prepare.evaluate_bpb" in log
+    assert table[1]["reason"].startswith("handover: train.py never called "
+                                         "prepare.evaluate_bpb(model, ...)"), table[1]
 
 
 @pytest.mark.slow
