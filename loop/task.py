@@ -202,6 +202,8 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
+    if task.grader is not None:
+        task = _replace(task, grader=_resolve_python(task.grader, Path(origin or folder), where))
     if task.held_out:
         task = _replace(task, held_out=tuple(
             str(_resolve_held_out(value, where)) for value in task.held_out))
@@ -214,6 +216,18 @@ def _resolve_private(value: str, origin: Path, where: str) -> Path:
     experiment's scrubbed environment), or be relative to the task folder."""
     path = Path(os.path.expanduser(_expand(value, "private", where)))
     return (path if path.is_absolute() else origin / path).resolve()
+
+
+def _resolve_python(grader: Grader, origin: Path, where: str) -> Grader:
+    """`python: .venv/bin/python` names the interpreter in the user's checkout: the steps
+    run in a worktree and a pristine copy, which hold only committed files (no venv)."""
+    words = grader.python.split()
+    if not words or "/" not in words[0] or Path(words[0]).is_absolute():
+        return grader
+    exe = (origin / words[0]).absolute()
+    if not exe.exists():
+        raise TaskError(f"{where}: grader.python: {words[0]} not found in {origin}")
+    return _replace(grader, python=" ".join([shlex.quote(str(exe)), *words[1:]]))
 
 
 def _resolve_held_out(value: str, where: str) -> Path:

@@ -131,3 +131,19 @@ def test_check_task_grades_the_fixture_with_the_lm_grader(tmp_path, monkeypatch)
     assert 0.5 < result.metric < 8.0
     assert "then grading with the lm grader" in lines[0]
     assert val_file(cache).stat().st_size > 0             # hidden from training, not emptied
+
+
+def test_a_relative_interpreter_is_the_checkouts(tmp_path, cache):
+    """Worktrees and the grader's copy hold committed files only: `.venv/bin/python`
+    resolves against the user's task folder (`origin`), or is one clear error."""
+    text = LM_TASK.replace("python: python", "python: .venv/bin/python")
+    folder = folder_with(tmp_path, text)
+    with pytest.raises(TaskError, match=r"grader.python: .venv/bin/python not found in"):
+        load_task(folder)
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "python").write_text("")
+    copy = folder_with(tmp_path / "worktree", text)      # the engine's worktree copy
+    task = load_task(copy, origin=folder)
+    assert task.grader.python == str(folder / ".venv" / "bin" / "python")
+    assert task.train_command.startswith(f"{folder}/.venv/bin/python ")
+    assert task.run == ".venv/bin/python train.py"
