@@ -222,6 +222,15 @@ def _resolve_python(grader: Grader, origin: Path, where: str) -> Grader:
     """`python: .venv/bin/python` names the interpreter in the user's checkout: the steps
     run in a worktree and a pristine copy, which hold only committed files (no venv)."""
     words = grader.python.split()
+    if words[:2] == ["uv", "run"] and words[-1] in ("python", "python3"):
+        # `uv run` in a worktree or the grader's copy would build a new environment there
+        # (with no network in the sandbox); the project's environment is the checkout's.
+        venv = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or origin / ".venv")
+        exe = (venv if venv.is_absolute() else origin / venv) / "bin" / "python"
+        if not exe.exists():
+            raise TaskError(f"{where}: grader.python: '{grader.python}' needs the project's "
+                            f"environment: run `uv sync` in {origin} first ({exe} not found)")
+        return _replace(grader, python=shlex.quote(str(exe.absolute())))
     if not words or "/" not in words[0] or Path(words[0]).is_absolute():
         return grader
     exe = (origin / words[0]).absolute()

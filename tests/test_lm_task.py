@@ -147,3 +147,16 @@ def test_a_relative_interpreter_is_the_checkouts(tmp_path, cache):
     assert task.grader.python == str(folder / ".venv" / "bin" / "python")
     assert task.train_command.startswith(f"{folder}/.venv/bin/python ")
     assert task.run == ".venv/bin/python train.py"
+
+
+def test_uv_run_python_is_the_projects_environment(tmp_path, cache, monkeypatch):
+    monkeypatch.delenv("UV_PROJECT_ENVIRONMENT", raising=False)
+    text = LM_TASK.replace("python: python", "python: uv run python")
+    folder = folder_with(tmp_path, text)
+    with pytest.raises(TaskError, match=r"needs the project's environment: run `uv sync`"):
+        load_task(folder)
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "python").write_text("")
+    task = load_task(folder)
+    assert task.train_command.startswith(f"{folder}/.venv/bin/python {HANDOVER} ")
+    assert task.run == "uv run python train.py"
