@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.scoreboard import BASELINE
-from loop.status import FAILURES, num
+from loop.status import FAILURES, UNPROTECTED, num
 
 KEPT_COLOR = "#1b9e3e"
 DISCARD_COLOR = "#7f7f7f"
@@ -62,6 +62,15 @@ def read_rows(results: Path) -> tuple[str, list[Row]]:
     return metric, rows
 
 
+def _unprotected(state_dir: Path) -> bool:
+    """Whether the journal says no protected grader computed the metric."""
+    journal = state_dir / "journal.jsonl"
+    if not journal.exists():
+        return False
+    with open(journal) as f:
+        return json.loads(f.readline() or "{}").get("protected") is False
+
+
 def _direction(state_dir: Path, rows: list[Row]) -> str:
     """From the journal's first line when there is one, else from how keeps moved."""
     journal = state_dir / "journal.jsonl"
@@ -74,7 +83,8 @@ def _direction(state_dir: Path, rows: list[Row]) -> str:
     return "maximize" if len(kept) > 1 and kept[-1] > kept[0] else "minimize"
 
 
-def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | None) -> str:
+def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | None,
+             unprotected: bool = False) -> str:
     changes = [r for r in rows if r.description != BASELINE]
     kept = [r for r in changes if r.status == "keep"]
     best = _running_best(rows, direction)[-1] if rows else None
@@ -83,7 +93,9 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
              f"Metric `{metric}` ({direction}); {len(changes)} iterations after the baseline, "
              f"{len(kept)} kept; baseline {num(base.metric) if base else 'n/a'}, "
              f"best {num(best)}. Gain = improvement over the best before, in `{metric}` "
-             f"units, positive = better.", ""]
+             f"units, positive = better."
+             + (f" **{UNPROTECTED}**: the numbers are what the edited script printed; no "
+                f"protected grader computed them (docs/tasks.md)." if unprotected else ""), ""]
     if png:
         lines += [f"![progress]({png})", ""]
     lines += ["| iter | status | metric | gain | runs | description |",
@@ -239,7 +251,7 @@ def build(state_dir: Path, tag: str, fmt: str = "md", mlflow: bool = True) -> tu
         problem = log_to_mlflow(state_dir, png)
         if problem:
             notes.append(f"note: {problem}")
-    md_text = markdown(tag, metric, direction, rows, png.name)
+    md_text = markdown(tag, metric, direction, rows, png.name, _unprotected(state_dir))
     if fmt == "png":
         return str(png), notes
     if fmt == "html":

@@ -16,7 +16,7 @@ from loop.journal import Record, replay
 from loop.preflight import check_same_task
 from loop.runner import kill_marked
 from loop.scheduler import ProposalQueue, Scheduler, slot_envs
-from loop.status import resume_line
+from loop.status import UNPROTECTED, resume_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, resolve_uri, store_paths, write_results
 
@@ -75,12 +75,14 @@ class Recovery:
             self.journal.write("start", tag=self.tag, branch=self.workspace.branch,
                                base_commit=self.workspace.tip(), task=self.task_rel,
                                metric=task.metric.name, direction=task.metric.direction,
-                               tracking_uri=uri, experiment=experiment, parent_run_id=None)
+                               protected=task.protected_metric, tracking_uri=uri, experiment=experiment, parent_run_id=None)
         by_iter = {r.iteration: r for r in state.records}
         self.tracker = Tracker(    # opens MLflow in the background; writes queue and retry
             uri, experiment, self.tag, hashlib.sha256(str(self.dir).encode()).hexdigest()[:12],
             parent_run_id=start.get("parent_run_id"), params=params,
-            parent_tags={"git.branch": self.workspace.branch, "sandbox": self.sandbox},
+            parent_tags={"git.branch": self.workspace.branch, "sandbox": self.sandbox,
+                         "metric_protection": "protected" if task.protected_metric
+                         else UNPROTECTED},
             known_run_ids=[by_iter[n].run_id for n in state.untracked],
             on_parent=lambda run_id: self.journal.write("start_tracking", parent_run_id=run_id),
             on_tracked=self._tracked,

@@ -18,6 +18,9 @@ from loop.journal import Journal, replay
 from loop.scoreboard import BASELINE
 
 FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+# Said wherever the metric is shown when no protected grader computes it (no `evaluate`, no
+# `grader`): the number is whatever the edited script printed.
+UNPROTECTED = "unprotected metric"
 
 
 def num(x: float | None, sig: int = 6) -> str:
@@ -94,6 +97,7 @@ def summary(repo: Path, tag: str) -> dict:
         "baseline_metric": base_value, "gain": gain,
         "base_commit": baseline.commit if baseline else None,
         "metric_name": start.get("metric"), "direction": start.get("direction"),
+        "unprotected": start.get("protected") is False,    # older journals: not known
         "statuses": statuses, "in_progress": state.open_begin is not None,
         "last_stop": stops[-1]["message"] if stops else None,
         "results_tsv": str(path.parent / "results.tsv"),
@@ -112,7 +116,9 @@ def format_summary(s: dict) -> list[str]:
     if s["gain"] is not None:
         best += f" ({gain_text(s['gain'])} over the baseline {num(s['baseline_metric'])})"
     rows = [("tag", s["tag"]), ("branch", s["branch"]), ("task", s["task"]),
-            ("metric", f"{metric} ({s['direction']})"),
+            ("metric", f"{metric} ({s['direction']})" + (
+                f"; {UNPROTECTED}: the script's own print, no protected grader"
+                if s.get("unprotected") else "")),
             ("iterations", f"{s['iterations']} after the baseline"
                            + (" (one in progress)" if s["in_progress"] else "")),
             ("kept", f"{s['kept']} of {s['iterations']}"), ("outcomes", counts),
@@ -130,6 +136,8 @@ def final_line(s: dict) -> str:
     best = num(s["best_metric"])
     if s["gain"] is not None:
         best += f" ({gain_text(s['gain'])} over the baseline)"
+    if s.get("unprotected"):
+        best += f" ({UNPROTECTED})"
     since = f"{s['base_commit'][:12]}.." if s.get("base_commit") else ""
     return (f"kept {s['kept']} of {plural(s['iterations'], 'iteration')}; best "
             f"{s['metric_name']} = {best}\n"

@@ -238,9 +238,9 @@ def test_fastsum_wrong_output_is_a_crash_not_a_speedup(tmp_path):
 
 @pytest.mark.slow
 def test_tinylm_metric_is_the_graders_not_train_pys(tmp_path, mlflow_uri):
-    """A fake val_bpb from train.py changes nothing, also from code that runs when the
-    grader imports train.py (a print, an exit hook, a patched prepare.evaluate_bpb): the
-    grader recomputes val_bpb from the checkpoint."""
+    """A fake val_bpb from train.py changes nothing (a print, an exit hook): the lm grader
+    computes val_bpb from the handed-over model; a patched prepare.evaluate_bpb never hands
+    one over, a crash (tests/test_lm_cheats.py has every cheat on a karpathy-shaped repo)."""
     from conftest import make_repo
     from loop.proposers.base import Proposal
     src = EXPERIMENTS / "tinylm"
@@ -248,8 +248,7 @@ def test_tinylm_metric_is_the_graders_not_train_pys(tmp_path, mlflow_uri):
                                          if p.is_file() and p.suffix in (".py", ".yaml")})
     train = (repo / "task" / "train.py").read_text()
     faked = train.replace("import prepare\n", "import prepare\nprint('val_bpb: 0.01')\n"
-                          "import atexit; atexit.register(print, 'val_bpb: 0.01')\n"
-                          "prepare.evaluate_bpb = lambda *a, **k: 0.01\n", 1)
+                          "import atexit; atexit.register(print, 'val_bpb: 0.01')\n", 1)
     assert faked != train
 
     class Faker:

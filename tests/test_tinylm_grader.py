@@ -1,83 +1,83 @@
-"""tinylm's grader against models that learnt the validation text instead of the language."""
+"""tinylm's grading (the lm grader with prepare.grader_check) against models that learnt the
+validation text instead of the language."""
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from loop.task import load_task
 
 TINYLM = Path(__file__).resolve().parent.parent / "experiments" / "tinylm"
 
-# A causal "model" that memorised the val split: the next byte after each 10-byte context.
+# A causal, exportable "model" that memorised the val split: a hashed table from the last 8
+# bytes to the byte that followed them in val, confident (logit 8) where it has an entry.
 MEMORISER = '''
-import os
-from dataclasses import asdict, dataclass
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import prepare
 
-SEQ_LEN = 64
 MEMORISE = 1        # 0: an honest know-nothing model (uniform logits)
+ORDER, BUCKETS = 8, 1 << 20
 
 
-@dataclass
-class GPTConfig:
-    block_size: int = 64
-    order: int = 10
+def context_hash(idx):
+    T = idx.shape[1]
+    padded = F.pad(idx, (ORDER - 1, 0))
+    h = torch.zeros_like(idx)
+    for i in range(ORDER):
+        h = (h * 257 + padded[:, i:i + T]) % BUCKETS
+    return h
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self):
         super().__init__()
-        self.cfg = cfg
         self.dummy = nn.Parameter(torch.zeros(1))
-        val = bytes(prepare.load_split("val").tolist()) if MEMORISE else b""
-        k = cfg.order
-        self.table = {val[i:i + k]: val[i + k] for i in range(len(val) - k)}
+        table = torch.full((BUCKETS,), -1, dtype=torch.long)
+        if MEMORISE:
+            val = prepare.load_split("val").long()
+            table[context_hash(val.view(1, -1))[0, :-1]] = val[1:]
+        self.register_buffer("table", table)
 
     def forward(self, idx):
-        B, T = idx.shape
-        out = torch.zeros(B, T, 256)
-        k = self.cfg.order
-        for b in range(B):
-            row = bytes(idx[b].tolist())
-            for t in range(k - 1, T):
-                nxt = self.table.get(row[t - k + 1:t + 1])
-                if nxt is not None:
-                    out[b, t, nxt] = 8.0
-        return out + self.dummy
+        nxt = self.table[context_hash(idx)]
+        known = (nxt >= 0).unsqueeze(-1).float()
+        return F.one_hot(nxt.clamp(min=0), 256).float() * 8.0 * known + self.dummy
 
 
-if __name__ == "__main__":
-    out = os.environ["AUTORESEARCH_ARTIFACT_DIR"]
-    os.makedirs(out, exist_ok=True)
-    cfg = GPTConfig()
-    torch.save({"config": asdict(cfg), "state_dict": GPT(cfg).state_dict()},
-               os.path.join(out, "model.pt"))
+prepare.evaluate_bpb(GPT(), "cpu", prepare.EVAL_SEQ_LEN)
 '''
 
 
 def grade(tmp_path, train_py):
-    task = tmp_path / "tinylm"
-    shutil.copytree(TINYLM, task, ignore=shutil.ignore_patterns("__pycache__", "artifacts"))
-    (task / "train.py").write_text(train_py)
+    """train.py through the handover, then the lm grader, as task.yaml has them built."""
+    folder = tmp_path / "tinylm"
+    shutil.copytree(TINYLM, folder, ignore=shutil.ignore_patterns("__pycache__", "artifacts"))
+    (folder / "train.py").write_text(train_py)
+    task = load_task(TINYLM)           # the commands; train.py here is not tinylm's
     env = {**os.environ, "AUTORESEARCH_ARTIFACT_DIR": str(tmp_path / "art"),
            "AUTORESEARCH_CACHE": str(tmp_path / "cache")}
-    subprocess.run([sys.executable, "train.py"], cwd=task, env=env, check=True, timeout=300)
-    return subprocess.run([sys.executable, "evaluate.py"], cwd=task, env=env, timeout=300,
-                          capture_output=True, text=True)
+    (tmp_path / "art").mkdir()
+    python = shlex.quote(sys.executable) + " "       # `python` in task.yaml: this venv's
+    trained = subprocess.run(task.train_command.replace("python ", python, 1), shell=True,
+                             cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stdout + trained.stderr[-2000:]
+    return subprocess.run(task.grade_command.replace("python ", python, 1), shell=True,
+                          cwd=folder, env=env, timeout=300, capture_output=True, text=True)
 
 
 def test_a_model_that_memorised_val_is_refused(tmp_path):
     res = grade(tmp_path, MEMORISER)
     assert res.returncode == 4, res.stdout + res.stderr
-    assert "leak_check: failed" in res.stdout
-    assert "val_bpb:" not in res.stdout            # no metric for the loop to parse
+    assert "error: grader_check: leak check failed: val_bpb" in res.stdout
+    assert "---" not in res.stdout                  # no metric block for the loop to parse
 
 
 def test_an_honest_model_passes_the_leak_check(tmp_path):
     res = grade(tmp_path, MEMORISER.replace("MEMORISE = 1", "MEMORISE = 0"))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "val_bpb:          8.0000" in res.stdout     # uniform logits: 8 bits per byte
+    assert "val_bpb: 8.0000" in res.stdout     # uniform logits: 8 bits per byte
     assert "fresh_text_bpb: 8.0000" in res.stdout

@@ -28,6 +28,10 @@ VAL_SEED = 424242               # ever copied from train (only the grammar is sh
 TRAIN_BYTES = 1_500_000         # about 1.5 MB of training text
 VAL_BYTES = 160_000             # about 160 KB of validation text
 EVAL_BYTES = 65_536             # evaluate_bpb scores this many val bytes by default (~1 s on CPU)
+EVAL_SEQ_LEN = 128              # the grader scores windows of this many bytes, whatever the
+                                # model trained on (task.yaml's grader.input_shape agrees)
+FRESH_BYTES = 32_768            # fresh text grader_check scores beside val
+LEAK_MARGIN = 0.05              # bpb; val and fresh text differ by about 0.01 for an honest model
 TIME_BUDGET = float(os.environ.get("AUTORESEARCH_TIME_BUDGET", "60"))  # training seconds
 CACHE_DIR = Path(os.environ.get("AUTORESEARCH_CACHE") or
                  Path.home() / ".cache" / "autoresearch" / "tinylm")
@@ -215,7 +219,7 @@ def get_batch(split, batch_size, seq_len, device, generator=None):
     return x.to(device), y.to(device)
 
 
-def fresh_text(n_bytes=EVAL_BYTES + 1):
+def fresh_text(n_bytes=FRESH_BYTES + 1):
     """Text from the same grammar that no run can have seen: a seed drawn at random now.
     The grader scores it beside val; a model that learnt the val split itself shows a gap."""
     seed = int.from_bytes(os.urandom(8), "little")
@@ -249,6 +253,19 @@ def evaluate_bpb(model, device, seq_len, max_bytes=EVAL_BYTES, batch_size=32, da
         total_nats += loss.item()
     model.train(was_training)
     return total_nats / (n * math.log(2))
+
+
+def grader_check(model, val_bpb):
+    """Run by the lm grader after val_bpb (loop/graders/lm.py): the val split is fixed and
+    this file is readable, so train.py could train on val itself. A model that did scores
+    far better on val than on fresh text from the same grammar (a seed drawn now, that no
+    run can have seen): refused with the reason returned. None: passed."""
+    fresh_bpb = evaluate_bpb(model, "cpu", EVAL_SEQ_LEN, max_bytes=FRESH_BYTES, data=fresh_text())
+    print(f"fresh_text_bpb: {fresh_bpb:.6f}")
+    if val_bpb < fresh_bpb - LEAK_MARGIN:
+        return (f"leak check failed: val_bpb {val_bpb:.4f} is {fresh_bpb - val_bpb:.4f} below "
+                f"fresh text from the same grammar (was the model trained on the val split?)")
+    return None
 
 
 if __name__ == "__main__":  # `python prepare.py` builds the cache and shows a sample
