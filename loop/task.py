@@ -54,6 +54,9 @@ class Task:
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up + evaluation allowance beyond the budget
+    budget_constant: str = ""           # `prepare.py:TIME_BUDGET`: the training budget lives in
+                                        # the repo's code, which never reads
+                                        # AUTORESEARCH_TIME_BUDGET; --time-budget is refused
     env: dict[str, str] = field(default_factory=dict)
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
@@ -100,6 +103,19 @@ class Task:
         if not self.is_editable(rel):
             return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
         return None
+
+
+def with_budget(task: Task, seconds: float | None) -> Task:
+    """The task with a --time-budget override, refused (one line) when the budget lives in
+    the repo's code: the deadline would then disagree with what the script trains for."""
+    if not seconds or seconds == task.time_budget_s:
+        return task
+    if task.budget_constant:
+        raise TaskError(f"--time-budget: {task.name} trains for {task.budget_constant} = "
+                        f"{task.time_budget_s:g}s, set in its code (the script does not read "
+                        f"AUTORESEARCH_TIME_BUDGET); change that constant and time_budget_s "
+                        f"in task.yaml instead")
+    return _replace(task, time_budget_s=seconds)
 
 
 def _matches(rel: str, globs) -> bool:
@@ -180,6 +196,10 @@ def _validate(task: Task, where: str) -> None:
         raise TaskError(f"{where}: 'run' is empty")
     if task.time_budget_s <= 0 or task.grace_s < 0:
         raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
+    if task.budget_constant and not re.fullmatch(r"[\w./-]+\.py:[A-Za-z_]\w*",
+                                                 task.budget_constant):
+        raise TaskError(f"{where}: budget_constant must read FILE.py:NAME, got "
+                        f"'{task.budget_constant}'")
     if not task.editable:
         raise TaskError(f"{where}: 'editable' lists no files")
     files = _list_files(task.root)
