@@ -30,20 +30,9 @@ class Script:
         `print("name:", expr)`, in source order, each name once."""
         out: dict[str, ast.expr | None] = {}
         for node in ast.walk(self.tree):
-            if not (_is_print(node) and node.args):
-                continue
-            first = node.args[0]
-            if isinstance(first, ast.JoinedStr) and len(first.values) >= 2 \
-                    and isinstance(first.values[0], ast.Constant) \
-                    and isinstance(first.values[1], ast.FormattedValue):
-                m = PRINTED_NAME.match(str(first.values[0].value))
-                if m:
-                    out.setdefault(m[1], first.values[1].value)
-            elif isinstance(first, ast.Constant) and isinstance(first.value, str) \
-                    and len(node.args) >= 2:
-                m = PRINTED_NAME.match(first.value)
-                if m:
-                    out.setdefault(m[1], node.args[1])
+            found = printed_value(node)
+            if found:
+                out.setdefault(*found)
         return sorted(out.items(), key=lambda kv: _line(kv[1]))
 
     # -- what it defines and imports --------------------------------------------------------
@@ -97,11 +86,11 @@ class Script:
         return text in self.source
 
     # -- which constants matter -------------------------------------------------------------
-    def display_only(self, names) -> set[str]:
-        """Those of `names` whose every use ends in a print: read only to be shown (an MFU
-        figure from a peak-FLOPs constant), so changing them changes no result. Unused
-        names count as display-only too. Conservative: a use it does not understand is
-        a real use."""
+    def display_only(self, names, metric: str = "") -> set[str]:
+        """Those of `names` whose every use ends in a print other than the `metric` line:
+        read only to be shown (an MFU figure from a peak-FLOPs constant), so changing them
+        changes no result. Unused names count as display-only too. Conservative: a use it
+        does not understand is a real use."""
         parents = {child: node for node in ast.walk(self.tree)
                    for child in ast.iter_child_nodes(node)}
         loads: dict[str, list[ast.Name]] = {}
@@ -110,8 +99,8 @@ class Script:
                 loads.setdefault(node.id, []).append(node)
 
         def shown(name: str, seen: frozenset) -> bool:
-            return all(_use_shown(use, parents, lambda t: t in seen or shown(t, seen | {t}))
-                       for use in loads.get(name, []))
+            return all(_use_shown(use, parents, lambda t: t in seen or shown(t, seen | {t}),
+                                  metric) for use in loads.get(name, []))
         return {n for n in names if shown(n, frozenset({n}))}
 
     def conditions(self, constants: set[str], known: dict[str, object]) -> list[str]:
@@ -130,6 +119,22 @@ class Script:
         return out
 
 
+def printed_value(node) -> tuple[str, ast.expr] | None:
+    """(name, expression) when `node` is `print(f"name: {expr}")` or `print("name:", expr)`."""
+    if not (_is_print(node) and node.args):
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.JoinedStr) and len(first.values) >= 2 \
+            and isinstance(first.values[0], ast.Constant) \
+            and isinstance(first.values[1], ast.FormattedValue):
+        m = PRINTED_NAME.match(str(first.values[0].value))
+        return (m[1], first.values[1].value) if m else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and len(node.args) >= 2:
+        m = PRINTED_NAME.match(first.value)
+        return (m[1], node.args[1]) if m else None
+    return None
+
+
 def _is_print(node) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
         and node.func.id == "print"
@@ -139,7 +144,7 @@ def _line(node) -> int:
     return getattr(node, "lineno", 0)
 
 
-def _use_shown(use: ast.AST, parents: dict, target_shown) -> bool:
+def _use_shown(use: ast.AST, parents: dict, target_shown, metric: str) -> bool:
     """Does this one read of a name end in a print (directly, through arithmetic and
     formatting, or through variables whose every use does)?"""
     node = use
@@ -148,7 +153,7 @@ def _use_shown(use: ast.AST, parents: dict, target_shown) -> bool:
         if parent is None:
             return False
         if _is_print(parent) and node is not parent.func:
-            return True
+            return (printed_value(parent) or ("",))[0] != metric or not metric
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node is parent.value:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             names = []
