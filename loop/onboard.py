@@ -73,6 +73,7 @@ class Plan:
     grader: dict = field(default_factory=dict)
     held_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -198,8 +199,9 @@ def _eval_call(src: Script, local: dict[str, str], root: Path):
 
 
 def _simple_name(node) -> bool:
+    """A variable such as `model` (an UPPER_CASE constant is a setting, not a model)."""
     import ast
-    return isinstance(node, ast.Name)
+    return isinstance(node, ast.Name) and not node.id.isupper()
 
 
 def _direction(name: str) -> str | None:
@@ -348,6 +350,7 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
     found += [(n, plan.script, own.get(n)) for n in own if BUDGET_NAME.match(n)]
     found = [f for f in found if isinstance(f[2], (int, float)) and f[2] > 0]
     if src.mentions("AUTORESEARCH_TIME_BUDGET"):
+        plan.reads_budget = True
         plan.budget = override or DEFAULT_BUDGET_S
         plan.budget_why = (f"{plan.budget:g}s " + ("(--time-budget)" if override else
                            "(default)") + f"; {plan.script} reads AUTORESEARCH_TIME_BUDGET")
@@ -411,7 +414,8 @@ def _sources(source: str) -> dict[str, str]:
 def _dim_spec(name: str, v: float, text: str) -> dict | None:
     """A range around the current value that a name and a value suggest."""
     is_int = re.fullmatch(r"[-+]?\d[\d_]*", text) is not None or "**" in text
-    if "**" in text or (is_int and v >= 16 and int(v) & (int(v) - 1) == 0):
+    power = is_int and v >= 2 and int(v) & (int(v) - 1) == 0
+    if "**" in text or (power and (v >= 16 or "BATCH" in name)):
         k = int(math.log2(v))
         return {"pow2": [max(0, k - 3), k + 2]}
     if is_int:
@@ -448,7 +452,9 @@ def _description(plan: Plan) -> str:
            if plan.grader else f"as {plan.script} prints it (unprotected)")
     tail = (f"{plan.metric}: {better} is better, {how}. Only {', '.join(plan.editable)} may "
             f"change" + (f"; {', '.join(plan.protected)} is read-only" if plan.protected
-                         else "") + f". Each run trains for {plan.budget:g}s.")
+                         else "") + (f". Each run trains for {plan.budget:g}s." if plan.budget_constant
+                                     or plan.reads_budget else
+                                     f". A run is stopped after {plan.budget + plan.grace:g}s."))
     return f"{para} {tail}".strip()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,8 @@ def test_mutate_on_the_init_space_keeps_the_assert_and_reaches_powers(shaped):
     assert len(powers) >= 3 and all(re.fullmatch(r"2\*\*\d+", v) for v in powers), powers
 
 
+@pytest.mark.skipif("grader" not in {f.name for f in fields(Task)},
+                    reason="task.yaml's `grader:` key is not in loop/task.py yet")
 def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
     repo, cache = shaped
     env = {**os.environ, "AUTORESEARCH_CACHE": str(cache)}
