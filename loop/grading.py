@@ -37,6 +37,7 @@ from loop.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_m
 from loop.task import Task, load_task, with_budget
 
 PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
+HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
 SKIP = {".git", "__pycache__", ".autoresearch"}
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 
@@ -106,6 +107,11 @@ class Guard:
         if self.private and repo_root is not None:
             _check_untracked(self.private, repo_root)
         self.private_digest = digest_tree(self.private) if self.private else None
+        self.held_out = [Path(p) for p in task.held_out]
+        for path in self.held_out:
+            if repo_root is not None:
+                _check_untracked(path, repo_root)
+        self.held_out_digest = [_digest_path(p) for p in self.held_out]
 
     @classmethod
     def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> "Guard":
@@ -123,6 +129,8 @@ class Guard:
         extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
         if self.private:
             extra[PRIVATE_ENV] = str(self.private)
+        for i, path in enumerate(self.held_out):    # named only here: hidden from training
+            extra[f"{HELD_OUT_ENV}_{i}"] = str(path)
         return {**env, **extra}
 
     def check_folder(self, folder: Path) -> str | None:
@@ -139,6 +147,9 @@ class Guard:
         return None
 
     def check_private(self) -> str | None:
+        for path, digest in zip(self.held_out, self.held_out_digest):
+            if _digest_path(path) != digest:
+                return f"the held-out data {path} changed since the loop started"
         if self.private is None:
             return None
         if not self.private.is_dir() or digest_tree(self.private) != self.private_digest:
@@ -164,7 +175,7 @@ class Guard:
         missing = self.check_artifact(artifact_dir)
         if missing:
             return NO_METRIC, missing
-        if not self.task.evaluate:
+        if not self.task.grade_command:
             return None
         copy = grader_copy()
         bad = self.check_folder(copy)
@@ -174,6 +185,13 @@ class Guard:
         if changed:
             return CRASH, f"tampered: {changed}"
         return None
+
+
+def _digest_path(path: Path) -> str | None:
+    """A held-out file's or folder's digest; None when it is gone."""
+    if path.is_dir() and not path.is_symlink():
+        return digest_tree(path)
+    return file_digest(path) if path.exists() or path.is_symlink() else None
 
 
 def _check_untracked(private: Path, repo_root: Path) -> None:
@@ -221,12 +239,13 @@ def check_task(path: str | Path, time_budget_s: float | None = None,
             return guard.before_grading(work, artifacts,
                                         lambda: copy_task(task.root, tmp / "grader"))
 
+        grading = "the lm grader" if task.grader else f"`{task.evaluate}`"
         out(f"check-task: {task.name}: running `{task.run}`"
-            + (f", then grading with `{task.evaluate}`" if task.evaluate else "")
+            + (f", then grading with {grading}" if task.grade_command else "")
             + f" (budget {task.time_budget_s:g}s)")
         log = tmp / "run" / "run.log"
-        result = run_experiment(task.run, work, env, task.time_budget_s + task.grace_s, log,
-                                task.metric.pattern, task.memory_pattern, task.evaluate,
+        result = run_experiment(task.train_command, work, env, task.time_budget_s + task.grace_s,
+                                log, task.metric.pattern, task.memory_pattern, task.grade_command,
                                 tmp / "grader", task.grace_s, guard.grader_env(env),
                                 before_grading)
         tampered = guard.check_folder(work)

@@ -294,6 +294,14 @@ def grader_error(grade_log: str, fallback: str) -> str:
     return f"grader: {said[-1][:300]} ({fallback})" if said else fallback
 
 
+def handover_error(log: str, fallback: str) -> str:
+    """A training step that could not hand its model over (loop/graders/handover.py) says
+    why in one `handover: ...` line: that line is the crash reason."""
+    said = [line.strip() for line in log.splitlines() if line.startswith("handover: ")
+            and not line.startswith("handover: model exported")]
+    return f"{said[-1][:300]} ({fallback})" if said else fallback
+
+
 def describe_exit(returncode: int | None) -> str:
     """"exit code 3", or the signal that killed the command: negative from Popen, 128 + N
     through the shell, the sandbox or the reaper (which is how they report it)."""
@@ -338,7 +346,9 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
                     writable=[*artifacts, *_data_cache(env)], hidden=grader_only)
     returncode, timed_out, wall = train.returncode, train.timed_out, train.wall_s
     memory = train.output.value("memory")
-    metric = train.output.value("metric")
+    # With a grading step the script's own print is never the metric (not even a NaN it
+    # printed, which would read as "diverged")
+    metric = None if evaluate else train.output.value("metric")
     if after_run is not None and returncode == 0 and not timed_out:
         stopped = after_run()
         if stopped:
@@ -361,6 +371,8 @@ def run_experiment(command: str, cwd: Path, env: dict, timeout_s: float, log_pat
     status, detail = classify(returncode, timed_out, metric)
     if graded and status == CRASH:
         detail = grader_error(read_tail(grade_log), detail)
+    elif status == CRASH:
+        detail = handover_error(read_tail(log_path), detail)
     if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"

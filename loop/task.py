@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,24 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class Grader:
+    """A protected grader the engine provides (loop/graders/); `lm`: a language model the
+    script hands over as a torch.export program, scored by protected code (docs/tasks.md)."""
+    kind: str
+    script: str                         # the (editable) training script, run via the handover
+    eval_function: str                  # protected `module.function` the script calls with
+                                        # its final model as first argument
+    eval_call: str                      # how the grader calls it: an expression over the
+                                        # protected module's names and `model`
+    input_shape: tuple[int, ...]        # (batch, seq) the model is exported at / called with
+    python: str = "python"              # the repo's own interpreter
+
+    @property
+    def module(self) -> str:
+        return self.eval_function.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     run: str
@@ -49,6 +68,9 @@ class Task:
     artifact: str = ""                  # file the run must write in $AUTORESEARCH_ARTIFACT_DIR
     private: str = ""                   # held-out data folder, outside the task folder; only the
                                         # evaluate step gets it ($AUTORESEARCH_PRIVATE_DIR)
+    grader: Grader | None = None        # a protected grader of ours instead of `evaluate`
+    held_out: tuple[str, ...] = ()      # files/folders outside git the training step cannot
+                                        # see and the grader can (absolute once loaded)
     grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
                                         # engine's environment to the evaluate step only
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
@@ -63,6 +85,35 @@ class Task:
                                         # with one group; shown per run, warned on when it moves
     search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
     root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
+
+    @property
+    def train_command(self) -> str:
+        """What the training step runs: `run`, or the script through the lm handover."""
+        if self.grader is None:
+            return self.run
+        from loop.graders import HANDOVER
+        g = self.grader
+        return (f"{g.python} {shlex.quote(str(HANDOVER))} --eval-function "
+                f"{shlex.quote(g.eval_function)} --input-shape {_shape(g.input_shape)} "
+                f"{shlex.quote(g.script)}")
+
+    @property
+    def grade_command(self) -> str:
+        """What the grading step runs: `evaluate`, the lm grader, or nothing."""
+        if self.grader is None:
+            return self.evaluate
+        from loop.graders import LM
+        g = self.grader
+        protected = " ".join(shlex.quote(p) for p in self.protected)
+        return (f"{g.python} {shlex.quote(str(LM))} --eval-function "
+                f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
+                f"--input-shape {_shape(g.input_shape)} --metric {shlex.quote(self.metric.name)}"
+                f" --protected {protected}")
+
+    @property
+    def protected_metric(self) -> bool:
+        """Whether the metric comes from protected grading rather than the script's print."""
+        return bool(self.evaluate or self.grader)
 
     def throughput(self, output: str) -> float | None:
         """The last number `throughput_pattern` captures in a run's output, or None."""
@@ -118,6 +169,10 @@ def with_budget(task: Task, seconds: float | None) -> Task:
     return _replace(task, time_budget_s=seconds)
 
 
+def _shape(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
 def _matches(rel: str, globs) -> bool:
     return any(fnmatch.fnmatchcase(rel, g) or rel == g.rstrip("/") for g in globs)
 
@@ -150,12 +205,22 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
         data["metric"] = {"name": data["metric"]}
     if isinstance(data, dict) and "root" in data:
         raise TaskError(f"{where}: unknown key 'root'")
+    if isinstance(data, dict) and isinstance(data.get("grader"), dict):
+        if "run" in data:       # one source of truth for what the training step runs
+            raise TaskError(f"{where}: give either 'run' or 'grader', not both: with a grader "
+                            f"the engine builds the training command from grader.python and "
+                            f"grader.script")
+        grader = data["grader"]
+        data = {**data, "run": f"{grader.get('python', 'python')} {grader.get('script', '')}"}
     task = build(Task, data, where, TaskError)
     task = _replace(task, root=folder,
                     env={k: _expand(str(v), f"env.{k}", where) for k, v in task.env.items()})
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
+    if task.held_out:
+        task = _replace(task, held_out=tuple(
+            str(_resolve_held_out(value, where)) for value in task.held_out))
     _validate(task, where)
     return task
 
@@ -165,6 +230,16 @@ def _resolve_private(value: str, origin: Path, where: str) -> Path:
     experiment's scrubbed environment), or be relative to the task folder."""
     path = Path(os.path.expanduser(_expand(value, "private", where)))
     return (path if path.is_absolute() else origin / path).resolve()
+
+
+def _resolve_held_out(value: str, where: str) -> Path:
+    """A held-out path: absolute, `~/...` or with `$VARS`, never relative (it must live
+    outside the task folder and outside git)."""
+    path = Path(os.path.expanduser(_expand(value, "held_out", where)))
+    if not path.is_absolute():
+        raise TaskError(f"{where}: held_out: '{value}' must be an absolute path, `~/...` or "
+                        f"use $VARS: held-out data lives outside the task folder")
+    return path.resolve()
 
 
 def _expand(value: str, key: str, where: str) -> str:
@@ -257,6 +332,8 @@ def _validate_grading(task: Task, where: str, files: list[str]) -> None:
         for name in getattr(task, key):
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
+    _validate_grader(task, where, files)
+    _validate_held_out(task, where)
     if not task.private:
         return
     private, root = Path(task.private), task.root.resolve()
@@ -274,6 +351,66 @@ def _validate_grading(task: Task, where: str, files: list[str]) -> None:
     if task.private in task.run or any(task.private in str(v) for v in task.env.values()):
         raise TaskError(f"{where}: the private folder appears in 'run' or 'env': only the "
                         f"evaluate step may know where it is")
+
+
+def _validate_grader(task: Task, where: str, files: list[str]) -> None:
+    """A `grader:` block: a known kind, an editable script, a protected module, a call that
+    parses, a (batch, seq) shape; `evaluate` and `artifact` belong to the other mode."""
+    from loop.graders import KINDS
+    g = task.grader
+    if g is None:
+        return
+    if g.kind not in KINDS:
+        raise TaskError(f"{where}: grader.kind must be one of {', '.join(KINDS)}, got "
+                        f"'{g.kind}'")
+    if task.evaluate:
+        raise TaskError(f"{where}: give either 'evaluate' or 'grader', not both")
+    if not g.python.strip():
+        raise TaskError(f"{where}: grader.python is empty")
+    if g.script not in files:
+        raise TaskError(f"{where}: grader.script '{g.script}' not found in {task.root}")
+    if not task.is_editable(g.script):
+        raise TaskError(f"{where}: grader.script '{g.script}' must be an editable file (it is "
+                        f"the training script)")
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*", g.eval_function):
+        raise TaskError(f"{where}: grader.eval_function must be module.function, got "
+                        f"'{g.eval_function}'")
+    module_file = g.module.replace(".", "/") + ".py"
+    if module_file not in files:
+        raise TaskError(f"{where}: grader.eval_function: module file '{module_file}' not "
+                        f"found in {task.root}")
+    if not task.is_protected(module_file):
+        raise TaskError(f"{where}: grader.eval_function lives in '{module_file}', which is "
+                        f"not protected: the evaluation must be a protected file")
+    try:
+        compile(g.eval_call, "eval_call", "eval")
+    except SyntaxError as exc:
+        raise TaskError(f"{where}: grader.eval_call is not a Python expression: "
+                        f"{exc.msg}") from None
+    if not re.search(r"\bmodel\b", g.eval_call):
+        raise TaskError(f"{where}: grader.eval_call must pass `model` (the graded model)")
+    if len(g.input_shape) != 2 or min(g.input_shape) < 1:
+        raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
+                        f"integers, got {list(g.input_shape)}")
+
+
+def _validate_held_out(task: Task, where: str) -> None:
+    """Held-out paths exist, live outside the task folder, and appear nowhere the training
+    step is told about (its command and env)."""
+    if task.held_out and not task.protected_metric:
+        raise TaskError(f"{where}: held_out needs a protected grader ('grader' or 'evaluate'): "
+                        f"hidden data nobody grades on would only break the run")
+    root = task.root.resolve()
+    for value in task.held_out:
+        path = Path(value)
+        if not path.exists():
+            raise TaskError(f"{where}: held_out: {path} not found (prepare the data first)")
+        if path == root or root in path.parents or path in root.parents:
+            raise TaskError(f"{where}: held_out: {path} overlaps the task folder; held-out "
+                            f"data must live outside it and outside git")
+        if value in task.run or any(value in str(v) for v in task.env.values()):
+            raise TaskError(f"{where}: held_out: {path} appears in 'run' or 'env': only the "
+                            f"grader may know where it is")
 
 
 def find_tasks(experiments: Path) -> list[Task]:

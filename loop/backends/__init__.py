@@ -59,8 +59,9 @@ def run_in_folder(job: RunJob, folder: Path, task, guard, run_dir: Path, log_pat
     def before_grading():  # the run has ended; the grader's copy is made only now
         kill_marked(f"{JOB_ENV}={job.job_id}")
         return guard.before_grading(folder, artifacts, lambda: export_grader(grader_root))
-    result = run_experiment(task.run, folder, env, task.time_budget_s + task.grace_s, log_path,
-                            task.metric.pattern, task.memory_pattern, task.evaluate, grader_cwd,
+    result = run_experiment(task.train_command, folder, env, task.time_budget_s + task.grace_s,
+                            log_path, task.metric.pattern, task.memory_pattern,
+                            task.grade_command, grader_cwd,
                             task.grace_s, guard.grader_env(env), before_grading, limits)
     grading.remove(grader_root)             # a copy of the task folder per run adds up
     problem = guard.check_folder(folder)

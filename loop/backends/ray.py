@@ -98,7 +98,7 @@ class RayBackend:
             share = max(1, cpus // self.slots)
             self.options = {"num_cpus": min(share, cpus)}
         self.slot_env = {v: str(share) for v in THREAD_VARS} if share else {}
-        private = task.private_dir if task.evaluate else None
+        private = task.private_dir if task.grade_command else None
         self.private = ray.put(_tar(private)) if private else None
         self.remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(run_remote)
         self._refs: dict[str, object] = {}
