@@ -221,7 +221,25 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.held_out:
         task = _replace(task, held_out=tuple(
             str(_resolve_held_out(value, where)) for value in task.held_out))
+    task = _local_interpreter(task, folder, Path(origin or folder).resolve())
     _validate(task, where)
+    return task
+
+
+def _local_interpreter(task: Task, folder: Path, origin: Path) -> Task:
+    """A repo's own interpreter named by a relative path (`.venv/bin/python`) lives in an
+    ignored folder, which the loop's worktree (a checkout of HEAD) lacks: there it is the
+    one in the user's task folder, where it was made."""
+    def local(cmd: str) -> str:
+        program, _, rest = cmd.strip().partition(" ")
+        path = Path(program)
+        if "/" in program and not path.is_absolute() and not (folder / path).exists() \
+                and (origin / path).exists():
+            return f"{shlex.quote(str(origin / path))} {rest}".strip()
+        return cmd
+    task = _replace(task, run=local(task.run))
+    if task.grader is not None:
+        task = _replace(task, grader=_replace(task.grader, python=local(task.grader.python)))
     return task
 
 
