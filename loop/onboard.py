@@ -310,6 +310,9 @@ def _held_out(plan: Plan, mod: str) -> str:
     cmd = [*words, "-c", PROBE, mod]
     try:
         done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise InitError(f"init: `{words[0]}` not found: this repo runs with `{plan.python}` "
+                        f"({plan.python_why}); install it, or run init where it is") from None
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InitError(f"init: could not import {mod}.py with `{plan.python}`: {exc}") from None
     line = next((s for s in done.stdout.splitlines() if s.startswith("@@probe ")), None)
