@@ -97,7 +97,10 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
         if path.exists() and not force:
             raise InitError(f"init: {path} already exists (pass --force to overwrite it)")
     rel = _pick_script(root, script)
-    src = Script(rel, (root / rel).read_text(errors="replace"))
+    try:
+        src = Script(rel, (root / rel).read_text(errors="replace"))
+    except SyntaxError as exc:
+        raise InitError(f"init: {rel} does not parse: {exc.msg} (line {exc.lineno})") from None
     plan = Plan(root=root, top=top, shape="script", script=rel, editable=[rel])
     plan.python, plan.python_why = _interpreter(root)
     local = {name: mod for name, mod in src.imports_from().items()
