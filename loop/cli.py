@@ -14,6 +14,13 @@ from pathlib import Path
 from loop.errors import UsageError
 
 DEFAULT_CONFIG = Path("configs") / "default.yaml"
+REPO_CONFIG = Path("autoresearch.yaml")       # what `autoresearch init` writes at a repo's root
+
+
+def default_config() -> Path | None:
+    """The config a bare command reads: ./autoresearch.yaml (written by init), else
+    ./configs/default.yaml (this project's own repo), else none (the defaults)."""
+    return next((p for p in (REPO_CONFIG, DEFAULT_CONFIG) if p.is_file()), None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run (or resume) the loop for a tag")
-    run.add_argument("--config", help=f"YAML run config (default: {DEFAULT_CONFIG} if present)")
+    run.add_argument("--config", help=f"YAML run config (default: {REPO_CONFIG}, else "
+                                      f"{DEFAULT_CONFIG}, if present)")
     run.add_argument("--task", help="task folder (overrides the config)")
     run.add_argument("--tag", help="run tag; an existing tag resumes (default: today, e.g. nov29)")
     run.add_argument("--iterations", type=int, help="proposals after the baseline, in total")
@@ -63,11 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("tasks", help="list the built-in tasks")
 
+    it = sub.add_parser("init", help="read a repo (karpathy/autoresearch shape, or a script "
+                                     "printing `name: value` lines) and write its task.yaml "
+                                     f"and {REPO_CONFIG}")
+    it.add_argument("repo", nargs="?", default=".", help="the repo (default: here)")
+    it.add_argument("--metric", help="the printed value to optimize (default: the evaluation's "
+                                     "result, else a loss/bpb/accuracy-like name)")
+    it.add_argument("--direction", choices=["minimize", "maximize"])
+    it.add_argument("--script", help="the editable script (default: train.py, main.py, run.py, "
+                                     "or the only one printing values)")
+    it.add_argument("--time-budget", type=float, dest="time_budget_s",
+                    help="seconds per run, for a script with no budget of its own")
+    it.add_argument("--force", action="store_true", help="overwrite an existing task.yaml "
+                                                         f"and {REPO_CONFIG}")
+
     dr = sub.add_parser("doctor", help="what protects experiments on this machine (sandbox, "
                                        "network, PID, filesystem, git, secrets), GPU and "
                                        "torch, MLflow store, disk; exit 1 if a required "
                                        "one is missing")
-    dr.add_argument("--config", help=f"YAML run config (default: {DEFAULT_CONFIG} if present)")
+    dr.add_argument("--config", help=f"YAML run config (default: {REPO_CONFIG}, else "
+                                     f"{DEFAULT_CONFIG}, if present)")
     dr.add_argument("--repo", default=".", help="the research repo (default: here)")
 
     ck = sub.add_parser("check-task", help="validate a task folder and run its baseline once "
@@ -141,9 +164,7 @@ def _main(argv: list[str] | None = None) -> int:
 
 def cmd_run(args) -> int:
     from loop.config import load_config
-    path = args.config
-    if path is None and DEFAULT_CONFIG.is_file():
-        path = DEFAULT_CONFIG
+    path = args.config or default_config()
     config = load_config(path).with_overrides(
         task=args.task, tag=args.tag, iterations=args.iterations,
         time_budget_s=args.time_budget_s, max_wall_s=args.max_wall_s, seed=args.seed,
@@ -216,6 +237,14 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def cmd_init(args) -> int:
+    from loop.onboard import init
+    init(args.repo, metric=args.metric, direction=args.direction, script=args.script,
+         time_budget_s=args.time_budget_s, force=args.force,
+         out=lambda line: print(line, flush=True))
+    return 0
+
+
 def cmd_check_task(args) -> int:
     from loop.grading import check_task
     task, result = check_task(args.path, args.time_budget_s,
@@ -230,7 +259,7 @@ def cmd_check_task(args) -> int:
 def cmd_doctor(args) -> int:
     from loop.config import load_config
     from loop.doctor import report, run_checks
-    path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    path = args.config or default_config()
     config = load_config(path)
     checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo))
     return report(checks, out=lambda line: print(line, flush=True))
@@ -252,7 +281,8 @@ def cmd_task(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks,
-            "check-task": cmd_check_task, "task": cmd_task, "doctor": cmd_doctor}
+            "check-task": cmd_check_task, "task": cmd_task, "doctor": cmd_doctor,
+            "init": cmd_init}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -34,7 +34,7 @@ from loop.progress import Progress, planned_runs
 from loop.runner import OK, Limits, read_tail
 from loop.scoreboard import BASELINE, Scoreboard
 from loop.status import commit_message, num, plural
-from loop.task import load_task
+from loop.task import load_task, with_budget
 from loop.tracking import append_result, results_text
 from loop.workspace import Workspace, worktree_path
 
@@ -81,6 +81,7 @@ class Engine(Recovery, Reporting):
         self.out = out
         self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
         user_task = load_task(config.resolve(config.task))        # clear errors first
+        with_budget(user_task, config.time_budget_s)   # refused when the code holds it
         self.repo_root = Workspace.find_repo_root(user_task.root)
         self.task_rel = user_task.root.relative_to(self.repo_root).as_posix()
         self.tag = config.tag or default_tag()

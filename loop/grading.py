@@ -28,14 +28,13 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from loop.errors import UsageError
 from loop.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_marked,
                          run_experiment)
-from loop.task import Task, load_task
+from loop.task import Task, load_task, with_budget
 
 PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
 HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
@@ -223,9 +222,7 @@ def check_task(path: str | Path, time_budget_s: float | None = None,
                out: Callable[[str], None] = print) -> tuple[Task, RunResult]:
     """Validate a task folder and run its baseline once in a temporary copy (no git needed),
     graded exactly as the loop grades it."""
-    task = load_task(path)
-    if time_budget_s:
-        task = replace(task, time_budget_s=time_budget_s)
+    task = with_budget(load_task(path), time_budget_s)
     tmp = Path(tempfile.mkdtemp(prefix="autoresearch-check-"))
     try:
         work = copy_task(task.root, tmp / "work")

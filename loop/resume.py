@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import signal
-from dataclasses import replace
 
 from loop import grading
 from loop.backends import make_backend
@@ -17,7 +16,7 @@ from loop.preflight import check_same_task
 from loop.runner import kill_marked
 from loop.scheduler import ProposalQueue, Scheduler, slot_envs
 from loop.status import UNPROTECTED, resume_line
-from loop.task import Task, load_task
+from loop.task import Task, load_task, with_budget
 from loop.tracking import Tracker, resolve_uri, store_paths, write_results
 
 
@@ -43,8 +42,7 @@ class Recovery:
         self.workspace.open()
         wt_task = self.workspace.worktree / self.task_rel
         task = load_task(wt_task, origin=self.repo_root / self.task_rel)
-        if self.config.time_budget_s:
-            task = replace(task, time_budget_s=self.config.time_budget_s)
+        task = with_budget(task, self.config.time_budget_s)
         self.task = task
         self.guard = grading.Guard.at_commit(task, self.workspace, self.task_rel,
                                              self.dir / "pristine")  # what grading trusts

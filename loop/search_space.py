@@ -1,9 +1,16 @@
 """Which values of a task's numeric constants can run: the `search_space:` a task.yaml
 declares, and what the code itself says when it declares none (`assert A % B == 0`, betas
 in (0, 1), probabilities in [0, 1]). Pure: the offline proposer asks it before it proposes,
-`load_task` validates a declared space with it. Runs nothing."""
+`load_task` validates a declared space with it. Runs nothing.
+
+Two additions for repos whose constants are written as powers (`TOTAL_BATCH_SIZE = 2**19`):
+such a constant is a constant here too (`POWER`), and `pow2: [lo, hi]` declares one whose
+values are 2**lo .. 2**hi. `requires: ["A % (B * 2048) == 0"]` carries a condition the code
+asserts (what `autoresearch init` reads from an `assert`) as an arithmetic expression over the
+constants; a point that fails it is not proposed."""
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass
@@ -12,12 +19,15 @@ from dataclasses import dataclass
 CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                       r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
                       r"(?P<rest>\s*(?:#.*)?)$", re.M)
+# `TOTAL_BATCH_SIZE = 2**19  # ...`: a constant written as a power of two
+POWER = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
+                   r"(?P<value>2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
 # `assert cfg.n_embd % cfg.n_head == 0` (any expression ending in a name, on either side)
 ASSERT_DIVIDES = re.compile(r"assert\s+[\w.]*?(\w+)\s*%\s*[\w.]*?(\w+)\s*==\s*0\b")
 # `n_embd: int = N_EMBD` (a dataclass field or attribute standing for a constant)
 ALIAS = re.compile(r"^\s+(\w+)\s*(?::\s*[\w\[\]. |]+)?\s*=\s*([A-Z][A-Z0-9_]*)\s*(?:#.*)?$", re.M)
-KINDS = ("range", "log_range", "choices")
-KEYS = (*KINDS, "integer", "divides", "multiple_of")
+KINDS = ("range", "log_range", "choices", "pow2")
+KEYS = (*KINDS, "integer", "divides", "multiple_of", "requires")
 OPEN_UNIT = re.compile(r"BETA")                        # Adam betas: 0 < b < 1
 CLOSED_UNIT = re.compile(r"DROPOUT|PROB|FRAC")         # probabilities, fractions: 0 <= p <= 1
 
@@ -38,8 +48,11 @@ class Dim:
     high_open: bool = False
     divides: str = ""              # this constant must divide that one
     multiple_of: str = ""          # this constant must be a multiple of that one
+    requires: tuple = ()           # expressions over the constants that must hold (asserts)
 
     def contains(self, v: float) -> bool:
+        if self.kind == "pow2" and not (v >= 1 and v == int(v) and int(v) & (int(v) - 1) == 0):
+            return False
         if self.choices:
             return any(math.isclose(v, c, rel_tol=1e-9) for c in self.choices)
         if self.integer and v != int(v):
@@ -70,9 +83,15 @@ def parse_space(data, where: str, known: set[str] | None = None) -> dict[str, Di
             raise SpaceError(f"{at}: unknown key '{unknown[0]}'; allowed: {', '.join(KEYS)}")
         kinds = [k for k in KINDS if k in spec]
         if len(kinds) != 1:
-            raise SpaceError(f"{at}: give exactly one of range, log_range, choices")
+            raise SpaceError(f"{at}: give exactly one of {', '.join(KINDS)}")
         space[name] = _dim(name, kinds[0], spec, at)
     for dim in space.values():
+        for expr in dim.requires:
+            unknown = [n for n in names_in(expr) if known is not None and n not in known]
+            if unknown:
+                raise SpaceError(f"{where}: search_space.{dim.name}: requires names "
+                                 f"{unknown[0]}, which is not a numeric constant of the "
+                                 f"editable files")
         for other in (dim.divides, dim.multiple_of):
             if other and known is not None and other not in known:
                 raise SpaceError(f"{where}: search_space.{dim.name}: constraint names "
@@ -84,7 +103,9 @@ def _dim(name: str, kind: str, spec: dict, at: str) -> Dim:
     integer = spec.get("integer", False)
     if not isinstance(integer, bool):
         raise SpaceError(f"{at}: integer must be true or false")
-    extra = {k: str(spec[k]) for k in ("divides", "multiple_of") if k in spec}
+    extra: dict = {k: str(spec[k]) for k in ("divides", "multiple_of") if k in spec}
+    if "requires" in spec:
+        extra["requires"] = _requires(spec["requires"], at)
     if kind == "choices":
         values = spec["choices"]
         if not isinstance(values, list) or not values or not all(_number(v) for v in values):
@@ -92,6 +113,13 @@ def _dim(name: str, kind: str, spec: dict, at: str) -> Dim:
         return Dim(name, kind, min(values), max(values), tuple(values),
                    integer or all(isinstance(v, int) for v in values), **extra)
     bounds = spec[kind]
+    if kind == "pow2":
+        if not (isinstance(bounds, list) and len(bounds) == 2
+                and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 62
+                        for b in bounds) and bounds[0] < bounds[1]):
+            raise SpaceError(f"{at}: pow2 must be [low, high] exponents, 0 <= low < high <= 62"
+                             f" (2**low .. 2**high), got {bounds!r}")
+        return Dim(name, kind, float(2 ** bounds[0]), float(2 ** bounds[1]), (), True, **extra)
     if not (isinstance(bounds, list) and len(bounds) == 2 and all(_number(b) for b in bounds)):
         raise SpaceError(f"{at}: {kind} must be [low, high], got {bounds!r}")
     low, high = float(bounds[0]), float(bounds[1])
@@ -100,6 +128,77 @@ def _dim(name: str, kind: str, spec: dict, at: str) -> Dim:
     if kind == "log_range" and low <= 0:
         raise SpaceError(f"{at}: log_range needs low > 0, got {bounds[0]}")
     return Dim(name, kind, low, high, (), integer, **extra)
+
+
+def _requires(value, at: str) -> tuple[str, ...]:
+    exprs = [value] if isinstance(value, str) else value
+    if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):
+        raise SpaceError(f"{at}: requires must be an expression or a list of them")
+    for expr in exprs:
+        try:
+            evaluate(expr, {n: 1.0 for n in names_in(expr)})
+        except ZeroDivisionError:
+            pass
+        except (SyntaxError, ValueError) as exc:
+            raise SpaceError(f"{at}: requires: '{expr}' is not an arithmetic condition over "
+                             f"constants ({exc})") from None
+    return tuple(exprs)
+
+
+# -- conditions over constants (`requires`): arithmetic only, evaluated without eval() -------
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: lambda a, b: a ** b}
+_CMPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+         ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+         ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def names_in(expr: str) -> list[str]:
+    """The constant names an expression reads (SyntaxError when it is no expression)."""
+    return sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval"))
+                   if isinstance(n, ast.Name)})
+
+
+def evaluate(expr: str, values: dict[str, float]):
+    """The value of an arithmetic expression or comparison over `values`; ValueError for
+    anything else (calls, attributes, unknown names)."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and _number(node.value):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise ValueError(f"unknown name {node.id}")
+            return values[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -ev(node.operand) if isinstance(node.op, ast.USub) else ev(node.operand)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPS for o in node.ops):
+            left = ev(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = ev(right_node)
+                if not _CMPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp):
+            vals = [ev(v) for v in node.values]
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
+        raise ValueError(f"unsupported {type(node).__name__}")
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def number(text: str) -> float:
+    """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value."""
+    text = text.strip().replace("_", "")
+    if "**" in text:
+        base, exp = text.split("**")
+        return float(int(base) ** int(exp))
+    return float(text)
 
 
 def _number(v) -> bool:
@@ -113,6 +212,8 @@ def constants(files: dict[str, str]) -> dict[str, float]:
         if path.endswith(".py"):
             for m in CONSTANT.finditer(files[path]):
                 out.setdefault(m["name"], float(m["value"].replace("_", "")))
+            for m in POWER.finditer(files[path]):
+                out.setdefault(m["name"], number(m["value"]))
     return out
 
 
@@ -159,4 +260,12 @@ def valid(values: dict[str, float], space: dict[str, Dim]) -> str | None:
                 if b == 0 or a % b:
                     how = "divide" if divides else "make a multiple of"
                     return f"{dim.name} = {v:g} does not {how} {other} = {values[other]:g}"
+        for expr in dim.requires:
+            if all(n in values for n in names_in(expr)):
+                try:
+                    holds = evaluate(expr, values)
+                except (ZeroDivisionError, ValueError, OverflowError):
+                    holds = False
+                if not holds:
+                    return f"{dim.name} = {v:g} fails {expr}"
     return None

@@ -78,6 +78,9 @@ class Task:
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up allowance beyond the budget
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
+    budget_constant: str = ""           # `prepare.py:TIME_BUDGET`: the training budget lives in
+                                        # the repo's code, which never reads
+                                        # AUTORESEARCH_TIME_BUDGET; --time-budget is refused
     env: dict[str, str] = field(default_factory=dict)
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
@@ -155,6 +158,19 @@ class Task:
         return None
 
 
+def with_budget(task: Task, seconds: float | None) -> Task:
+    """The task with a --time-budget override, refused (one line) when the budget lives in
+    the repo's code: the deadline would then disagree with what the script trains for."""
+    if not seconds or seconds == task.time_budget_s:
+        return task
+    if task.budget_constant:
+        raise TaskError(f"--time-budget: {task.name} trains for {task.budget_constant} = "
+                        f"{task.time_budget_s:g}s, set in its code (the script does not read "
+                        f"AUTORESEARCH_TIME_BUDGET); change that constant and time_budget_s "
+                        f"in task.yaml instead")
+    return _replace(task, time_budget_s=seconds)
+
+
 def _shape(shape) -> str:
     return "x".join(str(n) for n in shape)
 
@@ -209,8 +225,25 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.held_out:
         task = _replace(task, held_out=tuple(
             str(_resolve_held_out(value, where)) for value in task.held_out))
+    task = _local_interpreter(task, folder, Path(origin or folder).resolve())
     _validate(task, where)
     return task
+
+
+def _local_interpreter(task: Task, folder: Path, origin: Path) -> Task:
+    """`run`'s interpreter named by a relative path (`.venv/bin/python`) lives in an
+    ignored folder, which the loop's worktree (a checkout of HEAD) lacks: there it is the
+    one in the user's task folder, where it was made."""
+    def local(cmd: str) -> str:
+        program, _, rest = cmd.strip().partition(" ")
+        path = Path(program)
+        if "/" in program and not path.is_absolute() and not (folder / path).exists() \
+                and (origin / path).exists():
+            return f"{shlex.quote(str(origin / path))} {rest}".strip()
+        return cmd
+    if task.grader is not None:   # its interpreter is resolved by _resolve_python
+        return task
+    return _replace(task, run=local(task.run))
 
 
 def _resolve_private(value: str, origin: Path, where: str) -> Path:
@@ -283,6 +316,10 @@ def _validate(task: Task, where: str) -> None:
     if not (0 < task.grade_timeout_s < math.inf):
         raise TaskError(f"{where}: grade_timeout_s must be a number of seconds > 0, "
                         f"got {task.grade_timeout_s}")
+    if task.budget_constant and not re.fullmatch(r"[\w./-]+\.py:[A-Za-z_]\w*",
+                                                 task.budget_constant):
+        raise TaskError(f"{where}: budget_constant must read FILE.py:NAME, got "
+                        f"'{task.budget_constant}'")
     if not task.editable:
         raise TaskError(f"{where}: 'editable' lists no files")
     files = _list_files(task.root)

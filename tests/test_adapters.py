@@ -197,18 +197,21 @@ print("mfu_percent:      39.80")
 '''
 
 
-def test_karpathy_style_repo_runs_with_a_few_lines_of_config(tmp_path, mlflow_uri):
+def test_karpathy_style_repo_without_a_model_runs_after_init(tmp_path, mlflow_uri):
+    """No model handed to the evaluation here (it takes two constants): init makes it a
+    plain, unprotected task, and the loop runs it from what init wrote."""
+    from loop.onboard import CONFIG_FILE, init
     repo = make_repo(tmp_path / "autoresearch", {
         "prepare.py": KARPATHY_PREPARE, "train.py": KARPATHY_TRAIN,
-        "pyproject.toml": "[project]\nname = 'autoresearch'\n",
-        "task.yaml": (ROOT / "examples" / "karpathy" / "task.yaml").read_text(),
-        "configs/karpathy.yaml": (ROOT / "configs" / "karpathy.yaml").read_text()},
-        task_dir=".")
+        "pyproject.toml": "[project]\nname = 'autoresearch'\n"}, task_dir=".")
     (repo / "program.md").write_text("Lower val_bpb. Only train.py may change.\n")
     commit_all(repo, "program")
-    config = load_config(repo / "configs" / "karpathy.yaml").with_overrides(
-        iterations=3, proposer_kind="mutate", tag="k", time_budget_s=10.0)
-    assert config.resolve(config.task) == repo.resolve()
+    plan = init(repo, out=lambda s: None)
+    assert (plan.shape, plan.metric, plan.protected) == ("script", "val_bpb", ["prepare.py"])
+    commit_all(repo, "task")
+    config = load_config(repo / CONFIG_FILE).with_overrides(iterations=3, tag="k")
+    assert config.resolve(config.task) == repo.resolve() and config.judge.rule == "noise"
+    config.judge.rule = "strict"            # the stand-in has no noise: one run each
     stop = Engine(config, out=lambda s: None).run()
     assert stop.exit_code == 0, stop.message
     table = rows(repo, "k")

@@ -8,11 +8,13 @@ changes only the constants declared there), and always within what the code asse
 It does not read program.md: steering it means declaring the space in task.yaml."""
 from __future__ import annotations
 
+import math
 import random
 import re
 
 from loop.proposers.base import Context, Proposal
-from loop.search_space import CONSTANT, Dim, constants, implied, parse_space, valid
+from loop.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
+                                valid)
 
 INT_FACTORS = (0.5, 0.75, 1.5, 2.0)
 FLOAT_FACTORS = (0.5, 0.7, 1.4, 2.0)
@@ -26,6 +28,9 @@ def _format(value: float, like: str) -> str:
 
 def _neighbours(text: str) -> list[str]:
     """Nearby values for a constant written as `text`."""
+    if "**" in text:                         # `2**19`: the next powers, written the same way
+        k = int(text.split("**")[1])
+        return [f"2**{e}" for e in (k - 2, k - 1, k + 1, k + 2) if e >= 0]
     if re.fullmatch(r"[-+]?\d[\d_]*", text):
         v = int(text.replace("_", ""))
         if v == 0:
@@ -52,14 +57,16 @@ def candidates(files: dict[str, str], space: dict[str, Dim] | None = None
     for path in sorted(files):
         if not path.endswith(".py"):
             continue
-        for m in CONSTANT.finditer(files[path]):
+        matches = sorted([*CONSTANT.finditer(files[path]), *POWER.finditer(files[path])],
+                         key=lambda m: m.start())
+        for m in matches:
             name, old = m["name"], m["value"]
             if name in seen or (space and name not in space):
                 continue                     # a declared space names what may change
             seen.add(name)
             dim = (space or {}).get(name)
             for new in _options(old, dim):
-                point = {**values, name: float(new)}
+                point = {**values, name: number(new)}
                 if valid(point, rules) is None and valid(point, space or {}) is None:
                     out.append((path, name, old, new))
     return out
@@ -68,17 +75,29 @@ def candidates(files: dict[str, str], space: dict[str, Dim] | None = None
 def _options(old: str, dim: Dim | None) -> list[str]:
     if dim is None or not dim.kind:
         return _neighbours(old)
+    if dim.kind == "pow2":
+        return _powers(old, dim)
     if dim.choices:
         found = [_text(c, dim.integer) for c in dim.choices]
     else:
         found = _neighbours(old) + [_format(b, old) for b in (dim.low, dim.high)]
         if dim.integer:
-            found = [_text(round(float(v)), True) for v in found]
+            found = [_text(round(number(v)), True) for v in found]
     unique = []
     for v in found:
         if v not in unique and not _same(v, old):
             unique.append(v)
-    return sorted(unique, key=float)
+    return sorted(unique, key=number)
+
+
+def _powers(old: str, dim: Dim) -> list[str]:
+    """Powers of two within the declared exponents: the two on each side of the current
+    value and the bounds, written as `2**k` when the constant is written so."""
+    lo, hi = int(dim.low).bit_length() - 1, int(dim.high).bit_length() - 1
+    k = max(0, round(math.log2(max(number(old), 1))))
+    exps = sorted({e for e in (k - 2, k - 1, k + 1, k + 2, lo, hi) if lo <= e <= hi})
+    found = [f"2**{e}" if "**" in old else str(2 ** e) for e in exps]
+    return [v for v in found if not _same(v, old)]
 
 
 def _text(v, integer: bool) -> str:
@@ -86,7 +105,7 @@ def _text(v, integer: bool) -> str:
 
 
 def _same(a: str, b: str) -> bool:
-    return float(a) == float(b.replace("_", ""))
+    return number(a) == number(b)
 
 
 def describe(path: str, name: str, old: str, new: str) -> str:

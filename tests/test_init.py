@@ -1,0 +1,230 @@
+"""`autoresearch init`: a real git repo in, task.yaml + autoresearch.yaml out (or one line
+and nothing written); the search space it derives from the code; the budget it reads."""
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import git, run_cli
+from karpathy_repo import FIXTURE, make_karpathy_repo, val_file
+from loop.proposers.base import Context
+from loop.proposers.mutate import MutateProposer
+from loop.search_space import constants, parse_space
+from loop.task import Metric, Task
+
+PLAIN = """\
+import os, random
+LR = 0.01
+WIDTH = 32
+PEAK_FLOPS = 1e15          # display only: feeds the mfu line
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+loss = (LR - 0.02) ** 2 * 1000 + (WIDTH - 48) ** 2 / 100 + random.Random(seed).gauss(0, 0.01)
+mfu = 100 / PEAK_FLOPS
+print(f"train_loss: {loss + 0.1:.4f}")
+print(f"val_loss: {loss:.4f}")
+print(f"mfu: {mfu:.2f}")
+"""
+
+
+def commit(repo: Path, msg: str = "files") -> None:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=Tester", "-c", "user.email=t@example.com", "commit", "-qm", msg)
+
+
+def plain_repo(root: Path, files: dict[str, str] | None = None) -> Path:
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in (files or {"train.py": PLAIN}).items():
+        (root / rel).write_text(textwrap.dedent(text))
+    (root / "README.md").write_text("# toy\n\nFit the two knobs of a toy loss.\n")
+    commit(root, "initial")
+    return root
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if ".git" not in p.parts)
+
+
+def test_plain_script_init_then_a_bare_run(tmp_path, mlflow_uri):
+    repo = plain_repo(tmp_path / "toy")
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "unprotected metric: the number is what the edited script prints" in out
+    assert re.search(r"metric: +val_loss, picked among 3 printed values .*train_loss, mfu\); "
+                     r"minimize", out)
+    assert "autoresearch check-task ." in out and "autoresearch run" in out
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["name"] == "toy" and task["description"].startswith("Fit the two knobs")
+    assert task["run"] == "python train.py" and task["editable"] == ["train.py"]
+    assert task["metric"] == {"name": "val_loss", "direction": "minimize"}
+    assert set(task["search_space"]) == {"LR", "WIDTH"}        # PEAK_FLOPS: display-only
+    config = yaml.safe_load((repo / "autoresearch.yaml").read_text())
+    assert config["task"] == "." and config["judge"] == {"rule": "noise", "paired": True}
+    commit(repo, "autoresearch task")
+    check = run_cli("check-task", ".", cwd=repo)
+    assert check.returncode == 0 and "status ok" in check.stdout, check.stdout + check.stderr
+    ran = run_cli("run", "--iterations", "1", cwd=repo)        # no --config: autoresearch.yaml
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "task ., proposer mutate" in ran.stdout
+    results = next((repo / ".autoresearch").glob("*/results.tsv")).read_text().splitlines()
+    assert results[0].split("\t")[1] == "val_loss" and len(results) >= 3   # baseline + 1
+
+
+def test_metric_and_direction_flags_override(tmp_path):
+    repo = plain_repo(tmp_path / "toy")
+    done = run_cli("init", "--metric", "mfu", "--direction", "maximize", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["metric"] == {"name": "mfu", "direction": "maximize"}
+    assert "PEAK_FLOPS" in task["search_space"]       # it feeds the metric now
+
+
+@pytest.mark.parametrize("case,expect", [
+    ("no_git", "is not a git repository"),
+    ("no_metric", "no metric found"),
+    ("unknown_metric", "no metric found: train.py prints no `accuracy: value` line"),
+    ("uncommitted", "uncommitted changes in train.py"),
+    ("task_exists", "task.yaml already exists (pass --force"),
+])
+def test_errors_are_one_line_exit_2_and_write_nothing(tmp_path, case, expect):
+    root = tmp_path / "toy"
+    args = ["init"]
+    if case == "no_git":
+        root.mkdir()
+        (root / "train.py").write_text(PLAIN)
+    elif case == "no_metric":
+        plain_repo(root, {"train.py": "X = 1\nprint('done', X)\n"})
+    else:
+        plain_repo(root)
+    if case == "unknown_metric":
+        args += ["--metric", "accuracy"]
+    if case == "uncommitted":
+        (root / "train.py").write_text(PLAIN + "print('more')\n")
+    if case == "task_exists":
+        (root / "task.yaml").write_text("name: mine\n")
+        commit(root)
+    before = {p: (root / p).read_bytes() for p in listing(root) if (root / p).is_file()}
+    done = run_cli(*args, cwd=root)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expect in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stdout == ""
+    after = {p: (root / p).read_bytes() for p in listing(root) if (root / p).is_file()}
+    assert after == before
+
+
+def test_time_budget_is_refused_where_the_code_holds_it(tmp_path, mlflow_uri):
+    prepare = "TIME_BUDGET = 2          # training seconds, fixed\n"
+    train = ("import time\nfrom prepare import TIME_BUDGET\nLR = 0.1\n"
+             "time.sleep(min(TIME_BUDGET, 0.1))\nprint(f'val_loss: {LR * 2:.4f}')\n")
+    repo = plain_repo(tmp_path / "toy", {"prepare.py": prepare, "train.py": train})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "budget:     2s from prepare.py:TIME_BUDGET" in done.stdout
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["time_budget_s"] == 2 and task["budget_constant"] == "prepare.py:TIME_BUDGET"
+    assert task["protected"] == ["prepare.py"]
+    commit(repo, "task")
+    for cmd in (["check-task", ".", "--time-budget", "30"], ["run", "--time-budget", "30"]):
+        done = run_cli(*cmd, cwd=repo)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "prepare.py:TIME_BUDGET = 2s" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert not (repo / ".autoresearch").exists()          # refused before anything started
+    assert run_cli("init", "--force", "--time-budget", "9", cwd=repo).returncode == 2
+
+
+# -- the karpathy shape (tests/fixtures/karpathy_shape) ------------------------------------------
+@pytest.fixture
+def shaped(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    return make_karpathy_repo(tmp_path / "tinyshape", cache), cache
+
+
+def test_karpathy_shape_plan(shaped):
+    from loop.onboard import analyse, task_yaml
+    repo, cache = shaped
+    plan = analyse(repo)
+    assert plan.shape == "lm" and plan.editable == ["train.py"]
+    assert plan.protected == ["prepare.py"]
+    assert plan.grader == {"kind": "lm", "python": "python", "script": "train.py",
+                           "eval_function": "prepare.evaluate_bpb",
+                           "eval_call": "evaluate_bpb(model, Tokenizer.from_directory(), 16)",
+                           "input_shape": [16, 64]}
+    assert plan.held_out == [str(val_file(cache).resolve())]
+    assert (plan.metric, plan.direction) == ("val_bpb", "minimize")
+    assert (plan.budget, plan.budget_constant) == (3.0, "prepare.py:TIME_BUDGET")
+    assert plan.throughput == "num_steps" and plan.memory == "peak_vram_mb"
+    assert "H100_BF16_PEAK_FLOPS" in plan.skipped and "H100_BF16_PEAK_FLOPS" not in plan.space
+    assert plan.space["TOTAL_BATCH_SIZE"] == {"pow2": [8, 13]}
+    assert plan.conditions == ["TOTAL_BATCH_SIZE % (DEVICE_BATCH_SIZE * 64) == 0"]
+    text = task_yaml(plan)
+    data = yaml.safe_load(text)
+    assert data["description"].startswith("A tiny language-model research task")   # theirs
+    assert "karpathy" not in data["description"].lower() and "3s" in data["description"]
+    assert data["grader"]["eval_function"] == "prepare.evaluate_bpb" and "run" not in data
+
+
+def test_mutate_on_the_init_space_keeps_the_assert_and_reaches_powers(shaped):
+    from loop.onboard import analyse
+    repo, _ = shaped
+    plan = analyse(repo)
+    space = parse_space(plan.space, "task.yaml")
+    task = Task(name="t", run="python train.py", metric=Metric("val_bpb"),
+                editable=("train.py",), search_space=plan.space)
+    files = {"train.py": (repo / "train.py").read_text()}
+    moved, powers = set(), set()
+    for i in range(1, 201):                   # a walk: every proposal kept
+        p = MutateProposer(seed=i % 5).propose(Context(i, task, files, "", [], None, seed=i))
+        assert p.error is None, p.error
+        files = p.files
+        values = constants(files)
+        name = p.description.split()[1]
+        moved.add(name)
+        assert name != "H100_BF16_PEAK_FLOPS"
+        assert values["TOTAL_BATCH_SIZE"] % (values["DEVICE_BATCH_SIZE"] * 64) == 0, p.description
+        assert all(d.contains(values[d.name]) for d in space.values()), p.description
+        m = re.search(r"^TOTAL_BATCH_SIZE = (\S+)", files["train.py"], re.M)
+        powers.add(m[1])
+        compile(files["train.py"], "train.py", "exec")
+    assert {"TOTAL_BATCH_SIZE", "DEVICE_BATCH_SIZE"} <= moved
+    assert len(powers) >= 3 and all(re.fullmatch(r"2\*\*\d+", v) for v in powers), powers
+
+
+@pytest.mark.skipif("grader" not in {f.name for f in fields(Task)},
+                    reason="task.yaml's `grader:` key is not in loop/task.py yet")
+def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
+    repo, cache = shaped
+    env = {**os.environ, "AUTORESEARCH_CACHE": str(cache)}
+    done = run_cli("init", cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "protected grading" in done.stdout and "prepare.py:TIME_BUDGET" in done.stdout
+    commit(repo, "autoresearch task")
+    check = run_cli("check-task", ".", cwd=repo, env=env)
+    assert check.returncode == 0 and "status ok" in check.stdout, check.stdout + check.stderr
+    assert FIXTURE.is_dir()
+
+
+def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlflow_uri):
+    """`.venv/` is ignored, so the worktree (a checkout of HEAD) has none: the loop runs
+    the one in the user's folder."""
+    import sys
+    repo = plain_repo(tmp_path / "toy", {"train.py": PLAIN, ".gitignore": ".venv/\n"})
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["run"] == ".venv/bin/python train.py"
+    commit(repo, "task")
+    # the sandbox empties /tmp, where pytest's folders live: off, to reach the repo's .venv
+    ran = run_cli("run", "--iterations", "1", "--sandbox", "off", cwd=repo)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "baseline  val_loss" in ran.stdout
