@@ -119,8 +119,22 @@ def _exit_quietly_on_sigint() -> None:
         pass      # not the main thread (tests calling main in a thread)
 
 
+def _bad_seconds(args: argparse.Namespace) -> str | None:
+    """A seconds flag that is not a finite number > 0 (`nan`, `inf` parse as floats)."""
+    import math
+    for name, flag in (("time_budget_s", "--time-budget"), ("max_wall_s", "--max-wall")):
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            return f"{flag} must be a finite number of seconds > 0, got {value:g}"
+    return None
+
+
 def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    bad = _bad_seconds(args)
+    if bad:
+        print(f"autoresearch: error: {bad}", file=sys.stderr)
+        return 2
     from loop.proposers.base import ProposerFatal
     try:
         code = COMMANDS[args.command](args)

@@ -3,6 +3,7 @@ and grade it, and the metric to optimize. Loading a task runs nothing."""
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -178,6 +179,8 @@ def _validate(task: Task, where: str) -> None:
         raise TaskError(f"{where}: metric.pattern needs one capture group for the number")
     if not task.run.strip():
         raise TaskError(f"{where}: 'run' is empty")
+    if not (math.isfinite(task.time_budget_s) and math.isfinite(task.grace_s)):
+        raise TaskError(f"{where}: time_budget_s and grace_s must be finite numbers")
     if task.time_budget_s <= 0 or task.grace_s < 0:
         raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
     if not task.editable:

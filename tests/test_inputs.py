@@ -26,6 +26,9 @@ def write_task(tmp_path, yaml_text, files=("train.py", "grade.py")):
     (("editable: [train.py]", "editable: [model.py]"), "editable file 'model.py' not found"),
     (("protected: [grade.py]", "protected: [train.py]"), "'train.py' is both editable and protected"),
     (("time_budget_s: 10", "time_budget_s: ten"), "time_budget_s: expected a number"),
+    (("time_budget_s: 10", "time_budget_s: .inf"), "time_budget_s: expected a finite number"),
+    (("time_budget_s: 10", "time_budget_s: .nan"), "time_budget_s: expected a finite number"),
+    (("grace_s: 5", "grace_s: .inf"), "grace_s: expected a finite number"),
     (("run: python train.py\n", ""), "missing required key 'run'"),
     (("metric: {name: score, direction: minimize}", "metric: {name: score, pattern: '(unclosed'}"),
      "metric.pattern is not a valid regex"),
@@ -65,6 +68,8 @@ def test_good_task_loads(tmp_path):
     ("judge: {rule: lenient}\n", "judge.rule must be one of"),
     ("proposer: {patience_s: -1}\n", "proposer.patience_s must be >= 0"),
     ("iterations: many\n", "iterations: expected an integer"),
+    ("time_budget_s: .inf\n", "time_budget_s: expected a finite number"),
+    ("max_wall_s: .nan\n", "max_wall_s: expected a finite number"),
     ("tag: 'bad tag'\n", "tag 'bad tag' must be letters"),
     ("- a list\n", "expected a mapping"),
 ])
@@ -94,6 +99,19 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, toy_repo):
     assert res.returncode == 2 and "task folder not found" in res.stderr
     res = run_cli("run", "--task", "task", "--proposer", "llm", cwd=toy_repo)
     assert res.returncode == 2 and "no proposer.model" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0"])
+def test_a_time_budget_that_never_ends_is_refused_in_one_line(toy_repo, value):
+    for args in (("run", "--task", "task", f"--time-budget={value}"),
+                 ("run", "--task", "task", f"--max-wall={value}"),
+                 ("check-task", "task", f"--time-budget={value}")):
+        res = run_cli(*args, cwd=toy_repo)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert res.stderr.count("\n") == 1 and "finite number of seconds > 0" in res.stderr
+        assert not (toy_repo / ".autoresearch").exists()      # nothing started
+    with pytest.raises(ConfigError, match="time_budget_s must be a finite number"):
+        load_config(None).with_overrides(time_budget_s=float("nan"))
 
 
 def test_uncommitted_task_is_refused(tmp_path):
