@@ -55,7 +55,9 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
             binary: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     """One hardened git call; `stdin` (bytes: give binary=True) is fed to it."""
     out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
-                         capture_output=True, text=not binary, input=stdin)
+                         capture_output=True, text=not binary, input=stdin,
+                         # a diff of a file in another encoding (latin-1) is for reading
+                         **({} if binary else {"encoding": "utf-8", "errors": "replace"}))
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()
