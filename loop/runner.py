@@ -106,7 +106,8 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     shell = ["/bin/sh", "-c", command]
     if boxed:                 # bwrap --die-with-parent: it and the sandbox die with the engine
         argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
-                            hidden, scratch, readonly=[*readonly, *_paths_in(env)])
+                            hidden, scratch,
+                            readonly=[*readonly, *_paths_in(env), *_data_cache(env)])
     else:                     # the reaper arms its own PDEATHSIG
         argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
                 *shell]
