@@ -190,6 +190,9 @@ def _validate(task: Task, where: str) -> None:
         for g in globs:
             if not any(_matches(f, [g]) for f in files):
                 raise TaskError(f"{where}: {key} file '{g}' not found in {task.root}")
+    if _matches(TASK_FILE, task.editable):    # its metric and commands define the grading
+        raise TaskError(f"{where}: editable names {TASK_FILE}, which is always protected; "
+                        f"list only the files the loop may change")
     overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
