@@ -140,3 +140,23 @@ def test_help_is_instant_and_imports_nothing_heavy():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in out.stdout
+
+
+def test_every_option_says_what_it_does():
+    from loop.cli import build_parser
+    parser = build_parser()
+    missing = []
+
+    def walk(p, path):
+        for action in p._actions:
+            if action.option_strings and action.dest != "help" and not action.help:
+                missing.append(f"{path} {action.option_strings[0]}")
+            if isinstance(action.choices, dict):            # subcommands
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+    walk(parser, "autoresearch")
+    assert missing == []
+    help_text = subprocess.run([sys.executable, "-m", "loop", "run", "--help"],
+                               capture_output=True, text=True).stdout
+    help_text = " ".join(help_text.split())           # argparse wraps lines
+    assert "offline random search" in help_text and "beat the measured" in help_text
