@@ -33,7 +33,7 @@ def tsv_row(rec: Record) -> list[str]:
     spread = pstdev(rec.samples) if runs > 1 else None
     clean = lambda s: " ".join(str(s).split())  # noqa: E731 - tabs/newlines would break rows
     return [rec.commit[:7], _fmt(rec.metric),
-            _fmt(rec.memory_gb, 1) if rec.memory_gb is not None else "0.0", rec.status,
+            _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
             ",".join("" if x is None else f"{x:g}" for x in rec.throughput)]  # per run
