@@ -151,3 +151,23 @@ def test_kills_during_the_first_start_leave_a_usable_store(toy_repo, tmp_path):
         assert sorted(int(r.data.tags["iteration"]) for r in runs
                       if "mlflow.parentRunId" in r.data.tags) == [0, 1]
         assert all(r.info.status != "RUNNING" for r in runs)
+
+
+def test_a_full_disk_at_a_new_tags_worktree_is_one_line_not_a_traceback(small_disk, mlflow_uri):
+    """git reports a checkout that ran out of space as `error: unable to write file x`,
+    without the OS's reason: still a full disk, still README's one line and exit 1."""
+    import base64
+    big = base64.b64encode(os.urandom(900_000)).decode()
+    repo = make_repo(small_disk / "repo", {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
+                                           "grade.py": "#\n", "weights.txt": big})
+    filler = _fill(small_disk)
+    os.truncate(filler, max(0, filler.stat().st_size - 96 * 1024))   # room for the state only
+    full = run_cli(*ARGS, "--iterations", "1", cwd=repo)
+    assert full.returncode == 1, full.stdout + full.stderr
+    assert "Traceback" not in full.stderr, full.stderr
+    lines = [line for line in full.stdout.splitlines() if "no space left on device" in line]
+    assert len(lines) == 1 and lines[0].startswith("stopped: "), full.stdout
+    filler.unlink()
+    again = run_cli(*ARGS, "--iterations", "1", cwd=repo)        # space freed: it just goes on
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [int(r[5]) for r in _rows(repo)] == [0, 1]
