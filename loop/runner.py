@@ -296,8 +296,11 @@ def grader_error(grade_log: str, fallback: str) -> str:
 
 
 def describe_exit(returncode: int | None) -> str:
-    """"exit code 3", or the signal that killed the command: negative from Popen, 128 + N
-    through the shell, the sandbox or the reaper (which is how they report it)."""
+    """"exit code 3", or the signal that killed the command: 128 + N through the shell, the
+    sandbox or the reaper (which is how they report the command's death). Negative (from
+    Popen) is the death of the process the engine started, the supervisor itself
+    (loop/reap.py, or bwrap): not the command's, and not the OOM killer's doing (it picks
+    the biggest process, the training); most likely the run killed its supervisor."""
     if returncode is None:
         return "killed"
     number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
@@ -307,6 +310,10 @@ def describe_exit(returncode: int | None) -> str:
         name = ""
     if not name:
         return f"exit code {returncode}"
+    if returncode < 0:
+        return (f"its supervisor was killed by {name} (exit status {returncode}): the run "
+                f"killed the process watching it, or something outside did; what it started "
+                f"may have escaped")
     if number == signal.SIGKILL:
         return f"killed by SIGKILL, likely out of memory (the kernel's OOM killer; exit " \
                f"status {returncode})"
