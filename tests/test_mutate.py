@@ -69,6 +69,20 @@ def test_never_repeats_a_tried_change_and_stops_when_the_space_is_exhausted():
     assert "search space exhausted" in str(info.value) and "A, B" in str(info.value)
 
 
+def test_a_state_already_measured_is_not_proposed_again_from_a_new_parent():
+    task = Task(name="t", run="x", metric=Metric("loss"), editable=("train.py",),
+                search_space={"X": {"choices": [1, 2, 3]}})
+    proposer = MutateProposer(seed=0)
+    first = proposer.propose(Context(1, task, {"train.py": "X = 3\n"}, "", [], 1.0, 1))
+    kept = first.files                                  # X = 1 or 2 kept; X = 3 was the baseline
+    history = [Attempt(1, first.description, "keep", 0.5, 0.5)]
+    second = proposer.propose(Context(2, task, kept, "", history, 0.5, 2))
+    assert "to 3 " not in second.description, second.description
+    with pytest.raises(SpaceExhausted):               # the third value is all that was left
+        proposer.propose(Context(3, task, kept, "", history + [
+            Attempt(2, second.description, "discard", 0.9, -0.4)], 0.5, 3))
+
+
 def test_proposals_asked_for_ahead_never_repeat_each_other():
     """Several slots ask before any answer is in the history: same parent, no repeats."""
     task = Task(name="t", run="x", metric=Metric("loss"), editable=("kernel.py",),

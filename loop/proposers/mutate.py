@@ -6,6 +6,7 @@ task's numeric UPPER_CASE constants to values drawn from their whole declared sp
 integer range spanning orders of magnitude, any of the choices), seeded and reproducible.
 It never proposes a change already tried from the same parent (the history it is shown,
 plus what it proposed itself and is not yet in the history: proposals asked for ahead),
+nor a point it has already seen this session (an earlier best, such as the baseline),
 and proposes only points that can run: inside the declared space, and within what the
 code asserts (`assert A % B == 0`) and what a name implies (betas in (0, 1), probabilities
 in [0, 1]). Without a declared space a constant moves within a factor of ten of its current
@@ -183,6 +184,7 @@ class MutateProposer:
     def __init__(self, seed: int = 0):
         self.seed = seed
         self._proposed: dict[str, set[str]] = {}   # parent fingerprint -> descriptions
+        self._points: set[tuple] = set()            # every constant's value: states seen
         self._lock = threading.Lock()               # proposals may be asked for in parallel
 
     def propose(self, context: Context) -> Proposal:
@@ -194,7 +196,11 @@ class MutateProposer:
         parent = _fingerprint(files)
         with self._lock:
             mine = self._proposed.setdefault(parent, set())
-            tried = {a.description for a in context.history} | mine
+            described = {a.description for a in context.history} | mine
+            self._points.add(_point(values, []))
+
+            def tried(changes: list[Change]) -> bool:
+                return describe(changes) in described or _point(values, changes) in self._points
             changes = self._draw(axes, values, rules, space, tried, rng) or \
                 self._first_untried(axes, values, rules, space, tried)
             if changes is None:
@@ -204,6 +210,7 @@ class MutateProposer:
                                      f"{_names(axes)} in {where} was tried")
             description = describe(changes)
             mine.add(description)
+            self._points.add(_point(values, changes))
         new_files: dict[str, str] = {}
         for path, name, old, new in changes:
             new_files[path] = _apply(new_files.get(path, files[path]), name, old, new)
@@ -225,7 +232,7 @@ class MutateProposer:
                 new = a.draw(rng)
                 if not _same(new, a.old):
                     changes.append((a.path, a.name, a.old, new))
-            if changes and _ok(changes, values, rules, space) and describe(changes) not in tried:
+            if changes and _ok(changes, values, rules, space) and not tried(changes):
                 return changes
         return None
 
@@ -238,9 +245,15 @@ class MutateProposer:
             for group in itertools.combinations(range(len(axes)), k):
                 for changes in itertools.product(*(grids[i] for i in group)):
                     changes = list(changes)
-                    if _ok(changes, values, rules, space) and describe(changes) not in tried:
+                    if _ok(changes, values, rules, space) and not tried(changes):
                         return changes
         return None
+
+
+def _point(values: dict[str, float], changes: list[Change]) -> tuple:
+    """The state after `changes`: every constant's value (a state already seen is not
+    proposed again, whatever the parent)."""
+    return tuple(sorted({**values, **{name: float(new) for _, name, _, new in changes}}.items()))
 
 
 def _names(axes: list[_Axis]) -> str:
