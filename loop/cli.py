@@ -38,11 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="per-experiment budget in seconds (overrides the task's)")
     run.add_argument("--max-wall", type=float, dest="max_wall_s",
                      help="stop starting new iterations after this many seconds")
-    run.add_argument("--proposer", choices=["mutate", "llm"], dest="proposer_kind")
+    run.add_argument("--proposer", choices=["mutate", "llm"], dest="proposer_kind",
+                     help="who proposes changes: mutate (offline random search over the "
+                          "task's search_space, the default) or llm (needs --model)")
     run.add_argument("--model", dest="proposer_model", help="LLM model name")
     run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
-    run.add_argument("--judge", choices=["strict", "noise"], dest="judge_rule")
-    run.add_argument("--seed", type=int)
+    run.add_argument("--judge", choices=["strict", "noise"], dest="judge_rule",
+                     help="keep rule: noise (a gain must beat the measured run-to-run noise, "
+                          "the default) or strict (any gain, one run each)")
+    run.add_argument("--seed", type=int,
+                     help="base seed of the proposer and of each run's AUTORESEARCH_SEED "
+                          "(default 0; the same seed gives the same proposals)")
     run.add_argument("--sandbox", choices=["off", "auto", "required"],
                      help="confine each experiment (bubblewrap); auto: where it works (default)")
     run.add_argument("--workers", type=int,
@@ -62,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="a tag's iterations: markdown, HTML or a picture "
                                        "(always writes .autoresearch/<tag>/progress.png)")
     rp.add_argument("--tag", help="default: the most recent tag in this repo")
-    rp.add_argument("--repo", default=".")
+    rp.add_argument("--repo", default=".", help="the research repo (default: here)")
     rp.add_argument("--format", choices=["md", "html", "png"], default="md",
                     help="md: print a markdown table (default); html: write report.html and "
                          "print its path; png: print the picture's path")
@@ -108,16 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     mle.add_argument("--metric", help="grade with this built-in metric instead of the "
                                       "competition's grader (accuracy, auc, logloss, rmse, "
                                       "mse, mae); needed when it has none")
-    mle.add_argument("--direction", choices=["minimize", "maximize"])
+    mle.add_argument("--direction", choices=["minimize", "maximize"],
+                     help="the metric's direction (default: read from the leaderboard or the "
+                          "metric; needed when neither tells)")
     mle.add_argument("--out", required=True, help="the task folder to write")
-    mle.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
+    mle.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s",
+                     help="the task's time_budget_s, seconds per experiment (default 300)")
     mlab = tk_sub.add_parser("mlagentbench", help="an MLAgentBench task (env/ + scripts/)")
     mlab.add_argument("benchmark", help="the task's folder, e.g. MLAgentBench/benchmarks/cifar10")
     mlab.add_argument("--direction", choices=["minimize", "maximize"], required=True,
                       help="of its eval.py's get_score (accuracy: maximize, MAE: minimize)")
     mlab.add_argument("--metric", default="score", help="the metric's name (default: score)")
     mlab.add_argument("--out", required=True, help="the task folder to write")
-    mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
+    mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s",
+                     help="the task's time_budget_s, seconds per experiment (default 300)")
     return p
 
 
@@ -142,8 +152,22 @@ def _exit_quietly_on_sigint() -> None:
         pass      # not the main thread (tests calling main in a thread)
 
 
+def _bad_seconds(args: argparse.Namespace) -> str | None:
+    """A seconds flag that is not a finite number > 0 (`nan`, `inf` parse as floats)."""
+    import math
+    for name, flag in (("time_budget_s", "--time-budget"), ("max_wall_s", "--max-wall")):
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            return f"{flag} must be a finite number of seconds > 0, got {value:g}"
+    return None
+
+
 def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    bad = _bad_seconds(args)
+    if bad:
+        print(f"autoresearch: error: {bad}", file=sys.stderr)
+        return 2
     from loop.proposers.base import ProposerFatal
     try:
         code = COMMANDS[args.command](args)

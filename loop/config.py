@@ -4,6 +4,7 @@ CLI flags override the file; see `Config.with_overrides`. Imports nothing heavy.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +134,10 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: judge.simplicity_weight and judge.min_delta must be >= 0")
     if cfg.iterations < 0:
         raise ConfigError(f"{where}: iterations must be >= 0")
+    for name in ("time_budget_s", "max_wall_s", "max_cost_usd", "memory_limit_gb"):
+        value = getattr(cfg, name)          # a flag's `nan` or `inf` is a float too
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"{where}: {name} must be a finite number, got {value}")
     if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
         raise ConfigError(f"{where}: time_budget_s must be > 0")
     if cfg.proposer.patience_s < 0:

@@ -34,9 +34,10 @@ class Check:
     required: bool = False
 
 
-def inside(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+def inside(argv: list[str], timeout: float = 120, readonly=()) -> subprocess.CompletedProcess:
     """Run `argv` as an experiment would be run: in the sandbox, scrubbed environment."""
-    wrapped = sandbox.wrap(argv, Path("/"), writable=(), hidden=(), scratch=None)
+    wrapped = sandbox.wrap(argv, Path("/"), writable=(), hidden=(), scratch=None,
+                           readonly=readonly)
     return subprocess.run(wrapped, env=experiment_env(), capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -89,7 +90,11 @@ def check_filesystem(boxed: bool, repo: Path) -> Check:
                                          "user can (the repository's .git and the engine's "
                                          "state included)")
     target = repo / f".doctor-probe-{os.getpid()}"
-    probe = inside(["/bin/sh", "-c", f"echo x > '{target}'"])
+    # The repository is shown to the probe as it is to a run that can see it (read-only),
+    # even where the sandbox empties its folder (a clone under /tmp or HOME): a write that
+    # lands in the sandbox's own /tmp is no write into the repository.
+    probe = inside(["/bin/sh", "-c", f"test -d '{repo}/.git' && echo x > '{target}'"],
+                   readonly=[repo])
     written = target.exists()
     target.unlink(missing_ok=True)
     if probe.returncode == 0 or written:

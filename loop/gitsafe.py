@@ -17,12 +17,19 @@ An experiment runs as the same user, next to the repository: it can write `.git/
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 NO_SPACE = ("No space left on device", "Out of diskspace", "Disk quota exceeded")
+# A failed write git reports without the OS's reason ("error: unable to write file x"):
+# a full disk when the disk is (nearly) full
+WRITE_FAILED = re.compile(r"unable to (?:write|create)|could not write|short write|"
+                          r"failed to write|Could not reset index", re.I)
+LOW_SPACE_BYTES = 64 * 2**20
 
 # Switch off everything git could run on our behalf from configuration.
 HARDENING = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
@@ -55,13 +62,31 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
             binary: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     """One hardened git call; `stdin` (bytes: give binary=True) is fed to it."""
     out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
-                         capture_output=True, text=not binary, input=stdin)
+                         capture_output=True, text=not binary, input=stdin,
+                         # a diff of a file in another encoding (latin-1) is for reading
+                         **({} if binary else {"encoding": "utf-8", "errors": "replace"}))
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()
-        cls = DiskFull if any(sign in err for sign in NO_SPACE) else GitError
+        full = any(sign in err for sign in NO_SPACE) or \
+            (WRITE_FAILED.search(err) is not None and _low_space(cwd, args))
+        cls = DiskFull if full else GitError
         raise cls(f"git {' '.join(str(a) for a in args[:3])} failed: {err}")
     return out
+
+
+def _low_space(cwd: Path, args) -> bool:
+    """Whether the folder git ran in, or a path it was given, is on a (nearly) full disk."""
+    for path in [cwd, *(a for a in map(str, args) if a.startswith("/"))]:
+        folder = Path(path)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            if shutil.disk_usage(folder).free < LOW_SPACE_BYTES:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class Git:

@@ -11,6 +11,7 @@ import base64
 import csv
 import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class Row:
     gain: float | None
     runs: int
     spread: float | None
+    reason: str = ""
 
 
 def _float(text: str | None) -> float | None:
@@ -58,7 +60,8 @@ def read_rows(results: Path) -> tuple[str, list[Row]]:
             failed = r["status"] in FAILURES
             rows.append(Row(int(r["iteration"]), r["status"], r["description"],
                             None if failed else _float(r[metric]), _float(r.get(gain_col)),
-                            int(r.get("runs") or 0), _float(r.get("spread"))))
+                            int(r.get("runs") or 0), _float(r.get("spread")),
+                            r.get("reason") or ""))
     return metric, rows
 
 
@@ -98,14 +101,14 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
                 f"protected grader computed them (docs/tasks.md)." if unprotected else ""), ""]
     if png:
         lines += [f"![progress]({png})", ""]
-    lines += ["| iter | status | metric | gain | runs | description |",
-              "|---:|---|---:|---:|---:|---|"]
+    lines += ["| iter | status | metric | gain | runs | description | reason |",
+              "|---:|---|---:|---:|---:|---|---|"]
     for r in rows:
         gain = "" if r.gain is None else f"{r.gain:+.4g}"
         metric_text = "" if r.metric is None else num(r.metric)
         shown = "baseline" if r.description == BASELINE and r.status == "keep" else r.status
         lines.append(f"| {r.iteration} | {shown} | {metric_text} | {gain} | {r.runs} "
-                     f"| {r.description.replace('|', '/')} |")
+                     f"| {r.description.replace('|', '/')} | {r.reason.replace('|', '/')} |")
     return "\n".join(lines)
 
 
@@ -126,9 +129,21 @@ def _running_best(rows: list[Row], direction: str) -> list[float | None]:
 
 
 def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> Path:
+    import matplotlib.pyplot as plt
+    fig = figure(tag, metric, direction, rows)
+    try:
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def figure(tag: str, metric: str, direction: str, rows: list[Row]):
+    """progress.png's figure (the caller closes it)."""
     import matplotlib
     matplotlib.use("Agg")                       # no display on a server or in CI
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     try:
@@ -175,13 +190,14 @@ def plot(path: Path, tag: str, metric: str, direction: str, rows: list[Row]) -> 
                      f"{sum(r.status == 'keep' for r in changes)} kept")
         if rows:
             ax.set_xlim(-0.5, max(r.iteration for r in rows) + 1.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # iterations are whole
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
-    finally:
+    except BaseException:
         plt.close(fig)
-    return path
+        raise
+    return fig
 
 
 def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:
@@ -201,14 +217,19 @@ def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:
     return min(within) - pad, max(within) + pad
 
 
+def _inline(text: str) -> str:
+    """Markdown text as HTML: escaped, `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def html_page(tag: str, md_text: str, png: Path) -> str:
     image = base64.b64encode(png.read_bytes()).decode()
     table = [line for line in md_text.splitlines() if line.startswith("|")]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in table]
     head, body = (cells[0], cells[2:]) if len(cells) > 1 else ([], [])
-    rows = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+    rows = "\n".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>"
                      for row in body)
-    intro = html.escape(md_text.splitlines()[2]) if len(md_text.splitlines()) > 2 else ""
+    intro = _inline(md_text.splitlines()[2]) if len(md_text.splitlines()) > 2 else ""
     return (f"<!doctype html><meta charset='utf-8'><title>autoresearch {html.escape(tag)}"
             f"</title><h1>autoresearch report: {html.escape(tag)}</h1><p>{intro}</p>"
             f"<img alt='progress' src='data:image/png;base64,{image}' style='max-width:100%'>"

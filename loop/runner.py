@@ -106,7 +106,8 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     shell = ["/bin/sh", "-c", command]
     if boxed:                 # bwrap --die-with-parent: it and the sandbox die with the engine
         argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
-                            hidden, scratch, readonly=[*readonly, *_paths_in(env)])
+                            hidden, scratch,
+                            readonly=[*readonly, *_paths_in(env), *_data_cache(env)])
     else:                     # the reaper arms its own PDEATHSIG
         argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
                 *shell]
@@ -303,8 +304,11 @@ def handover_error(log: str, fallback: str) -> str:
 
 
 def describe_exit(returncode: int | None) -> str:
-    """"exit code 3", or the signal that killed the command: negative from Popen, 128 + N
-    through the shell, the sandbox or the reaper (which is how they report it)."""
+    """"exit code 3", or the signal that killed the command: 128 + N through the shell, the
+    sandbox or the reaper (which is how they report the command's death). Negative (from
+    Popen) is the death of the process the engine started, the supervisor itself
+    (loop/reap.py, or bwrap): not the command's, and not the OOM killer's doing (it picks
+    the biggest process, the training); most likely the run killed its supervisor."""
     if returncode is None:
         return "killed"
     number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
@@ -314,6 +318,10 @@ def describe_exit(returncode: int | None) -> str:
         name = ""
     if not name:
         return f"exit code {returncode}"
+    if returncode < 0:
+        return (f"its supervisor was killed by {name} (exit status {returncode}): the run "
+                f"killed the process watching it, or something outside did; what it started "
+                f"may have escaped")
     if number == signal.SIGKILL:
         return f"killed by SIGKILL, likely out of memory (the kernel's OOM killer; exit " \
                f"status {returncode})"

@@ -8,16 +8,23 @@ Inside the sandbox a run has:
 - a read-only view of the filesystem, writable only in: its working folder (the worktree;
   the worktree's `.git` file stays read-only), the artifact folder, and a scratch folder
   that is its $TMPDIR; /tmp and /run are empty (they hold other programs' sockets, such as an
-  ssh-agent's), so the repository's `.git`, the engine's state folder, the user's checkout
-  and everything in HOME can be read but not changed;
+  ssh-agent's), so the repository's `.git`, the engine's state folder and the user's
+  checkout can be read (outside HOME) but not changed;
+- HOME empty, but for an allow-list of what a run needs, read-only unless it is one of the
+  writable folders above: the engine's Python (venv, base install, user site-packages, the
+  `loop` package), the folders on PATH, the data cache, the usual model caches
+  (~/.cache/huggingface, ~/.cache/torch), and the absolute paths the run's environment
+  names (a task's `env`: its data). Credentials kept anywhere else in HOME
+  (~/.config/git/credentials, ~/.npmrc, ...) are not there;
 - paths hidden from it: for the training step, whatever only the grader is told about
   (the `private:` data), covered by an empty folder; for both steps, the usual places of
-  credentials under HOME (`CREDENTIALS`: ~/.ssh, ~/.aws, ~/.netrc, ...);
+  credentials under HOME (`CREDENTIALS`: ~/.ssh, ~/.aws, ~/.netrc, ...), in case one lies
+  in an allowed folder;
 - the GPU: /dev/nvidia*, /dev/nvidia-caps and /dev/dri are bound when present.
 
 What it does not do: it filters no system calls (no seccomp), limits neither CPU nor disk
-use, and the run can still read every other file its user can read outside /tmp and /run
-(the rest of HOME included)."""
+use, and the run can still read every other file its user can read outside HOME, /tmp and
+/run."""
 from __future__ import annotations
 
 import functools
@@ -33,7 +40,9 @@ from loop.errors import UsageError
 MODES = ("off", "auto", "required")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 EMPTIED = ("/tmp", "/run", "/var/tmp")     # hidden: sockets of other programs live there
-# Where tools keep credentials under HOME: hidden from runs (the rest of HOME stays readable)
+# Model caches under HOME a run may read (weights fetched before the night: no network inside)
+HOME_CACHES = (".cache/huggingface", ".cache/torch")
+# Where tools keep credentials under HOME: hidden even inside an allowed folder
 CREDENTIALS = (".ssh", ".aws", ".azure", ".gnupg", ".docker", ".kube", ".netrc",
                ".git-credentials", ".pypirc", ".config/gcloud", ".config/gh",
                ".cache/huggingface/token", ".huggingface/token", ".databrickscfg",
@@ -101,10 +110,12 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
     for pattern in GPU_DEVICES:
         for dev in sorted(glob.glob(pattern)):
             cmd += ["--dev-bind", dev, dev]
-    for folder in EMPTIED:
+    home = _home()
+    for folder in [*EMPTIED, *([str(home)] if home else [])]:
         if os.path.isdir(folder) and not os.path.islink(folder):
             cmd += ["--tmpfs", folder]
-    for path in [*readonly, *_software_in_emptied()]:
+    shown = [p for p in readonly if not (home and _within(home, os.path.realpath(p)))]
+    for path in [*shown, *_software_in_emptied(home)]:   # no path that would show all HOME
         if Path(path).exists():
             cmd += ["--ro-bind", str(path), str(path)]
     for path in ([scratch] if scratch else []) + list(writable):
@@ -112,30 +123,47 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
         git_file = Path(path) / ".git"      # a worktree's pointer to the repository
         if git_file.exists():
             cmd += ["--ro-bind", str(git_file), str(git_file)]
-    home = Path(os.path.expanduser("~"))
     needed = [Path(cwd), *map(Path, writable)]
-    for path in [*hidden, *(home / rel for rel in CREDENTIALS)]:
+    for path in [*hidden, *(Path(os.path.expanduser("~")) / rel for rel in CREDENTIALS)]:
         if any(n == Path(path) or Path(path) in n.parents for n in needed):
             continue                    # hiding it would hide what the run works in
         if Path(path).is_dir():
             cmd += ["--tmpfs", str(path)]
         elif Path(path).exists():
             cmd += ["--ro-bind", "/dev/null", str(path)]
+    if home and os.path.isdir(home):    # what is in it now (the allowed folders) stays
+        cmd += ["--remount-ro", str(home)]   # as bound; nothing new can be written there
     cmd += ["--chdir", str(cwd), "--"]
     return cmd + list(argv)
 
 
-def _software_in_emptied() -> list[str]:
-    """The engine's Python (its venv, its base install) and the folders on PATH, when they
-    live under a folder the sandbox empties (a clone in /tmp, as CI makes): the run needs
+def _home() -> Path | None:
+    """HOME, to be emptied; None where hiding it would hide the system (HOME unset or /)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    return Path(home) if home not in ("/", "") and os.path.isdir(home) else None
+
+
+def _within(inner: Path, outer: str) -> bool:
+    """Whether binding `outer` would show `inner` (it is `inner` or a folder above it)."""
+    return outer == str(inner) or str(inner).startswith(outer.rstrip("/") + "/")
+
+
+def _software_in_emptied(home: Path | None = None) -> list[str]:
+    """The engine's Python (its venv, its base install, user site-packages, the `loop`
+    package), the folders on PATH and the model caches, when they live under a folder the
+    sandbox empties (a clone in /tmp, as CI makes; an install under HOME): the run needs
     them, read-only."""
-    found = []
+    import site
+    hidden = [*EMPTIED, *([str(home)] if home else [])]
     candidates = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  *os.environ.get("PATH", "").split(os.pathsep)]
+                  os.path.dirname(os.path.abspath(__file__)), site.getusersitepackages(),
+                  *os.environ.get("PATH", "").split(os.pathsep),
+                  *([str(home / rel) for rel in HOME_CACHES] if home else [])]
+    found = []
     for path in candidates:
         for root in (path, os.path.realpath(path)):
-            if root and any(root == e or root.startswith(e + "/") for e in EMPTIED) \
-                    and root not in found:
+            if root and os.path.exists(root) and root not in found and \
+                    any(root.startswith(e.rstrip("/") + "/") for e in hidden):
                 found.append(root)
     return found
 

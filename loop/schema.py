@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -36,6 +37,8 @@ def _coerce(value: Any, hint: Any, where: str, error: type[Exception]) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise error(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value):         # YAML's .nan/.inf: a budget that never ends
+            raise error(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):

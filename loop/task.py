@@ -311,6 +311,8 @@ def _validate(task: Task, where: str) -> None:
         raise TaskError(f"{where}: metric.pattern needs one capture group for the number")
     if not task.run.strip():
         raise TaskError(f"{where}: 'run' is empty")
+    if not (math.isfinite(task.time_budget_s) and math.isfinite(task.grace_s)):
+        raise TaskError(f"{where}: time_budget_s and grace_s must be finite numbers")
     if task.time_budget_s <= 0 or task.grace_s < 0:
         raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
     if not (0 < task.grade_timeout_s < math.inf):
@@ -327,6 +329,9 @@ def _validate(task: Task, where: str) -> None:
         for g in globs:
             if not any(_matches(f, [g]) for f in files):
                 raise TaskError(f"{where}: {key} file '{g}' not found in {task.root}")
+    if _matches(TASK_FILE, task.editable):    # its metric and commands define the grading
+        raise TaskError(f"{where}: editable names {TASK_FILE}, which is always protected; "
+                        f"list only the files the loop may change")
     overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")

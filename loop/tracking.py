@@ -33,7 +33,7 @@ def tsv_row(rec: Record) -> list[str]:
     spread = pstdev(rec.samples) if runs > 1 else None
     clean = lambda s: " ".join(str(s).split())  # noqa: E731 - tabs/newlines would break rows
     return [rec.commit[:7], _fmt(rec.metric),
-            _fmt(rec.memory_gb, 1) if rec.memory_gb is not None else "0.0", rec.status,
+            _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
             ",".join("" if x is None else f"{x:g}" for x in rec.throughput)]  # per run
@@ -92,6 +92,7 @@ def store_paths(uri: str) -> list[Path]:
 
 
 ARTIFACTS_DIR = "mlartifacts"
+HTTP_TIMEOUT_S = 20            # one request to a tracking server (MLflow's default: 120 s)
 
 
 class Tracker:
@@ -103,7 +104,9 @@ class Tracker:
     with backoff, and the loop goes on: the journal and results.tsv are the truth, MLflow
     catches up. An iteration whose run could not be created at `begin` gets a `pending-`
     id and its run is created when it is logged; `on_tracked(iteration, run_id)` journals
-    each iteration once it is in MLflow."""
+    each iteration once it is in MLflow. MLflow's own HTTP retries are off (this queue
+    retries) and its requests time out after HTTP_TIMEOUT_S, so a tracking server that goes
+    away never holds the loop, nor its end, for minutes."""
 
     RETRY_S = (5.0, 15.0, 30.0, 60.0, 120.0)   # waits after successive failures
     OPEN_WAIT_S = 60.0                          # how long an iteration waits for the store
@@ -116,7 +119,7 @@ class Tracker:
         self._params, self._parent_tags = params or {}, parent_tags or {}
         self._known = set(known_run_ids)
         self._on_parent, self._on_tracked, self._warn = on_parent, on_tracked, warn
-        self._jobs: list = []
+        self._jobs: list[tuple[str, object]] = []   # (what it logs, the write)
         self._ids: dict[str, str] = {}            # pending id -> the run created for it
         self._failures, self._retry_at, self._down = 0, 0.0, False
         self.client = None
@@ -182,8 +185,8 @@ class Tracker:
         self.client.delete_run(run_id)
 
     # -- the job queue -----------------------------------------------------------------
-    def _submit(self, job) -> None:
-        self._jobs.append(job)
+    def _submit(self, job, what: str) -> None:
+        self._jobs.append((what, job))
         self._drain()
 
     def _ready(self) -> bool:
@@ -203,7 +206,7 @@ class Tracker:
     def _drain(self) -> None:
         while self._jobs and self._ready():
             try:
-                self._jobs[0]()
+                self._jobs[0][1]()
             except Exception as exc:
                 self._failed(exc)
                 return
@@ -266,7 +269,7 @@ class Tracker:
                          artifacts: dict[str, str | Path], kept_count: int) -> None:
         artifacts = {k: (v if isinstance(v, Path) else str(v)) for k, v in artifacts.items()}
         self._submit(lambda: self._finish(rec, metric_name, params, tags, artifacts,
-                                          kept_count))
+                                          kept_count), f"iteration {rec.iteration}")
 
     def _finish(self, rec, metric_name, params, tags, artifacts, kept_count) -> None:
         run_id = self._ids.get(rec.run_id, rec.run_id)
@@ -333,13 +336,13 @@ class Tracker:
     def log_best(self, metric_name: str, value: float, runs: int, step: int) -> None:
         """A re-measurement of the best state moved its mean: log it on the parent run."""
         self._submit(lambda: self._batch(self.parent_id, metrics={
-            f"best_{metric_name}": value, "best_runs": runs}, step=step))
+            f"best_{metric_name}": value, "best_runs": runs}, step=step), "the best's mean")
 
     def abandon(self, run_id: str) -> None:
         """An iteration cut off mid-way: mark and hide its run (it is redone on resume)."""
         if run_id and not run_id.startswith("pending-"):
             self._known.discard(run_id)
-            self._submit(lambda: self._discard_quietly(run_id))
+            self._submit(lambda: self._discard_quietly(run_id), "an abandoned run")
 
     def _discard_quietly(self, run_id: str) -> None:
         try:
@@ -349,26 +352,51 @@ class Tracker:
                 raise
 
     def close(self, status: str = "FINISHED", wait_s: float = 30.0) -> None:
-        """End the parent run after a last try at what is still queued (bounded)."""
+        """End the parent run after a last try at what is still queued, `wait_s` at most in
+        all: what is left is said in one line and logged at the next start (the journal
+        knows which iterations are not in MLflow)."""
+        deadline = time.monotonic() + wait_s
         self._opened.wait(wait_s)
         self._retry_at = 0.0
         end_parent = lambda: self.parent_id and self.client.set_terminated(  # noqa: E731
             self.parent_id, status)
-        self._submit(end_parent)
-        if self._jobs:
-            self._warn(f"note: {len(self._jobs) - 1} MLflow writes are still pending; the "
-                       f"next start logs them")
+        self._jobs.append(("the parent run's end", end_parent))
+        # in a thread of its own: a write that hangs (a server that accepts and never
+        # answers) is given up at the deadline, not waited for
+        last_try = threading.Thread(target=self._drain, name="mlflow-close", daemon=True)
+        last_try.start()
+        last_try.join(max(0.0, deadline - time.monotonic()))
+        left = [what for what, _ in list(self._jobs)]
+        if not left:
+            return
+        queued = [w for w in left if w != "the parent run's end"]
+        self._warn(f"note: MLflow store still unavailable ({self.uri}); "
+                   + (f"{len(queued)} writes queued ({_summary(queued)}), logged at the next "
+                      f"start" if queued else "the parent run stays RUNNING until the next start"))
+        if not self._down and not last_try.is_alive() and self.client is not None:
             try:              # the parent run is not left RUNNING for what another start redoes
-                if self.client is not None:
-                    end_parent()
+                end_parent()
             except Exception:
                 pass
 
 
+def _summary(labels: list[str]) -> str:
+    """`iterations 3, 4, 7 and the best's mean`: what is queued, in one short phrase."""
+    numbers = [w.split()[1] for w in labels if w.startswith("iteration ")]
+    others = sorted({w for w in labels if not w.startswith("iteration ")})
+    parts = ([("iteration " if len(numbers) == 1 else "iterations ") + ", ".join(numbers[:12])
+              + (", ..." if len(numbers) > 12 else "")] if numbers else []) + others
+    return " and ".join(parts)
+
+
 def quiet_mlflow() -> None:
-    """MLflow, SQLAlchemy and Alembic log errors and table creation on the console; the
-    tracker says in one line what matters to the loop instead."""
+    """MLflow, SQLAlchemy and Alembic log errors and table creation on the console, and
+    MLflow prints `View run ... at: http://...` for each run a server ends; the tracker says
+    in one line what matters to the loop instead. A user's own setting of these wins."""
     import logging
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")   # the tracker retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_TIMEOUT_S))
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     import mlflow  # noqa: F401  (configures its loggers on import; ours apply after)

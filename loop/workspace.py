@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop import sourcetext
 from loop.gitsafe import DiskFull, Git, GitError, RefSnapshot, RepoGuard, run_git
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
@@ -181,7 +182,7 @@ class Workspace:
         for rel, text in files.items():
             target = base / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            target.write_bytes(sourcetext.encode(rel, text))
             paths.append(str(Path(folder) / rel) if folder not in ("", ".") else rel)
         self._wt("add", "--", *paths)
         tree = self._wt("write-tree").strip()
@@ -257,7 +258,7 @@ class Workspace:
             for rel, text in files.items():
                 path = f"{folder}/{rel}" if folder not in ("", ".") else rel
                 blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env,
-                               binary=True, stdin=text.encode()).stdout.decode().strip()
+                               binary=True, stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
                 git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
             tree = git("write-tree").stdout.strip()
             return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
@@ -269,7 +270,7 @@ class Workspace:
             path = f"{folder}/{rel}" if folder not in ("", ".") else rel
             got = run_git(["show", f"{commit}:{path}"], self.repo_root, check=False, binary=True)
             if got.returncode == 0:
-                out[rel] = got.stdout.decode("utf-8", "replace")
+                out[rel] = sourcetext.decode(rel, got.stdout)
         return out
 
     def replay(self, commit: str, onto: str) -> str | None:

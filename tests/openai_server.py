@@ -5,6 +5,9 @@ client end to end (retries, timeouts, status codes, usage) without mocking it.
     server.base_url                      # "http://127.0.0.1:<port>/v1"
     server.requests                      # the JSON bodies received, in order
 
+A 200 can also be broken, as a flapping proxy answers: `raw` sends a body verbatim (garbage,
+empty), `choices=[]` no choice, `null_content` a message whose content is null.
+
 Each request consumes the next scripted Reply; an empty script answers 500 so a test that
 sends more requests than it expects fails loudly.
 
@@ -41,6 +44,9 @@ class Reply:
     error: dict | None = None            # the error body for status >= 400
     shape: str = "openai"                # which server's JSON to imitate (see above)
     reasoning: str | None = None         # thinking, in the shape's separate field
+    raw: str | None = None               # a 200 whose body is exactly this (garbage, "")
+    choices: list | None = None          # replaces the choices list (e.g. [])
+    null_content: bool = False           # the message's content is JSON null
 
 
 class OpenAIServer:
@@ -89,11 +95,11 @@ REASONING_KEY = {"vllm": "reasoning", "deepseek": "reasoning_content", "ollama":
 
 
 def completion_json(reply: Reply, model: str) -> dict:
-    message = {"role": "assistant", "content": reply.text}
+    message = {"role": "assistant", "content": None if reply.null_content else reply.text}
     choice = {"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
               "message": message}
     body = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [choice]}
+            "model": model, "choices": [choice] if reply.choices is None else reply.choices}
     if reply.reasoning is not None or reply.shape == "vllm":
         message[REASONING_KEY[reply.shape]] = reply.reasoning      # vLLM sends null
     if reply.shape == "vllm":
@@ -143,11 +149,13 @@ def _handler(server: OpenAIServer):
                 error = reply.error or {"message": f"scripted {reply.status}",
                                         "type": "test_error", "code": None}
                 return self._send(reply.status, {"error": error}, reply.headers)
+            if reply.raw is not None:
+                return self._send(200, None, reply.headers, reply.raw.encode())
             self._send(200, completion_json(reply, body.get("model", "test-model")),
                        reply.headers)
 
-        def _send(self, status, payload, headers):
-            data = json.dumps(payload).encode()
+        def _send(self, status, payload, headers, data: bytes | None = None):
+            data = json.dumps(payload).encode() if data is None else data
             try:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

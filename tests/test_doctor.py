@@ -42,3 +42,20 @@ def test_doctor_fails_when_a_required_sandbox_is_missing(toy_repo, tmp_path, mlf
     (toy_repo / "auto.yaml").write_text("task: task\n")
     res = run_cli("doctor", "--config", "auto.yaml", cwd=toy_repo, env=env)
     assert res.returncode == 0 and lines_by_name(res.stdout)["sandbox"].startswith("warn")
+
+
+@needs_sandbox
+def test_doctor_in_a_clone_under_tmp_reports_no_false_alarm(toy_repo, mlflow_uri):
+    """A clone under /tmp with its venv inside it (as CI makes): the sandbox binds the venv,
+    so the clone's folder exists in the sandbox's own /tmp; the probe's write there is no
+    write into the repository."""
+    import os
+    assert str(toy_repo).startswith("/tmp/")
+    venv_bin = toy_repo / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    res = run_cli("doctor", cwd=toy_repo, env=env)
+    lines = lines_by_name(res.stdout)
+    assert lines["filesystem"].startswith("ok "), res.stdout
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not list(toy_repo.glob(".doctor-probe-*"))

@@ -8,7 +8,7 @@ import time
 
 from conftest import run_cli
 from loop.engine import Engine
-from test_llm_loop import WHOLE_FILE, llm_config
+from test_llm_loop import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
 
 
 def closed_port_url() -> str:
@@ -80,3 +80,18 @@ def test_an_endpoint_gone_mid_night_is_waited_for_then_stops_with_exit_1(
         statuses = [r["status"] for r in csv.DictReader(f, delimiter="\t")]
     assert statuses[0] == "keep" and len(statuses) == 2     # baseline + the answered one
     assert "bad_edit" not in statuses                        # the outage is not the code's
+
+
+def test_a_flapping_proxy_answering_broken_200s_is_waited_out_not_a_bad_edit(
+        toy_repo, mlflow_uri, openai_server):
+    from openai_server import Reply
+    openai_server.script(Reply(raw="<html>502</html>"), SEARCH_REPLACE, Reply(raw=""),
+                         Reply(choices=[]), UNIFIED_DIFF, Reply(null_content=True), WHOLE_FILE)
+    cfg = llm_config(toy_repo, openai_server, iterations=3, max_consecutive_failures=1,
+                     proposer={"max_retries": 0, "patience_s": 20.0})
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    with open(toy_repo / ".autoresearch" / "llm" / "results.tsv") as f:
+        statuses = [r["status"] for r in csv.DictReader(f, delimiter="\t")]
+    assert len(statuses) == 4 and "bad_edit" not in statuses, statuses
+    assert len(openai_server.requests) == 7              # every broken answer was asked again

@@ -151,3 +151,97 @@ def test_kills_during_the_first_start_leave_a_usable_store(toy_repo, tmp_path):
         assert sorted(int(r.data.tags["iteration"]) for r in runs
                       if "mlflow.parentRunId" in r.data.tags) == [0, 1]
         assert all(r.info.status != "RUNNING" for r in runs)
+
+
+def test_a_full_disk_at_a_new_tags_worktree_is_one_line_not_a_traceback(small_disk, mlflow_uri):
+    """git reports a checkout that ran out of space as `error: unable to write file x`,
+    without the OS's reason: still a full disk, still README's one line and exit 1."""
+    import base64
+    big = base64.b64encode(os.urandom(900_000)).decode()
+    repo = make_repo(small_disk / "repo", {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
+                                           "grade.py": "#\n", "weights.txt": big})
+    filler = _fill(small_disk)
+    os.truncate(filler, max(0, filler.stat().st_size - 96 * 1024))   # room for the state only
+    full = run_cli(*ARGS, "--iterations", "1", cwd=repo)
+    assert full.returncode == 1, full.stdout + full.stderr
+    assert "Traceback" not in full.stderr, full.stderr
+    lines = [line for line in full.stdout.splitlines() if "no space left on device" in line]
+    assert len(lines) == 1 and lines[0].startswith("stopped: "), full.stdout
+    filler.unlink()
+    again = run_cli(*ARGS, "--iterations", "1", cwd=repo)        # space freed: it just goes on
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [int(r[5]) for r in _rows(repo)] == [0, 1]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A real `mlflow server` (its own SQLite store) on a free port; killed at the end."""
+    import urllib.request
+    port = _free_port()
+    folder = tmp_path / "server"
+    folder.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{folder / 'm.db'}",
+         "--default-artifact-root", str(folder / "artifacts")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.skip("mlflow server did not start within 120 s")
+    yield url, proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_tracking_server_gone_mid_night_neither_holds_the_end_nor_prints(toy_repo,
+                                                                           mlflow_server):
+    """The server dies after the first iterations: the loop goes on, ends promptly saying
+    what is queued for the next start, and MLflow's `View run ...` lines never show."""
+    url, server = mlflow_server
+    slow = TOY_TRAIN.replace("import os, random", "import os, random, time\ntime.sleep(1.5)")
+    (toy_repo / "task" / "train.py").write_text(slow)
+    git(toy_repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "slow")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url}
+    for name in ("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        env.pop(name, None)
+    night = subprocess.Popen([sys.executable, "-m", "loop", *ARGS, "--iterations", "4",
+                              "--sandbox", "off"], cwd=toy_repo, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    results = toy_repo / ".autoresearch" / "t" / "results.tsv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and night.poll() is None and \
+            (not results.exists() or len(results.read_text().splitlines()) < 3):
+        time.sleep(0.1)                          # the baseline and iteration 1 are in
+    os.killpg(server.pid, signal.SIGKILL)
+    server.wait()
+    killed = time.monotonic()
+    try:
+        out, _ = night.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        night.kill()
+        out, _ = night.communicate()
+        pytest.fail("the loop was still waiting for MLflow 150 s after the server died:\n" + out)
+    assert night.returncode == 0, out
+    assert time.monotonic() - killed < 90, out
+    assert "View run" not in out and "View experiment" not in out, out
+    note = [line for line in out.splitlines() if "MLflow store still unavailable" in line]
+    assert len(note) == 1 and "logged at the next start" in note[0], out
+    assert "Traceback" not in out
+    assert [int(r[5]) for r in _rows(toy_repo)] == [0, 1, 2, 3, 4]

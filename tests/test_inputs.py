@@ -25,7 +25,16 @@ def write_task(tmp_path, yaml_text, files=("train.py", "grade.py")):
     (("direction: minimize", "direction: down"), "metric.direction must be minimize or maximize"),
     (("editable: [train.py]", "editable: [model.py]"), "editable file 'model.py' not found"),
     (("protected: [grade.py]", "protected: [train.py]"), "'train.py' is both editable and protected"),
+    (("editable: [train.py]", "editable: [train.py, task.yaml]"),
+     "editable names task.yaml, which is always protected"),
+    (("editable: [train.py]", "editable: ['*.yaml', train.py]"),
+     "editable names task.yaml, which is always protected"),
+    (("protected: [grade.py]", "protected: [grade.py, train.py]"),
+     "'train.py' is both editable and protected"),
     (("time_budget_s: 10", "time_budget_s: ten"), "time_budget_s: expected a number"),
+    (("time_budget_s: 10", "time_budget_s: .inf"), "time_budget_s: expected a finite number"),
+    (("time_budget_s: 10", "time_budget_s: .nan"), "time_budget_s: expected a finite number"),
+    (("grace_s: 5", "grace_s: .inf"), "grace_s: expected a finite number"),
     (("run: python train.py\n", ""), "missing required key 'run'"),
     (("metric: {name: score, direction: minimize}", "metric: {name: score, pattern: '(unclosed'}"),
      "metric.pattern is not a valid regex"),
@@ -65,6 +74,8 @@ def test_good_task_loads(tmp_path):
     ("judge: {rule: lenient}\n", "judge.rule must be one of"),
     ("proposer: {patience_s: -1}\n", "proposer.patience_s must be >= 0"),
     ("iterations: many\n", "iterations: expected an integer"),
+    ("time_budget_s: .inf\n", "time_budget_s: expected a finite number"),
+    ("max_wall_s: .nan\n", "max_wall_s: expected a finite number"),
     ("tag: 'bad tag'\n", "tag 'bad tag' must be letters"),
     ("- a list\n", "expected a mapping"),
 ])
@@ -96,6 +107,19 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, toy_repo):
     assert res.returncode == 2 and "no proposer.model" in res.stderr
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0"])
+def test_a_time_budget_that_never_ends_is_refused_in_one_line(toy_repo, value):
+    for args in (("run", "--task", "task", f"--time-budget={value}"),
+                 ("run", "--task", "task", f"--max-wall={value}"),
+                 ("check-task", "task", f"--time-budget={value}")):
+        res = run_cli(*args, cwd=toy_repo)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert res.stderr.count("\n") == 1 and "finite number of seconds > 0" in res.stderr
+        assert not (toy_repo / ".autoresearch").exists()      # nothing started
+    with pytest.raises(ConfigError, match="time_budget_s must be a finite number"):
+        load_config(None).with_overrides(time_budget_s=float("nan"))
+
+
 def test_uncommitted_task_is_refused(tmp_path):
     from conftest import git
     repo = tmp_path / "r"
@@ -116,3 +140,23 @@ def test_help_is_instant_and_imports_nothing_heavy():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in out.stdout
+
+
+def test_every_option_says_what_it_does():
+    from loop.cli import build_parser
+    parser = build_parser()
+    missing = []
+
+    def walk(p, path):
+        for action in p._actions:
+            if action.option_strings and action.dest != "help" and not action.help:
+                missing.append(f"{path} {action.option_strings[0]}")
+            if isinstance(action.choices, dict):            # subcommands
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+    walk(parser, "autoresearch")
+    assert missing == []
+    help_text = subprocess.run([sys.executable, "-m", "loop", "run", "--help"],
+                               capture_output=True, text=True).stdout
+    help_text = " ".join(help_text.split())           # argparse wraps lines
+    assert "offline random search" in help_text and "beat the measured" in help_text

@@ -224,3 +224,27 @@ def test_journal_stays_bounded_over_a_long_night(openai_server, task):
     proposer(openai_server, journal_chars=6000).propose(context(task, history, 501))
     user = openai_server.requests[0]["messages"][1]["content"]
     assert len(user) < 6000 + len(TRAIN) + len(PROGRAM) + 1500
+
+
+# -- a 200 that is no completion is an outage, never the code's bad_edit --------------------
+
+BROKEN_200 = {"garbage-json": Reply(raw="<html>proxy error</html>"), "empty-body": Reply(raw=""),
+              "choices-empty": Reply(choices=[]), "content-null": Reply(null_content=True),
+              "not-an-object": Reply(raw="[]")}
+
+
+@pytest.mark.parametrize("broken", BROKEN_200.values(), ids=BROKEN_200.keys())
+def test_a_broken_200_is_retried_like_a_5xx(openai_server, task, broken):
+    openai_server.script(broken, GOOD)
+    proposal = proposer(openai_server).propose(context(task))
+    assert proposal.error is None and proposal.files == {"train.py": EXPECTED}
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.parametrize("broken", BROKEN_200.values(), ids=BROKEN_200.keys())
+def test_broken_200s_past_retries_and_patience_stop_the_loop_not_a_bad_edit(
+        openai_server, task, broken):
+    openai_server.script(*[broken] * 3)
+    with pytest.raises(ProposerFatal, match=r"unavailable for 0s.*no completion after 2 retries"):
+        proposer(openai_server, max_retries=2, patience_s=0).propose(context(task))
+    assert len(openai_server.requests) == 3

@@ -1,8 +1,12 @@
 """The offline proposer: real, applicable, reproducible, never the same mutation twice."""
+import random
 from pathlib import Path
 
+import pytest
+
 from loop.proposers.base import Attempt, Context
-from loop.proposers.mutate import MutateProposer, candidates
+from loop.proposers.mutate import MutateProposer, SpaceExhausted, candidates
+from loop.search_space import constants, parse_space, valid
 from loop.task import Metric, Task
 
 SOURCE = """\
@@ -47,19 +51,96 @@ def test_reproducible_and_seed_dependent():
     assert a == b and a != c
 
 
-def test_never_repeats_a_tried_mutation_and_says_when_out_of_ideas():
-    options = candidates({"train.py": SOURCE})
-    history = []
-    for i in range(1, len(options) + 1):
-        p = MutateProposer(seed=0).propose(ctx(i, history))
-        assert p.error is None
-        assert p.description not in {h.description for h in history}
+def test_never_repeats_a_tried_change_and_stops_when_the_space_is_exhausted():
+    # a finite space: A in 3 choices, B in 2 (current A=1, B=10): 3 * 2 - 1 other points
+    task = Task(name="t", run="x", metric=Metric("loss"), editable=("train.py",),
+                search_space={"A": {"choices": [1, 2, 3]}, "B": {"choices": [10, 20]}})
+    files = {"train.py": "A = 1\nB = 10\n"}
+    history, seen_points = [], set()
+    for i in range(1, 6):
+        p = MutateProposer(seed=0).propose(Context(i, task, files, "", list(history), 1.0, i))
+        assert p.error is None and p.description not in {h.description for h in history}
+        seen_points.add(p.files["train.py"])
         history.append(Attempt(i, p.description, "discard", 1.0, -0.1))
-    last = MutateProposer(seed=0).propose(ctx(99, history))
-    assert last.error and not last.files
+    assert len(seen_points) == 5                       # every other point, once
+    with pytest.raises(SpaceExhausted) as info:
+        MutateProposer(seed=0).propose(Context(6, task, files, "", history, 1.0, 6))
+    assert info.value.exit_code == 0 and "\n" not in str(info.value)
+    assert "search space exhausted" in str(info.value) and "A, B" in str(info.value)
+
+
+def test_a_state_already_measured_is_not_proposed_again_from_a_new_parent():
+    task = Task(name="t", run="x", metric=Metric("loss"), editable=("train.py",),
+                search_space={"X": {"choices": [1, 2, 3]}})
+    proposer = MutateProposer(seed=0)
+    first = proposer.propose(Context(1, task, {"train.py": "X = 3\n"}, "", [], 1.0, 1))
+    kept = first.files                                  # X = 1 or 2 kept; X = 3 was the baseline
+    history = [Attempt(1, first.description, "keep", 0.5, 0.5)]
+    second = proposer.propose(Context(2, task, kept, "", history, 0.5, 2))
+    assert "to 3 " not in second.description, second.description
+    with pytest.raises(SpaceExhausted):               # the third value is all that was left
+        proposer.propose(Context(3, task, kept, "", history + [
+            Attempt(2, second.description, "discard", 0.9, -0.4)], 0.5, 3))
+
+
+def test_proposals_asked_for_ahead_never_repeat_each_other():
+    """Several slots ask before any answer is in the history: same parent, no repeats."""
+    task = Task(name="t", run="x", metric=Metric("loss"), editable=("kernel.py",),
+                search_space={"CHUNK": {"range": [1, 16], "integer": True}})
+    files = {"kernel.py": "CHUNK = 4\n"}
+    proposer = MutateProposer(seed=0)
+    got = [proposer.propose(Context(i, task, files, "", [], 1.0, i)).description
+           for i in range(1, 16)]
+    assert len(set(got)) == 15                         # all 15 other values, none twice
+    with pytest.raises(SpaceExhausted):
+        proposer.propose(Context(16, task, files, "", [], 1.0, 16))
 
 
 def test_integer_stays_integer_and_zero_moves():
     values = {new for path, name, old, new in candidates({"train.py": SOURCE}) if name == "DEPTH"}
     assert values and all(v.isdigit() and v != "4" for v in values)
     assert {new for _, name, _, new in candidates({"train.py": SOURCE}) if name == "DROPOUT"}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILT_IN = sorted(p.parent for p in (ROOT / "experiments").glob("*/task.yaml"))
+
+
+@pytest.mark.parametrize("folder", BUILT_IN, ids=lambda p: p.name)
+def test_50_iterations_on_every_built_in_task_without_running_out(folder):
+    """A simulated night: 50 proposals, a random third of them kept (the parent moves),
+    each valid in the declared space, none repeated from the same parent."""
+    from loop.task import load_task
+    task = load_task(folder)
+    space = parse_space(task.search_space, "task.yaml")
+    files = {p: (folder / p).read_text() for p in task.editable}
+    proposer, luck, history = MutateProposer(seed=0), random.Random(0), []
+    tried_here: set[str] = set()
+    sizes = set()
+    for i in range(1, 51):
+        p = proposer.propose(Context(i, task, files, "", list(history), 1.0, seed=i))
+        assert p.error is None and p.files, p.error
+        assert p.description not in tried_here, p.description
+        tried_here.add(p.description)
+        values = constants({**files, **p.files})
+        assert valid(values, space) is None, p.description
+        sizes.add(p.description.count("(was "))
+        kept = luck.random() < 1 / 3
+        history.append(Attempt(i, p.description, "keep" if kept else "discard", 1.0, 0.0))
+        if kept:
+            files, tried_here = {**files, **p.files}, set()
+    if len(space) > 1:
+        assert sizes >= {1, 2}                 # constants are combined, not only one at a time
+
+
+def test_fastsum_samples_its_whole_declared_range():
+    from loop.task import load_task
+    task = load_task(ROOT / "experiments" / "fastsum")
+    files = {"kernel.py": (task.root / "kernel.py").read_text()}
+    proposer, history = MutateProposer(seed=0), []
+    values = set()
+    for i in range(1, 101):
+        p = proposer.propose(Context(i, task, files, "", list(history), 1.0, seed=i))
+        values.add(int(constants(p.files)["CHUNK"]))
+        history.append(Attempt(i, p.description, "discard", 1.0, -0.1))
+    assert len(values) == 100 and min(values) < 4 < 64 < 1024 < max(values) <= 4096

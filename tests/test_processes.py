@@ -126,3 +126,18 @@ def test_sigterm_to_the_reaper_ends_the_tree(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 128 + signal.SIGTERM
     assert wait_gone(token, 5.0) == []
+
+
+def test_a_run_that_kills_its_supervisor_is_not_called_out_of_memory(tmp_path):
+    """Without the sandbox the run can SIGKILL loop/reap.py: that is its own doing, named
+    as such, not the kernel's OOM killer."""
+    res = run(tmp_path, """
+        import os, signal
+        pid = os.getppid()
+        while b"reap.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        os.kill(pid, signal.SIGKILL)
+        """, "off")
+    assert res.status == "crash"
+    assert "out of memory" not in res.detail, res.detail
+    assert res.detail.startswith("its supervisor was killed by SIGKILL"), res.detail

@@ -67,6 +67,30 @@ def test_report_markdown_and_html(toy_repo, mlflow_uri):
     assert page.stdout.strip() == str(html_path)
     text = html_path.read_text()
     assert "data:image/png;base64," in text and "<td>Y to 9</td>" in text
+    # markdown's `code` is code in the page, and each row says why it ended as it did
+    assert "<code>score</code>" in text and "`" not in text
+    assert "<th>reason</th>" in text
+    crash_row = next(line for line in md.stdout.splitlines() if line.startswith("| 2 | crash"))
+    assert crash_row.endswith(" |") and crash_row.rsplit("|", 2)[-2].strip()   # a reason
+
+
+def test_failed_rows_have_no_memory_figure(toy_repo, mlflow_uri):
+    night(toy_repo)
+    table = rows(toy_repo)
+    assert [r["memory_gb"] for r in table if r["status"] == "crash"] == [""]
+
+
+def test_progress_png_has_whole_iteration_ticks():
+    import matplotlib.pyplot as plt
+    short = [report.Row(0, "keep", "baseline (unmodified code)", 1.0, None, 1, None),
+             report.Row(1, "discard", "X to 2", 1.2, -0.2, 1, None),
+             report.Row(2, "keep", "X to 1", 0.8, 0.2, 1, None)]
+    fig = report.figure("t", "loss", "minimize", short)
+    try:
+        ticks = [t for t in fig.axes[0].get_xticks() if -0.5 <= t <= 3.5]
+    finally:
+        plt.close(fig)
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
 
 def test_report_works_from_results_tsv_alone(tmp_path):

@@ -242,36 +242,53 @@ def test_python_and_torch_work_inside(tmp_path):
 
 
 @needs_sandbox
-def test_credential_files_under_home_are_hidden(outside_tmp, monkeypatch):
-    """~/.ssh, ~/.netrc and the like are not readable inside; the rest of HOME is."""
+def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
+    """HOME is an allow-list: credentials wherever a tool keeps them (~/.config/git/
+    credentials, ~/.npmrc, ~/.ssh) and anything else there are not readable inside; the data
+    cache (writable to training), the model caches, a folder on PATH and a data folder the
+    task's environment names are."""
     from loop.runner import Limits, experiment_env, run_experiment
     home = outside_tmp / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
-    (home / ".netrc").write_text("machine x login u password p\n")
-    (home / "notes.txt").write_text("readable\n")
+    files = {".ssh/id_ed25519": "PRIVATE KEY", ".config/git/credentials": "https://u:tok@h",
+             ".npmrc": "//registry.npmjs.org/:_authToken=npm_secret", "notes.txt": "private",
+             ".cache/huggingface/token": "hf_secret", ".cache/huggingface/hub/w.txt": "weights",
+             ".cache/autoresearch/data.txt": "cached", "datasets/d1/x.txt": "declared",
+             ".local/bin/hello": "#!/bin/sh\necho hello-from-home\n"}
+    for rel, text in files.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text + "\n")
+    (home / ".local/bin/hello").chmod(0o755)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{home / '.local/bin'}{os.pathsep}{os.environ['PATH']}")
     work = outside_tmp / "work"
     work.mkdir()
     (work / "job.py").write_text(textwrap.dedent("""
-        import os
+        import os, subprocess
         home = os.environ["HOME"]
         def read(rel):
             try:
                 return open(os.path.join(home, rel)).read().strip() or "empty"
             except OSError as exc:
                 return type(exc).__name__
-        for rel in (".ssh/id_ed25519", ".netrc", "notes.txt"):
+        for rel in %r:
             print(rel, "->", read(rel))
+        open(os.path.join(home, ".cache/autoresearch/new.txt"), "w").write("filled")
+        print("PATH tool ->", subprocess.run(["hello"], capture_output=True, text=True).stdout)
         print("score: 1")
-        """))
-    res = run_experiment(f"{sys.executable} job.py", work, experiment_env(), 60, work / "log",
+        """ % (list(files),)))
+    env = experiment_env({"MY_DATA": str(home / "datasets" / "d1")})
+    res = run_experiment(f"{sys.executable} job.py", work, env, 60, work / "log",
                          r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
     log = (work / "log").read_text()
     assert res.status == "ok", log
-    assert ".ssh/id_ed25519 -> FileNotFoundError" in log
-    assert ".netrc -> " in log and "password" not in log
-    assert "notes.txt -> readable" in log
+    for rel in (".ssh/id_ed25519", ".config/git/credentials", ".npmrc", "notes.txt"):
+        assert f"{rel} -> FileNotFoundError" in log, log
+    assert ".cache/huggingface/token -> " in log and "hf_secret" not in log
+    for rel, text in ((".cache/huggingface/hub/w.txt", "weights"),
+                      (".cache/autoresearch/data.txt", "cached"), ("datasets/d1/x.txt", "declared")):
+        assert f"{rel} -> {text}" in log, log
+    assert "PATH tool -> hello-from-home" in log
+    assert (home / ".cache/autoresearch/new.txt").read_text() == "filled"
 
 
 @needs_sandbox

@@ -89,3 +89,46 @@ def test_materialize_and_export(ws):
 def test_not_a_repo_is_a_clear_error(tmp_path):
     with pytest.raises(UsageError, match="not inside a git repository"):
         Workspace.find_repo_root(tmp_path)
+
+
+LATIN1_TRAIN = ("# -*- coding: latin-1 -*-\n"
+                "# r\xe9glage: X is the knob\n"
+                "X = 3.0\n"
+                "NAME = 'caf\xe9'\n"
+                "assert len(NAME) == 4\n"
+                "print(f'score: {(X - 1) ** 2:.6f}')\n").encode("latin-1")
+
+
+def test_a_latin1_file_round_trips_byte_for_byte(ws):
+    """Valid Python declaring latin-1: read, staged, diffed and read back unchanged."""
+    git(ws.repo_root, "worktree", "list")          # the repo is usable
+    (ws.repo_root / "task" / "train.py").write_bytes(LATIN1_TRAIN)
+    git(ws.repo_root, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "latin1")
+    head = git(ws.repo_root, "rev-parse", "HEAD")
+    text = ws.read_at(head, "task", ["train.py"])["train.py"]
+    assert "r\xe9glage" in text and "\ufffd" not in text
+    commit = ws.stage_on(head, "task", {"train.py": text.replace("X = 3.0", "X = 1.5")}, "X")
+    patch, added, removed = ws.diff(head, commit)  # git's output is not UTF-8: no crash
+    assert "+X = 1.5" in patch and (added, removed) == (1, 1)
+    data = git_bytes(ws.repo_root, "show", f"{commit}:task/train.py")
+    assert data == LATIN1_TRAIN.replace(b"X = 3.0", b"X = 1.5")       # still latin-1
+
+
+def git_bytes(cwd, *args) -> bytes:
+    import subprocess
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
+
+
+def test_a_night_on_a_latin1_file_runs_and_resumes(toy_repo, mlflow_uri):
+    from conftest import run_cli
+    (toy_repo / "task" / "train.py").write_bytes(LATIN1_TRAIN)
+    git(toy_repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "latin1")
+    for iterations in ("2", "3"):                  # the second call resumes the tag
+        res = run_cli("run", "--task", "task", "--tag", "l1", "--iterations", iterations,
+                      "--judge", "strict", "--time-budget", "10", cwd=toy_repo)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "Traceback" not in res.stderr and "UnicodeDecodeError" not in res.stdout
+    rows = (toy_repo / ".autoresearch" / "l1" / "results.tsv").read_text().splitlines()[1:]
+    assert len(rows) == 4 and not [r for r in rows if "\tcrash\t" in r or "bad_edit" in r]
+    tip = git_bytes(toy_repo, "show", "autoresearch/l1:task/train.py")
+    assert b"r\xe9glage" in tip and b"caf\xe9" in tip                  # never re-encoded

@@ -7,7 +7,8 @@
     one token of it instead.
   * `wait_until_back`: mid-night, after the request's own retries ran out, poll the models
     list with growing pauses up to `proposer.patience_s`; then stop the loop (ProposerFatal
-    -> exit 1). An outage is never recorded as the code's `bad_edit`."""
+    -> exit 1). An outage (also a 200 that is no completion: garbage or an empty body,
+    `choices: []`, `content: null`) is never recorded as the code's `bad_edit`."""
 from __future__ import annotations
 
 import sys

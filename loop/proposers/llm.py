@@ -2,7 +2,8 @@
 client (any OpenAI-compatible endpoint), then parse + apply the reply's edits.
 
 Failure policy, so a night of experiments survives a flaky endpoint:
-  * transient (connection, timeout, 408/409/429, 5xx): retried with exponential backoff and
+  * transient (connection, timeout, 408/409/429, 5xx, and a 200 that is no completion:
+    garbage or empty body, `choices: []`, `content: null`): retried with exponential backoff and
     jitter, honouring retry-after; when retries run out, the endpoint is waited for up to
     `patience_s` (loop/proposers/endpoint.py), then ProposerFatal stops the loop (exit 1):
     an outage is never counted as the code's bad_edit;
@@ -39,6 +40,12 @@ _tracing_enabled = False
 
 class _Unavailable(Exception):
     """The endpoint stayed unreachable or overloaded through every retry."""
+
+
+class _Garbled(Exception):
+    """A 200 that is no chat completion (a body that is not JSON, an empty one, no choice, a
+    message without content): a proxy's or server's fault, retried and waited out like a
+    5xx, never the code's bad_edit."""
 
 
 class LLMProposer:
@@ -172,9 +179,9 @@ class LLMProposer:
                 raise _Unavailable(f"LLM endpoint unreachable after {self.config.max_retries}"
                                    f" retries ({self.base_url or 'api.openai.com'}): "
                                    f"{exc}") from None
-        if not response.choices:
-            usage.add(self._usage(response))
-            return "", None, ""
+            except _Garbled as exc:
+                raise _Unavailable(f"LLM endpoint still answering no completion after "
+                                   f"{self.config.max_retries} retries: {exc}") from None
         choice = response.choices[0]
         content = choice.message.content or ""
         extra = choice.message.model_extra or {}
@@ -191,7 +198,12 @@ class LLMProposer:
             params["max_completion_tokens"] = params["max_tokens"]
         for name in self.refused_params:
             params.pop(name, None)
-        return self.client.chat.completions.create(**params)
+        try:
+            response = self.client.chat.completions.create(**params)
+        except ValueError as exc:          # json.JSONDecodeError: garbage or an empty body
+            raise _Garbled(f"a 200 whose body is not JSON ({exc})") from None
+        _check_completion(response)
+        return response
 
     def _drop_refused_param(self, exc) -> bool:
         """Endpoints differ in what they accept; drop an optional parameter the endpoint
@@ -251,8 +263,28 @@ class LLMProposer:
 
 # -- helpers -------------------------------------------------------------------------------------
 
+def _check_completion(response) -> None:
+    """_Garbled unless `response` has a first choice with a message that says something
+    (content, or, with content null, thinking, a refusal or tool calls)."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise _Garbled("a 200 without choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise _Garbled("a 200 whose choice has no message")
+    if isinstance(getattr(message, "content", None), str):
+        return                             # even "": the model's answer, judged as such
+    extra = getattr(message, "model_extra", None) or {}
+    said = [getattr(message, "refusal", None), getattr(message, "tool_calls", None),
+            *(extra.get(k) for k in REASONING_FIELDS)]
+    if not any(isinstance(x, str) and x or isinstance(x, list) and x for x in said):
+        raise _Garbled("a 200 whose message content is null")
+
+
 def _is_transient(exc: BaseException) -> bool:
     import openai
+    if isinstance(exc, _Garbled):
+        return True
     if isinstance(exc, openai.APIConnectionError):       # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):

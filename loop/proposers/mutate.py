@@ -1,58 +1,140 @@
-"""The offline proposer: perturb one numeric hyperparameter of an editable file.
+"""The offline proposer: random search over the numeric constants of the editable files.
 
-Seeded and reproducible (the same seed and iteration give the same proposal), it never
-proposes a value it has already tried, and it is the random-search baseline an LLM must beat.
-It proposes only points that can run: inside the task's declared `search_space` (then it
-changes only the constants declared there), and always within what the code asserts
-(`assert A % B == 0`) and what a name implies (betas in (0, 1), probabilities in [0, 1]).
-It does not read program.md: steering it means declaring the space in task.yaml."""
+The random-search baseline an LLM must beat. Each proposal sets one, two or three of the
+task's numeric UPPER_CASE constants to values drawn from their whole declared space
+(`search_space` in task.yaml: uniformly over a range, log-uniformly over a log_range or an
+integer range spanning orders of magnitude, any of the choices), seeded and reproducible.
+It never proposes a change already tried from the same parent (the history it is shown,
+plus what it proposed itself and is not yet in the history: proposals asked for ahead),
+nor a point it has already seen this session (an earlier best, such as the baseline),
+and proposes only points that can run: inside the declared space, and within what the
+code asserts (`assert A % B == 0`) and what a name implies (betas in (0, 1), probabilities
+in [0, 1]). Without a declared space a constant moves within a factor of ten of its current
+value. When every point of a finite space has been tried it raises SpaceExhausted (the
+loop stops there, successfully). It does not read program.md: steering it means declaring
+the space in task.yaml."""
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import random
 import re
+import threading
+from typing import Iterator
 
-from loop.proposers.base import Context, Proposal
+from loop.proposers.base import Context, Proposal, ProposerFatal
 from loop.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
                                 valid)
 
-INT_FACTORS = (0.5, 0.75, 1.5, 2.0)
-FLOAT_FACTORS = (0.5, 0.7, 1.4, 2.0)
+SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]
+GRID = 101             # points of a continuous dimension tried once random draws run dry
+MAX_INT_GRID = 10_000  # an integer range up to this many values: every value is a point
+DRAWS = 200            # random draws before the systematic search for an untried point
+CHANGED = ((1, 0.5), (2, 0.3), (3, 0.2))   # how many constants one proposal sets
+
+Change = tuple[str, str, str, str]         # (file, constant, old text, new text)
+
+
+class SpaceExhausted(ProposerFatal):
+    """Every valid point of the search space was tried: a finished search, not a failure."""
+    exit_code = 0
 
 
 def _format(value: float, like: str) -> str:
+    """`value` written the way the constant's current text `like` is written."""
     if "e" in like.lower():
         return f"{value:.2e}".replace("e-0", "e-").replace("e+0", "e")
-    return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.0f}"
+    text = f"{value:.3g}" if abs(value) < 1e4 else f"{value:.0f}"
+    if "." in like and not re.search(r"[.eE]", text):
+        text += ".0"                                 # a float stays a float literal
+    return text
 
 
-def _neighbours(text: str) -> list[str]:
-    """Nearby values for a constant written as `text`."""
-    if "**" in text:                         # `2**19`: the next powers, written the same way
-        k = int(text.split("**")[1])
-        return [f"2**{e}" for e in (k - 2, k - 1, k + 1, k + 2) if e >= 0]
-    if re.fullmatch(r"[-+]?\d[\d_]*", text):
-        v = int(text.replace("_", ""))
-        if v == 0:
-            return ["1"]
-        out = {str(max(1, round(v * f))) if v > 0 else str(round(v * f)) for f in INT_FACTORS}
-        if abs(v) <= 3:
-            out |= {str(v - 1), str(v + 1)}
-        out.discard(str(v))
-        return sorted(out, key=lambda s: int(s))
-    v = float(text)
-    if v == 0.0:
-        return ["0.1", "0.01"]
-    out = {_format(v * f, text) for f in FLOAT_FACTORS}
-    out.discard(text)
-    return sorted(out, key=float)
+def _is_int(text: str) -> bool:
+    return re.fullmatch(r"[-+]?\d[\d_]*", text) is not None
 
 
-def candidates(files: dict[str, str], space: dict[str, Dim] | None = None
-               ) -> list[tuple[str, str, str, str]]:
-    """Every (file, constant name, old value, new value) this proposer could try: near the
-    current value (and a declared range's bounds, a declared choice), valid points only."""
-    values, rules = constants(files), implied(files)
+def _same(a: str, b: str) -> bool:
+    return number(a) == number(b)
+
+
+class _Axis:
+    """One constant's values: drawn at random, or listed (finite) for the systematic pass."""
+
+    def __init__(self, path: str, name: str, old: str, dim: Dim | None):
+        self.path, self.name, self.old = path, name, old
+        v = number(old)
+        if "**" in old or (dim is not None and dim.kind == "pow2"):
+            # `2**19`: powers of two, written the same way (declared exponents, else +-3)
+            k = max(0, round(math.log2(max(v, 1))))
+            lo, hi = ((int(dim.low).bit_length() - 1, int(dim.high).bit_length() - 1)
+                      if dim is not None and dim.kind == "pow2" else (max(0, k - 3), k + 3))
+            dim = Dim(name, "choices", float(2 ** lo), float(2 ** hi),
+                      tuple(2 ** e for e in range(lo, hi + 1)), True)
+        self.integer = dim.integer if dim and dim.kind else _is_int(old) or bool(dim and dim.integer)
+        self.choices: tuple = dim.choices if dim and dim.choices else ()
+        low, high = (dim.low, dim.high) if dim else (-math.inf, math.inf)
+        if not (math.isfinite(low) and math.isfinite(high)):   # undeclared: near its value
+            if v > 0:
+                near = (v / SPREAD, v * SPREAD)
+            elif v < 0:
+                near = (v * SPREAD, v / SPREAD)
+            else:
+                near = (1.0, SPREAD) if self.integer else (1e-4, 1.0)
+            low, high = max(low, near[0]), min(high, near[1])
+        if self.integer:
+            low, high = math.ceil(low), math.floor(high)
+            if v > 0 and not (dim and dim.kind):
+                low = max(low, 1)                      # a positive count stays positive
+        self.low, self.high = low, high
+        self.log = low > 0 and (bool(dim and dim.kind == "log_range") or high / low >= 16
+                                or not (dim and dim.kind))
+
+    def text(self, x: float) -> str:
+        if "**" in self.old:
+            return f"2**{int(round(x)).bit_length() - 1}"
+        if self.integer:
+            return str(int(round(x)))
+        return _format(x, self.old)
+
+    def draw(self, rng: random.Random) -> str:
+        if self.choices:
+            return self.text(rng.choice(self.choices))
+        if self.log:
+            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            x = rng.uniform(self.low, self.high)
+        if self.integer:
+            x = min(self.high, max(self.low, round(x)))
+        return self.text(x)
+
+    def grid(self) -> list[str]:
+        """Every value (choices, an integer range) or an even grid (continuous), the current
+        value excluded."""
+        if self.choices:
+            values = [self.text(c) for c in self.choices]
+        elif self.integer and self.high - self.low < MAX_INT_GRID:
+            values = [str(i) for i in range(int(self.low), int(self.high) + 1)]
+        else:
+            f = (lambda t: math.exp(math.log(self.low) + t * (math.log(self.high)
+                                                          - math.log(self.low)))) \
+                if self.log else (lambda t: self.low + t * (self.high - self.low))
+            values = [self.text(f(i / (GRID - 1))) for i in range(GRID)]
+        out: list[str] = []
+        for t in values:
+            if t not in out and not _same(t, self.old) and self._inside(t):
+                out.append(t)
+        return out
+
+    def _inside(self, t: str) -> bool:
+        x = number(t)
+        return self.low <= x <= self.high if not self.choices else True
+
+
+def _axes(files: dict[str, str], space: dict[str, Dim]) -> list[_Axis]:
+    """The constants that may move, in file order: the declared ones, else every one."""
+    rules = implied(files)
     out, seen = [], set()
     for path in sorted(files):
         if not path.endswith(".py"):
@@ -60,75 +142,132 @@ def candidates(files: dict[str, str], space: dict[str, Dim] | None = None
         matches = sorted([*CONSTANT.finditer(files[path]), *POWER.finditer(files[path])],
                          key=lambda m: m.start())
         for m in matches:
-            name, old = m["name"], m["value"]
+            name = m["name"]
             if name in seen or (space and name not in space):
                 continue                     # a declared space names what may change
             seen.add(name)
-            dim = (space or {}).get(name)
-            for new in _options(old, dim):
-                point = {**values, name: number(new)}
-                if valid(point, rules) is None and valid(point, space or {}) is None:
-                    out.append((path, name, old, new))
+            dim = space.get(name) or rules.get(name)
+            out.append(_Axis(path, name, m["value"], dim))
     return out
 
 
-def _options(old: str, dim: Dim | None) -> list[str]:
-    if dim is None or not dim.kind:
-        return _neighbours(old)
-    if dim.kind == "pow2":
-        return _powers(old, dim)
-    if dim.choices:
-        found = [_text(c, dim.integer) for c in dim.choices]
-    else:
-        found = _neighbours(old) + [_format(b, old) for b in (dim.low, dim.high)]
-        if dim.integer:
-            found = [_text(round(number(v)), True) for v in found]
-    unique = []
-    for v in found:
-        if v not in unique and not _same(v, old):
-            unique.append(v)
-    return sorted(unique, key=number)
+def _ok(changes: list[Change], values: dict[str, float], rules: dict[str, Dim],
+        space: dict[str, Dim]) -> bool:
+    point = {**values, **{name: number(new) for _, name, _, new in changes}}
+    return valid(point, rules) is None and valid(point, space) is None
 
 
-def _powers(old: str, dim: Dim) -> list[str]:
-    """Powers of two within the declared exponents: the two on each side of the current
-    value and the bounds, written as `2**k` when the constant is written so."""
-    lo, hi = int(dim.low).bit_length() - 1, int(dim.high).bit_length() - 1
-    k = max(0, round(math.log2(max(number(old), 1))))
-    exps = sorted({e for e in (k - 2, k - 1, k + 1, k + 2, lo, hi) if lo <= e <= hi})
-    found = [f"2**{e}" if "**" in old else str(2 ** e) for e in exps]
-    return [v for v in found if not _same(v, old)]
+def candidates(files: dict[str, str], space: dict[str, Dim] | None = None) -> list[Change]:
+    """Every single-constant change of the systematic pass (file, name, old, new): each
+    constant to each value of its grid, valid points only."""
+    space = space or {}
+    values, rules = constants(files), implied(files)
+    return [c for axis in _axes(files, space) for new in axis.grid()
+            for c in [(axis.path, axis.name, axis.old, new)]
+            if _ok([c], values, rules, space)]
 
 
-def _text(v, integer: bool) -> str:
-    return str(int(v)) if integer else repr(v) if isinstance(v, float) else str(v)
+def describe(changes: list[Change] | tuple) -> str:
+    """`Set A to 2 (was 1) in train.py`; several: `Set A to 2 (was 1), B to 8 (was 4) in
+    train.py` (one clause per file, joined by `; `)."""
+    if isinstance(changes, tuple):           # the one-change form: describe(path, name, ..)
+        changes = [changes]
+    parts = []
+    for path, group in itertools.groupby(changes, key=lambda c: c[0]):
+        sets = ", ".join(f"{name} to {new} (was {old})" for _, name, old, new in group)
+        parts.append(f"{sets} in {path}")
+    return "Set " + "; ".join(parts)
 
 
-def _same(a: str, b: str) -> bool:
-    return number(a) == number(b)
+def _apply(text: str, name: str, old: str, new: str) -> str:
+    pattern = re.compile(rf"^(?P<head>{re.escape(name)}(?:\s*(?::\s*\w+\s*)?=\s*))"
+                         rf"{re.escape(old)}(?P<rest>\s*(?:#.*)?)$", re.M)
+    return pattern.sub(lambda m: m["head"] + new + m["rest"], text, count=1)
 
 
-def describe(path: str, name: str, old: str, new: str) -> str:
-    return f"Set {name} to {new} (was {old}) in {path}"
+def _fingerprint(files: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + files[path].encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()
 
 
 class MutateProposer:
     def __init__(self, seed: int = 0):
         self.seed = seed
+        self._proposed: dict[str, set[str]] = {}   # parent fingerprint -> descriptions
+        self._points: set[tuple] = set()            # every constant's value: states seen
+        self._lock = threading.Lock()               # proposals may be asked for in parallel
 
     def propose(self, context: Context) -> Proposal:
-        tried = {a.description for a in context.history}
         space = parse_space(getattr(context.task, "search_space", None) or {}, "task.yaml")
-        options = [c for c in candidates(context.files, space) if describe(*c) not in tried]
-        if not options:
-            return Proposal("no untried mutation left",
-                            error="no untried valid value left for the numeric UPPER_CASE "
-                                  "constants of the editable files"
-                                  + (" in the declared search_space" if space else ""))
+        files = context.files
+        axes = _axes(files, space)
+        values, rules = constants(files), implied(files)
         rng = random.Random(f"{self.seed}:{context.seed}:{context.iteration}")
-        path, name, old, new = rng.choice(options)
-        text = context.files[path]
-        pattern = re.compile(rf"^(?P<head>{re.escape(name)}(?:\s*(?::\s*\w+\s*)?=\s*))"
-                             rf"{re.escape(old)}(?P<rest>\s*(?:#.*)?)$", re.M)
-        new_text = pattern.sub(lambda m: m["head"] + new + m["rest"], text, count=1)
-        return Proposal(describe(path, name, old, new), files={path: new_text})
+        parent = _fingerprint(files)
+        with self._lock:
+            mine = self._proposed.setdefault(parent, set())
+            described = {a.description for a in context.history} | mine
+            self._points.add(_point(values, []))
+
+            def tried(changes: list[Change]) -> bool:
+                return describe(changes) in described or _point(values, changes) in self._points
+            changes = self._draw(axes, values, rules, space, tried, rng) or \
+                self._first_untried(axes, values, rules, space, tried)
+            if changes is None:
+                where = "task.yaml's search_space" if space else \
+                    "the numeric UPPER_CASE constants of the editable files"
+                raise SpaceExhausted(f"search space exhausted: every valid value of "
+                                     f"{_names(axes)} in {where} was tried")
+            description = describe(changes)
+            mine.add(description)
+            self._points.add(_point(values, changes))
+        new_files: dict[str, str] = {}
+        for path, name, old, new in changes:
+            new_files[path] = _apply(new_files.get(path, files[path]), name, old, new)
+        return Proposal(description, files=new_files)
+
+    @staticmethod
+    def _draw(axes, values, rules, space, tried, rng) -> list[Change] | None:
+        """A random untried valid point: DRAWS tries, each setting 1-3 constants."""
+        if not axes:
+            return None
+        counts = [k for k, _ in CHANGED if k <= len(axes)]
+        weights = [w for k, w in CHANGED if k <= len(axes)]
+        for _ in range(DRAWS):
+            k = rng.choices(counts, weights)[0]
+            picked = sorted(rng.sample(range(len(axes)), k))
+            changes = []
+            for i in picked:
+                a = axes[i]
+                new = a.draw(rng)
+                if not _same(new, a.old):
+                    changes.append((a.path, a.name, a.old, new))
+            if changes and _ok(changes, values, rules, space) and not tried(changes):
+                return changes
+        return None
+
+    @staticmethod
+    def _first_untried(axes, values, rules, space, tried) -> list[Change] | None:
+        """The systematic pass (random draws ran dry): single changes, then pairs, then
+        triples, the first valid untried one; None when there is none."""
+        grids = [[(a.path, a.name, a.old, v) for v in a.grid()] for a in axes]
+        for k in range(1, min(3, len(axes)) + 1):
+            for group in itertools.combinations(range(len(axes)), k):
+                for changes in itertools.product(*(grids[i] for i in group)):
+                    changes = list(changes)
+                    if _ok(changes, values, rules, space) and not tried(changes):
+                        return changes
+        return None
+
+
+def _point(values: dict[str, float], changes: list[Change]) -> tuple:
+    """The state after `changes`: every constant's value (a state already seen is not
+    proposed again, whatever the parent)."""
+    return tuple(sorted({**values, **{name: number(new) for _, name, _, new in changes}}.items()))
+
+
+def _names(axes: list[_Axis]) -> str:
+    names = [a.name for a in axes]
+    return ", ".join(names) if names else "no constant"
