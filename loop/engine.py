@@ -11,11 +11,10 @@ was cut off, finishes a keep whose branch move was lost, and brings results.tsv 
 up to date; then it carries on from the lowest free iteration number."""
 from __future__ import annotations
 
-import math
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from loop import grading, judge as judging
@@ -23,22 +22,23 @@ from loop.backends import RunJob
 from loop.config import Config
 from loop.journal import Journal, Record, TagLock, record_dict
 from loop.proposers.base import Proposal, ProposerFatal, make_proposer
-from loop.reporting import FAILURES, REMEASURE_RUN, Reporting
+from loop.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
+from loop.reporting import Reporting
 from loop.resume import Recovery
 from loop import sandbox
 from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.gitsafe import DiskFull
 from loop.integrity import StateGuard
 from loop.preflight import check_run_command
-from loop.progress import Progress, planned_runs
+from loop.progress import Progress
 from loop.runner import OK, Limits, read_tail
-from loop.scoreboard import BASELINE, Scoreboard
-from loop.status import commit_message, num, plural
+from loop.scoreboard import Scoreboard
 from loop.task import load_task
 from loop.tracking import append_result, results_text
+from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
 from loop.workspace import Workspace, worktree_path
 
-__all__ = ["Engine", "Stop", "FAILURES", "REMEASURE_RUN", "default_tag", "state_dir"]
+__all__ = ["Engine", "Stop", "default_tag", "state_dir"]
 
 
 @dataclass
@@ -46,25 +46,6 @@ class Stop:
     reason: str           # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
     message: str
     exit_code: int = 0
-
-
-@dataclass
-class Candidate:
-    """An iteration in flight: its record so far and its runs (k -> metric)."""
-    rec: Record
-    proposal: Proposal
-    baseline: bool = False
-    patch: str = ""
-    next_k: int = 0              # next run number (logs and seeds stay unique)
-    first_k: int = 0             # its first run on the current base (after a replay: later)
-    values: dict = field(default_factory=dict)
-    in_flight: set = field(default_factory=set)
-    failed: tuple | None = None  # (k, RunResult) of its first failed run
-    stats: dict = field(default_factory=dict)   # the last verdict's numbers
-    waiting: bool = False        # all in, held until the best's re-runs are in
-    replayed_onto: str = ""
-    pair_best: dict = field(default_factory=dict)  # k -> the best's value run alongside run k
-    next_best_k: int = REMEASURE_RUN + 50   # the best's runs alongside it (logs `best50`, ..)
 
 
 def default_tag() -> str:
@@ -105,7 +86,9 @@ class Engine(Recovery, Reporting):
         self.score = Scoreboard()
         self.cost = 0.0
         self.cands: dict[int, Candidate] = {}
-        self.probes = 0                   # re-runs of the best in flight
+        self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
+        self.held: set[int] = set()       # candidates whose runs are in, held for those
+        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
         self.rows_written = 0             # results.tsv holds iterations below this
         self.stop: Stop | None = None
         self._snapshot = None
@@ -205,9 +188,9 @@ class Engine(Recovery, Reporting):
             self.sched.dispatch()
             return
         n = self._number()
-        if not self.probes and n <= self.config.iterations and \
-                self.score.needs_remeasure(self.config.judge):
-            self._remeasure_best(n)      # before the next proposal, as with one slot
+        wanted = self.score.best_runs_wanted(self.config.judge)
+        if not self.best_runs and n <= self.config.iterations and wanted:
+            self._remeasure_best(n, wanted)      # before the next proposal, as with one slot
         self.sched.dispatch()
         while self.sched.free() > 0 and self.proposals.items:
             n = min(self.proposals.items)       # candidates start in iteration order
@@ -259,68 +242,71 @@ class Engine(Recovery, Reporting):
             base, self.task_rel, proposal.files, proposal.description))
         self.journal.write("begin", iteration=n, run_id=run_id, parent=base, commit=commit,
                            description=proposal.description)
-        rec = Record(iteration=n, status="bad_edit", description=proposal.description,
+        rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
                      reason=problem or "", parent=base, run_id=run_id, commit=commit,
                      program_sha=program_sha or self._program()[1], seed=self.config.seed,
                      time=time.time(), best_before=self.score.best_value(),
                      usage=vars(proposal.usage).copy())
-        cand = self.cands[n] = Candidate(rec, proposal, baseline)
+        cand = self.cands[n] = Candidate(rec, baseline, proposal)
         if commit and not baseline:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
             cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
-        if problem:
-            return self._finish(cand)
-        self._note_steering(n, rec.program_sha)
-        if base != self.tip:          # the best moved while it was proposed: replay it first
-            return self._replay(cand, None)
-        self._queue_runs(cand, 1)
+        step = cand.begin(self.tip, problem)
+        if not problem:
+            self._note_steering(n, rec.program_sha)
+        self._carry_out(cand, step)
 
-    def _queue_runs(self, cand: "Candidate", count: int) -> None:
-        rec = cand.rec
-        for _ in range(count):
-            k = cand.next_k
-            cand.next_k += 1
-            cand.in_flight.add(k)
-            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
-                                     (1, rec.iteration, k)))
-        self.sched.dispatch()
+    def _carry_out(self, cand: Candidate, step: Step) -> None:
+        """Do what the candidate's life asks for next (loop/lifecycle.py decides)."""
+        while step is not None:
+            if isinstance(step, Run):
+                for key in step.keys:
+                    commit = cand.rec.commit if key.kind is RunKind.CANDIDATE else self.tip
+                    self._queue(cand.iteration, key, commit, cand.rec.run_id)
+                self.sched.dispatch()
+                return
+            if isinstance(step, Cancel):
+                n = cand.iteration
+                dropped = self.sched.drop(lambda j: j.iteration != n or j.kind is RunKind.BEST)
+                self.sched.cancel(lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)
+                step = cand.forget({self.keys.pop(j.job_id) for j in dropped})
+            elif isinstance(step, Judge):
+                if self.best_runs and not cand.baseline:  # the best's re-runs first
+                    self.held.add(cand.iteration)
+                    return
+                step = cand.judged(self._verdict(cand), self.tip, self.sched.free())
+            elif isinstance(step, Replay):
+                step = self._replay(cand, step.verdict)
+            else:
+                return self._finish(cand)
 
-    def _queue_pairs(self, cand: "Candidate", count: int) -> None:
-        """The paired judge's confirmation: each time a run of the best and a run of the
-        candidate, queued together so they run in the same period (at once, with two free
-        slots; back to back with one)."""
-        rec = cand.rec
-        for _ in range(count):
-            k = cand.next_k
-            cand.next_k += 1
-            best_k, cand.next_best_k = cand.next_best_k, cand.next_best_k + 1
-            job = self._job(rec.iteration, best_k, self.tip, rec.run_id, "pair",
-                            (1, rec.iteration, k - 0.5))
-            job.pair_of = k
-            cand.in_flight |= {("best", best_k), k}
-            self.sched.add(job)
-            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
-                                     (1, rec.iteration, k)))
-        self.sched.dispatch()
+    def _verdict(self, cand: Candidate) -> judging.Verdict:
+        if cand.baseline:
+            return judging.judge_baseline(cand.rec.samples, self.config.judge)
+        return self.score.judge(cand.rec, self.task.metric.direction, self.config.judge)
+
+    def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
+        # the id marks the run's processes: unique across engines, tags and restarts
+        k = key.number
+        job = RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
+                     {"AUTORESEARCH_SEED": str(self._seed(n, k)),
+                      "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
+                      "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
+                     self._log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
+                     key.priority(n), pair_of=key.beside)
+        self.keys[job.job_id] = key
+        self.sched.add(job)
 
     def _started(self, job: RunJob) -> None:
         """A run got a slot (the scheduler calls this): the console or panel says so."""
-        if job.kind == "candidate" and job.iteration in self.cands:
-            cand = self.cands[job.iteration]
-            rec, planned = cand.rec, planned_runs(self.config.judge, cand.baseline)
+        cand = self.cands.get(job.iteration)
+        if job.kind is RunKind.CANDIDATE and cand is not None:
+            rec, planned = cand.rec, judging.max_runs(self.config.judge, cand.baseline)
         else:
             rec, planned = Record(iteration=job.iteration, status="remeasure",
                                   description="re-measure the best"), None
         self.progress.run_started(job.lane, rec, job.k,
                                   planned, self.task.time_budget_s, self.config.iterations)
-
-    def _job(self, n: int, k: int, commit: str, run_id: str, kind: str, priority) -> RunJob:
-        # the id marks the run's processes: unique across engines, tags and restarts
-        return RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
-                      {"AUTORESEARCH_SEED": str(self._seed(n, k)),
-                       "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
-                       "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
-                      self._log_path(n, k), self.dir / "runs" / f"{n:04d}-{k}", kind, priority)
 
     def _handle(self, event) -> None:
         if event[0] != "run":
@@ -328,109 +314,50 @@ class Engine(Recovery, Reporting):
         _, job, result = event
         self.sched.finished(job)
         self.progress.run_finished(job.lane)
+        key = self.keys.pop(job.job_id)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
         tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
                                               keep_watching=True) \
             or grading.check_branch(self.workspace, self.tip, job.iteration)
         if tampered:
-            result.status, result.metric, result.detail = "crash", None, tampered
-        if job.kind == "remeasure":
-            return self._remeasured(job, result)
+            result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        value = result.metric if result.status == OK else None
+        if key.kind is not RunKind.CANDIDATE:   # a run of the best
+            self._best_measured(job, result, value)
+            if key.kind is RunKind.BEST:
+                return self._best_runs_done(key)
+        else:
+            self._measured(self.cands[job.iteration].rec, job, result)
         cand = self.cands[job.iteration]
-        rec = cand.rec
-        if job.kind == "pair":             # the best, run alongside the candidate's run k
-            cand.in_flight.discard(("best", job.k))
-            cand.pair_best[job.pair_of] = self._remeasured(job, result, judge_waiting=False)
-            if not cand.in_flight:
-                self._advance(cand)
-            return
-        cand.in_flight.discard(job.k)
+        self._carry_out(cand, cand.ran(key, value, result.status, result.detail))
+
+    def _measured(self, rec: Record, job: RunJob, result) -> None:
+        """What a run of the candidate says besides its metric: time, memory, throughput."""
         if self.task.throughput_pattern and result.status == OK:   # the machine's speed
             rec.throughput.append(self.task.throughput(read_tail(job.log_path)))
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        if result.status != OK:
-            if cand.failed is None or job.k < cand.failed[0]:
-                cand.failed = (job.k, result)
-            mine = lambda j: j.iteration == job.iteration and j.kind == "candidate"  # noqa: E731
-            cand.in_flight -= {j.k for j in self.sched.pending if mine(j)}
-            mine_pair = lambda j: j.iteration == job.iteration and j.kind == "pair"  # noqa: E731
-            cand.in_flight -= {("best", j.k) for j in self.sched.pending if mine_pair(j)}
-            self.sched.drop(lambda j: not mine_pair(j))
-            self.sched.drop(lambda j: not mine(j))        # its other runs are not needed now
-            self.sched.cancel(mine)
-        else:
-            cand.values[job.k] = result.metric
-        if not cand.in_flight:
-            self._advance(cand)
 
-    def _advance(self, cand: "Candidate") -> None:
-        """All runs of a candidate are in: judge it, run it again, replay it, or finish it."""
-        rec, cfg = cand.rec, self.config.judge
-        rec.samples = [cand.values[k] for k in sorted(cand.values)]
-        rec.pairs = [[cand.values[k], cand.pair_best[k]] for k in sorted(cand.pair_best)
-                     if k in cand.values and cand.pair_best[k] is not None]
-        if cand.failed:
-            k, result = cand.failed
-            if cand.baseline or k == cand.first_k:
-                rec.status, rec.reason = result.status, result.detail
-            else:
-                rec.status, rec.reason = judging.DISCARD, f"confirmation run: {result.status}"
-                rec.stats = cand.stats
-            return self._finish(cand)
-        if cand.baseline:
-            if judging.should_remeasure_best(rec.samples, cfg):
-                need = (cfg.baseline_runs if cfg.rule == "noise" else 1) - len(rec.samples)
-                return self._queue_runs(cand, max(1, min(need, self.sched.free())))
-            rec.status, rec.reason = "keep", "baseline"
-            return self._finish(cand)
-        if self.probes:                 # judge against the best once its re-runs are in
-            cand.waiting = True
-            return
-        verdict = self.score.judge(rec, self.task.metric.direction, cfg)
-        cand.stats = verdict.stats
-        if verdict.action == judging.RERUN:
-            if verdict.also_best:         # paired: the best runs alongside, in one period
-                return self._queue_pairs(cand, max(1, min(verdict.also_best,
-                                                          self.sched.free() // 2)))
-            confirm_at = min(cfg.baseline_runs, 1 + cfg.confirm_runs)
-            above = verdict.stats.get("gain", 0) > verdict.stats.get("threshold", math.inf)
-            need = (confirm_at if above else 1 + cfg.confirm_runs) - len(rec.samples)
-            return self._queue_runs(cand, max(1, min(need, self.sched.free())))
-        if verdict.action == judging.KEEP and rec.parent != self.tip:
-            return self._replay(cand, verdict)
-        rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
-        if cand.replayed_onto:
-            rec.reason = f"replayed onto {cand.replayed_onto[:7]}: {rec.reason}"
-        self._finish(cand)
-
-    def _replay(self, cand: "Candidate", verdict) -> None:
+    def _replay(self, cand: Candidate, verdict) -> Step:
         """The candidate's base is no longer the tip: apply its change 3-way on the tip and
         measure it again there (a gain on an older base is not a gain on the new one)."""
         rec = cand.rec
         new = self.workspace.replay(rec.commit, self.tip)
-        if new is None:
-            why = f"would be kept ({verdict.reason}), but" if verdict else "proposed on"
-            rec.status, rec.reason = judging.DISCARD, (
-                f"{why} its change conflicts with the best kept since its base "
-                f"{rec.parent[:7]}: not replayed onto {self.tip[:7]}")
-            rec.stats = verdict.stats if verdict else {}
-            return self._finish(cand)
-        self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
-        self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit, commit=new,
-                           parent=self.tip, samples=rec.samples)
-        if verdict:
-            self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
-                     f"replayed onto {self.tip[:7]}, measuring it again")
-        rec.commit, rec.parent, rec.samples, rec.pairs = new, self.tip, [], []
-        cand.pair_best = {}
-        rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
-        rec.best_before = self.score.best_value()
-        cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
-        cand.values, cand.first_k, cand.replayed_onto = {}, cand.next_k, self.tip
-        self._queue_runs(cand, 1)
+        if new is not None:
+            self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
+            self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
+                               commit=new, parent=self.tip, samples=rec.samples)
+            if verdict:
+                self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
+                         f"replayed onto {self.tip[:7]}, measuring it again")
+        step = cand.replayed(new, self.tip, verdict)
+        if new is not None:
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
+            rec.best_before = self.score.best_value()
+            cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
+        return step
 
     def _finish(self, cand: "Candidate") -> None:
         """Settle the git side, journal the record, then move the branch (resume-safe order)."""
@@ -460,9 +387,9 @@ class Engine(Recovery, Reporting):
         self._write_rows()
         self._track(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
-        if cand.baseline and rec.status != "keep":
+        if cand.baseline and not rec.kept:
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
-                                         f"{rec.reason}); see {self._log_path(rec.iteration, 0)}",
+                                         f"{rec.reason}); see {self._log_path(rec.iteration)}",
                              1)
 
     def _write_rows(self) -> None:
@@ -474,24 +401,19 @@ class Engine(Recovery, Reporting):
                           [by_iter[i] for i in range(self.rows_written + 1)])
             self.rows_written += 1
 
-    def _remeasure_best(self, n: int) -> None:
+    def _remeasure_best(self, n: int, wanted: int) -> None:
         """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
         refresh the noise estimate. Journalled, logged on the parent run; not a row. After a
         keep it needs R runs: they go to free slots at once."""
-        cfg = self.config.judge
         have = len(self.score.best_samples)
-        count = max(1, min(cfg.baseline_runs - have, self.sched.free())) \
-            if have < cfg.baseline_runs else 1
-        for i in range(count):
-            k = REMEASURE_RUN + have + i
-            self.sched.add(self._job(n, k, self.tip, self.tracker.parent_id or "",
-                                     "remeasure", (0, n, k)))
-        self.probes += count
+        for i in range(max(1, min(wanted, self.sched.free()))):
+            key = RunKey.best(have + i)
+            self.best_runs.add(key)
+            self._queue(n, key, self.tip, self.tracker.parent_id or "")
 
-    def _remeasured(self, job: RunJob, result, judge_waiting: bool = True) -> float | None:
-        if job.kind != "pair":
-            self.probes -= 1
-        value = result.metric if result.status == OK else None
+    def _best_measured(self, job: RunJob, result, value: float | None) -> None:
+        """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
+        joins the best's runs."""
         self.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
                            value=value, status=result.status)
         self.score.remeasured(value)
@@ -502,8 +424,13 @@ class Engine(Recovery, Reporting):
             self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
             self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
                      f"{runs} runs, {num(best)}")
-        if judge_waiting and not self.probes:   # candidates held for the best's runs
-            for cand in [c for c in self.cands.values() if c.waiting]:
-                cand.waiting = False
-                self._advance(cand)
-        return value
+
+    def _best_runs_done(self, key: RunKey) -> None:
+        """Candidates held for the best's re-runs are judged once all of them are in."""
+        self.best_runs.discard(key)
+        if not self.best_runs:
+            for n in [n for n in self.cands if n in self.held]:   # in the order they began
+                self.held.discard(n)
+                cand = self.cands[n]
+                self._carry_out(cand, cand.judged(self._verdict(cand), self.tip,
+                                                  self.sched.free()))

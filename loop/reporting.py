@@ -12,12 +12,11 @@ from loop import judge as judging
 from loop.journal import Record
 from loop.proposers.base import Attempt, Context, Proposal
 from loop.runner import read_tail
-from loop.scoreboard import BASELINE
-from loop.status import kept_changes
 from loop.tracking import write_results
+from loop.words import BASELINE, FAILURES, RunKey, kept_changes
 
-REMEASURE_RUN = 100    # run numbers from here on are re-measurements of the best state
-FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
+# a candidate's runs are numbered below the best's runs (loop/words.py): its logs stop there
+_MAX_RUNS = RunKey.best(0).number
 
 
 class Reporting:
@@ -29,10 +28,8 @@ class Reporting:
     def best_value(self) -> float | None:
         return self.score.best_value()
 
-    def _log_path(self, n: int, k: int) -> Path:
-        name = (f"iter-{n:04d}.log" if k == 0 else f"iter-{n:04d}-run{k}.log"
-                if k < REMEASURE_RUN else f"iter-{n:04d}-best{k - REMEASURE_RUN}.log")
-        return self.dir / "logs" / name
+    def _log_path(self, n: int, key: RunKey = RunKey.candidate(0)) -> Path:
+        return self.dir / "logs" / key.log_name(n)
 
     def _program(self) -> tuple[str, str]:
         try:
@@ -58,7 +55,7 @@ class Reporting:
                        self.config.seed + n, judging.estimate_noise(self.score.history))
 
     def _tail(self, rec: Record) -> str:
-        path = self._log_path(rec.iteration, 0)
+        path = self._log_path(rec.iteration)
         return read_tail(path, 3000) if path.exists() else ""
 
     def _check(self, proposal: Proposal, base: str) -> str | None:
@@ -77,11 +74,12 @@ class Reporting:
 
     def _track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
         """Project a finished record into MLflow, then journal that it is there."""
-        artifacts = {"run.log": self._log_path(rec.iteration, 0)}
-        for k in range(1, REMEASURE_RUN):       # every run, also those before a replay
-            if not self._log_path(rec.iteration, k).exists():
+        artifacts = {"run.log": self._log_path(rec.iteration)}
+        for k in range(1, _MAX_RUNS):       # every run, also those before a replay
+            path = self._log_path(rec.iteration, RunKey.candidate(k))
+            if not path.exists():
                 break
-            artifacts[f"run{k}.log"] = self._log_path(rec.iteration, k)
+            artifacts[f"run{k}.log"] = path
         if patch:
             artifacts["diff.txt"] = patch    # .txt: the MLflow UI previews it, not .patch
         if proposal and self.config.proposer.log_prompts:

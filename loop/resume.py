@@ -16,9 +16,9 @@ from loop.journal import Record, replay
 from loop.preflight import check_same_task
 from loop.runner import kill_marked
 from loop.scheduler import ProposalQueue, Scheduler, slot_envs
-from loop.status import resume_line
 from loop.task import Task, load_task
 from loop.tracking import Tracker, resolve_uri, store_paths, write_results
+from loop.words import resume_line
 
 
 class Recovery:
