@@ -6,39 +6,32 @@ its runs are in. A would-be keep whose base is no longer the tip is replayed ont
 and measured again there (a conflict is a discard). The main thread owns git, the journal,
 the judge and MLflow; runs and proposals finish on other threads and come back as events.
 
-Resume: the journal is the truth. On start the engine replays it, rolls back every step that
-was cut off, finishes a keep whose branch move was lost, and brings results.tsv and MLflow
-up to date; then it carries on from the lowest free iteration number."""
+What a candidate does next is decided by its state machine (loop/lifecycle.py) and the
+judge (loop/judge.py); `Loop` only carries the steps out. Its parts are built in one place
+(loop/parts.py). Resume: the journal is the truth; `loop.resume.recover` brings git,
+results.tsv and MLflow up to date before the loop carries on from the lowest free number."""
 from __future__ import annotations
 
 import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from loop import grading, judge as judging
 from loop.backends import RunJob
 from loop.config import Config
-from loop.journal import Journal, Record, TagLock, record_dict
-from loop.proposers.base import Proposal, ProposerFatal, make_proposer
-from loop.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
-from loop.reporting import Reporting
-from loop.resume import Recovery
-from loop import sandbox
 from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.gitsafe import DiskFull
-from loop.integrity import StateGuard
-from loop.preflight import check_run_command
+from loop.journal import Record, TagLock, record_dict
+from loop.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
+from loop.parts import Parts, locate, open_parts, state_dir
 from loop.progress import Progress
-from loop.runner import OK, Limits, read_tail
-from loop.scoreboard import Scoreboard
-from loop.task import load_task
-from loop.tracking import append_result, results_text
+from loop.proposers.base import Proposal, ProposerFatal
+from loop.resume import abandon, install_signals, recover
+from loop.runner import OK, read_tail
 from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
-from loop.workspace import Workspace, worktree_path
 
-__all__ = ["Engine", "Stop", "default_tag", "state_dir"]
+__all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
 
 @dataclass
@@ -52,54 +45,34 @@ def default_tag() -> str:
     return time.strftime("%b%d").lower()
 
 
-def state_dir(repo_root: Path, tag: str) -> Path:
-    return repo_root / ".autoresearch" / tag
+class Engine:
+    """One night of the loop on one tag: where it runs is found before the tag's lock
+    (clear errors, nothing created), its parts are opened under the lock, recovered from
+    the journal, and handed to the `Loop`; a full disk stops it cleanly."""
 
-
-class Engine(Recovery, Reporting):
     def __init__(self, config: Config, out=print, proposer=None, progress=None):
         self.config = config
         self.out = out
         self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
-        user_task = load_task(config.resolve(config.task))        # clear errors first
-        self.repo_root = Workspace.find_repo_root(user_task.root)
-        self.task_rel = user_task.root.relative_to(self.repo_root).as_posix()
         self.tag = config.tag or default_tag()
-        self.dir = state_dir(self.repo_root, self.tag)
-        self.journal = Journal(self.dir / "journal.jsonl")
-        self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag,
-                                   worktree_path(self.repo_root, self.tag))
-        self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
-            results_text(self.task.metric.name, self._rows()) if self.results_path.exists()
-            or self.records else None))
-        self._check_committed(user_task)
-        if not self.workspace.branch_exists():   # a resume runs the branch's files
-            check_run_command(user_task, self.task_rel, self.workspace.committed)
-        self.user_task = user_task
-        # sandbox: required without one stops here (exit 2); auto without one warns
-        self.sandbox = sandbox.startup(config.sandbox, out)
-        self.limits = Limits.from_config(config)
-        self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
-        self.program_path = config.resolve(config.program)
-        self.records: list[Record] = []
-        self.score = Scoreboard()
-        self.cost = 0.0
-        self.cands: dict[int, Candidate] = {}
-        self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
-        self.held: set[int] = set()       # candidates whose runs are in, held for those
-        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
-        self.rows_written = 0             # results.tsv holds iterations below this
-        self.stop: Stop | None = None
-        self._snapshot = None
-        self._program_sha: str | None = None
+        self.site = locate(config, self.tag, out, self.progress, proposer)
+        self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
+        self.workspace, self.proposer = self.site.workspace, self.site.proposer
+        self.sandbox = self.site.sandbox
+        self.parts: Parts | None = None     # opened under the lock
+        self.loop: Loop | None = None
 
-    # -- the loop -----------------------------------------------------------------
+    def best_value(self) -> float | None:
+        return self.parts.score.best_value() if self.parts else None
+
     def run(self) -> Stop:
-        lock = TagLock(self.dir / "lock")
+        lock = TagLock(self.site.dir / "lock")
         try:
             lock.acquire()
-            return self._run()
+            install_signals()
+            self.parts = open_parts(self.site)
+            self.loop = Loop(self.parts, recover(self.parts))
+            return self.loop.run()
         except Exception as exc:
             if not is_disk_full(exc):
                 raise
@@ -111,24 +84,47 @@ class Engine(Recovery, Reporting):
         """Stop cleanly: the journal (if it can still be written) says why; every step in
         flight is rolled back and redone on resume, as after a kill."""
         stop = Stop("disk_full", disk_full_message(exc), 1)
-        for cleanup in (lambda: hasattr(self, "sched") and self._interrupted(),
-                        lambda: self.journal.write("stop", reason=stop.reason,
-                                                   message=stop.message),
-                        lambda: hasattr(self, "tracker") and self.tracker.close("FAILED", 5.0)):
+        parts, loop = self.parts, self.loop
+        for cleanup in (lambda: loop.interrupted() if loop else parts and parts.backend.close(),
+                        lambda: self.site.journal.write("stop", reason=stop.reason,
+                                                        message=stop.message),
+                        lambda: parts and parts.tracker.close("FAILED", 5.0)):
             try:
                 cleanup()
             except Exception:
                 pass
         return stop
 
-    def _run(self) -> Stop:
-        self._install_signals()
-        self._open()
+
+class Loop:
+    """The event loop on the main thread: fill slots, hand each event to the candidate's
+    state machine, carry out what it asks for, stop on a budget."""
+
+    def __init__(self, parts: Parts, cost: float):
+        self.parts, site = parts, parts.site
+        self.config, self.out, self.progress = site.config, site.out, site.progress
+        self.tag, self.dir, self.task_rel = site.tag, site.dir, site.task_rel
+        self.journal, self.workspace, self.task = site.journal, site.workspace, parts.task
+        self.sched, self.proposals, self.backend = parts.sched, parts.proposals, parts.backend
+        self.tracker, self.sink, self.prompt = parts.tracker, parts.sink, parts.prompt
+        self.score, self.state_guard = parts.score, parts.state_guard
         # Without the sandbox: refs and config as the engine leaves them (its own moves keep
         # this current); what a run changes is tampering, undone and recorded when the run's
         # result comes in. In the sandbox a run cannot write .git at all, so a change there
         # is the user's own and is left alone.
-        self._snapshot = None if self.sandbox == "bwrap" else self.state_guard.watch()
+        self.watch = site.sandbox != "bwrap"
+        self.tip = self.workspace.tip()
+        self.cost = cost                  # LLM cost so far, dropped proposals included
+        self.cands: dict[int, Candidate] = {}
+        self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
+        self.held: set[int] = set()       # candidates whose runs are in, held for those
+        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
+        self.stop: Stop | None = None
+        self._snapshot = None
+        self.sched.on_start = self._started
+
+    def run(self) -> Stop:
+        self._snapshot = self.state_guard.watch() if self.watch else None
         started = time.monotonic()
         try:
             while True:
@@ -141,7 +137,7 @@ class Engine(Recovery, Reporting):
                 if event is not None:
                     self._handle(event)
         except KeyboardInterrupt:
-            self._interrupted()
+            self.interrupted()
             self.tracker.close("KILLED")
             return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
         finally:
@@ -158,7 +154,7 @@ class Engine(Recovery, Reporting):
         if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
             return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
         streak = 0
-        for rec in reversed(self.records):
+        for rec in reversed(self.sink.records):
             if rec.status not in FAILURES:
                 break
             streak += 1
@@ -214,19 +210,24 @@ class Engine(Recovery, Reporting):
             n = self._number()
             if n > cfg.iterations or self._cost_reserved() >= (cfg.max_cost_usd or float("inf")):
                 return
-            program, program_sha = self._program()
-            self.proposals.request(n, self.tip, program_sha, self._context(n, program))
+            program, program_sha = self.prompt.program()
+            context = self.prompt.build(n, program, self.tip, self.sink.records,
+                                        [c.rec for c in self.cands.values() if not c.baseline],
+                                        self.score, self.sink.tail)
+            self.proposals.request(n, self.tip, program_sha, context)
             want -= 1
 
     def _cost_reserved(self) -> float:
         """Cost so far plus the expected cost of the requests still being answered."""
-        paid = [r.usage.get("cost_usd", 0.0) for r in self.records if r.usage.get("requests")]
+        paid = [r.usage.get("cost_usd", 0.0) for r in self.sink.records
+                if r.usage.get("requests")]
         mean = sum(paid) / len(paid) if paid else 0.0
         return self.cost + mean * self.proposals.waiting()
 
     def _number(self) -> int:
         """The lowest iteration number not done or in flight (numbers stay dense)."""
-        used = {r.iteration for r in self.records} | set(self.cands) | self.proposals.numbers()
+        used = {r.iteration for r in self.sink.records} | set(self.cands) \
+            | self.proposals.numbers()
         n = 0
         while n in used:
             n += 1
@@ -235,7 +236,7 @@ class Engine(Recovery, Reporting):
     def _start(self, n: int, base: str, program_sha: str, proposal: Proposal,
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
-        problem = None if baseline else (proposal.error or self._check(proposal, base))
+        problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
         self.cost += proposal.usage.cost_usd
         run_id = self.tracker.start_iteration(self.tag, n)
         commit = base if baseline else ("" if problem else self.workspace.stage_on(
@@ -244,7 +245,7 @@ class Engine(Recovery, Reporting):
                            description=proposal.description)
         rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
                      reason=problem or "", parent=base, run_id=run_id, commit=commit,
-                     program_sha=program_sha or self._program()[1], seed=self.config.seed,
+                     program_sha=program_sha or self.prompt.program()[1], seed=self.config.seed,
                      time=time.time(), best_before=self.score.best_value(),
                      usage=vars(proposal.usage).copy())
         cand = self.cands[n] = Candidate(rec, baseline, proposal)
@@ -253,7 +254,7 @@ class Engine(Recovery, Reporting):
             cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
         step = cand.begin(self.tip, problem)
         if not problem:
-            self._note_steering(n, rec.program_sha)
+            self.prompt.note_steering(n, rec.program_sha, self.sink.records)
         self._carry_out(cand, step)
 
     def _carry_out(self, cand: Candidate, step: Step) -> None:
@@ -287,12 +288,12 @@ class Engine(Recovery, Reporting):
 
     def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
         # the id marks the run's processes: unique across engines, tags and restarts
-        k = key.number
+        k = key.number       # a fresh, reproducible seed for each run ($AUTORESEARCH_SEED)
         job = RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
-                     {"AUTORESEARCH_SEED": str(self._seed(n, k)),
+                     {"AUTORESEARCH_SEED": str(self.config.seed + 1000 * n + k),
                       "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
                       "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
-                     self._log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
+                     self.sink.log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
                      key.priority(n), pair_of=key.beside)
         self.keys[job.job_id] = key
         self.sched.add(job)
@@ -359,7 +360,7 @@ class Engine(Recovery, Reporting):
             cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
         return step
 
-    def _finish(self, cand: "Candidate") -> None:
+    def _finish(self, cand: Candidate) -> None:
         """Settle the git side, journal the record, then move the branch (resume-safe order)."""
         rec, metric = cand.rec, self.task.metric
         if rec.samples:
@@ -383,23 +384,12 @@ class Engine(Recovery, Reporting):
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
         del self.cands[rec.iteration]
-        self.records.append(rec)
-        self._write_rows()
-        self._track(rec, cand.patch, cand.proposal)
+        self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
         if cand.baseline and not rec.kept:
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
-                                         f"{rec.reason}); see {self._log_path(rec.iteration)}",
+                                         f"{rec.reason}); see {self.sink.log_path(rec.iteration)}",
                              1)
-
-    def _write_rows(self) -> None:
-        """results.tsv in iteration order: a row waits until every earlier one is written."""
-        by_iter = {r.iteration: r for r in self.records}
-        while self.rows_written in by_iter:
-            rec = by_iter[self.rows_written]
-            append_result(self.results_path, self.task.metric.name, rec,
-                          [by_iter[i] for i in range(self.rows_written + 1)])
-            self.rows_written += 1
 
     def _remeasure_best(self, n: int, wanted: int) -> None:
         """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
@@ -434,3 +424,23 @@ class Engine(Recovery, Reporting):
                 cand = self.cands[n]
                 self._carry_out(cand, cand.judged(self._verdict(cand), self.tip,
                                                   self.sched.free()))
+
+    def _drop_proposals(self, wait: bool) -> None:
+        """Proposals made but not started when the loop stops: their cost is journalled."""
+        for n, proposal in self.proposals.drop_all(wait):
+            cost = proposal.usage.cost_usd if proposal else 0.0
+            self.cost += cost
+            self.journal.write("drop", iteration=n, cost_usd=cost,
+                               description=proposal.description if proposal else "")
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""
+        self.sched.drop(lambda j: False)
+        self.sched.cancel(lambda j: True)
+        self.backend.close()
+        self._drop_proposals(wait=False)
+        for n, cand in sorted(self.cands.items()):   # the redo will reuse attempt-<n>
+            abandon(self.parts, n, cand.rec.time,
+                    "" if cand.baseline else cand.rec.commit, cand.rec.run_id)
+        self.cands.clear()
+        self.workspace.restore()
