@@ -19,6 +19,32 @@ class PromptContext:
         self.program_path, self.seed = program_path, seed
         self.proposer_kind, self.out = proposer_kind, out
         self._program_sha: str | None = None   # the program.md the last iteration read
+        # a commit's files never change: read each once (the tip is read for every context,
+        # and again to check a proposal made on it); a few recent commits are enough
+        self._seen: dict[str, dict[str, str | None]] = {}
+        self._listed: dict[str, list[str]] = {}
+
+    def _list(self, commit: str) -> list[str]:
+        if commit not in self._listed:
+            self._forget(self._listed)
+            self._listed[commit] = self.workspace.list_at(commit, self.task_rel)
+        return self._listed[commit]
+
+    def _read(self, commit: str, paths: list[str]) -> dict[str, str]:
+        """Like Workspace.read_at (absent files skipped), each file read once."""
+        if commit not in self._seen:
+            self._forget(self._seen)
+        known = self._seen.setdefault(commit, {})
+        missing = [p for p in paths if p not in known]
+        if missing:
+            got = self.workspace.read_at(commit, self.task_rel, missing)
+            known.update({p: got.get(p) for p in missing})
+        return {p: known[p] for p in paths if known[p] is not None}
+
+    @staticmethod
+    def _forget(cache: dict) -> None:
+        while len(cache) >= 8:
+            del cache[next(iter(cache))]
 
     def program(self) -> tuple[str, str]:
         """program.md's text and short hash ("none" when there is none)."""
@@ -33,8 +59,7 @@ class PromptContext:
         """What the proposer sees: the best's files (the main worktree is always the tip),
         every finished attempt, and those in flight or queued (status `running`), so that
         proposals made ahead do not repeat them. `tail(rec)`: the end of a run's log."""
-        files = self.workspace.read_at(tip, self.task_rel, [
-            p for p in self.workspace.list_at(tip, self.task_rel) if self.task.is_editable(p)])
+        files = self._read(tip, [p for p in self._list(tip) if self.task.is_editable(p)])
         done = sorted(records, key=lambda r: r.iteration)
         failures = [r for r in done if r.status in FAILURES][-2:]
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
@@ -55,7 +80,7 @@ class PromptContext:
                 return reason
             if "\x00" in proposal.files[rel]:
                 return f"{rel}: binary content"
-        current = self.workspace.read_at(base, self.task_rel, list(proposal.files))
+        current = self._read(base, list(proposal.files))
         if all(current.get(p) == t for p, t in proposal.files.items()):
             return "the edit changes nothing"
         return None

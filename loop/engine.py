@@ -133,15 +133,21 @@ class Loop:
                 self._plan()
                 if not self.cands and not self.sched.busy() and not self.proposals.items:
                     break
+                if self.sched.free() <= 0:      # every slot busy: MLflow's writes now
+                    self.sink.flush()
                 event = self.sched.next_event()
-                if event is not None:
+                if event is None:               # idle: nothing waits on the main thread
+                    self.sink.flush()
+                else:
                     self._handle(event)
         except KeyboardInterrupt:
             self.interrupted()
+            self.sink.flush()
             self.tracker.close("KILLED")
             return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
         finally:
             self.backend.close()
+        self.sink.flush()
         stop = self.stop or Stop("iterations", f"done: {plural(self.config.iterations, 'iteration')}"
                                                f" after the baseline")
         self.journal.write("stop", reason=stop.reason, message=stop.message)

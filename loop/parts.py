@@ -145,7 +145,7 @@ def open_parts(site: Site) -> Parts:
         parent_tags={"git.branch": workspace.branch, "sandbox": site.sandbox},
         known_run_ids=[by_iter[n].run_id for n in state.untracked],
         on_parent=lambda run_id: journal.write("start_tracking", parent_run_id=run_id),
-        on_tracked=lambda n, run_id: sink.tracked(n, run_id),   # from the tracker's thread
+        on_tracked=lambda n, run_id: sink.tracked(n, run_id),   # once MLflow has it
         warn=site.out)
     sink = RecordSink(site.dir, task.metric.name, journal, tracker, workspace.branch,
                       {"proposer": config.proposer.kind, "model": config.proposer.model,

@@ -1,6 +1,11 @@
 """The record sink: where a finished iteration's record goes besides the journal.
 results.tsv (in iteration order: a row waits until every earlier one is written) and the
-MLflow projection (queued and retried by the tracker), plus each run's log file name."""
+MLflow projection (queued and retried by the tracker), plus each run's log file name.
+
+MLflow's writes for a record (a few hundred ms on SQLite) wait in `flush`'s queue until the
+loop has nothing to start: they run while the next runs execute, not between one run
+ending and the next starting. A kill before they are handed over loses nothing: the
+journal has no `tracked` line for them, and the next start logs them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,6 +30,7 @@ class RecordSink:
         self.tracker = tracker                # MLflow, in the background (loop/tracking.py)
         self.records: list[Record] = []
         self.rows_written = 0                 # results.tsv holds iterations below this
+        self._to_track: list[tuple] = []      # finished records MLflow has not been handed
         self._branch, self._params, self._log_prompts = branch, params, log_prompts
 
     def log_path(self, n: int, key: RunKey = RunKey.candidate(0)) -> Path:
@@ -56,10 +62,17 @@ class RecordSink:
             append_result(self.results_path, self.metric_name, row,
                           [by_iter[i] for i in range(self.rows_written + 1)])
             self.rows_written += 1
-        self.track(rec, patch, proposal)
+        self._to_track.append((rec, patch, proposal, kept_changes(self.records)))
 
-    def track(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
-        """Project a finished record into MLflow, then journal that it is there."""
+    def flush(self) -> None:
+        """Hand every finished record to MLflow, in the order they finished."""
+        while self._to_track:
+            self.track(*self._to_track.pop(0))
+
+    def track(self, rec: Record, patch: str = "", proposal: Proposal | None = None,
+              kept: int | None = None) -> None:
+        """Project a finished record into MLflow, then journal that it is there. `kept`:
+        kept changes when it finished (default: now)."""
         artifacts = {"run.log": self.log_path(rec.iteration)}
         for k in range(1, _MAX_RUNS):       # every run, also those before a replay
             path = self.log_path(rec.iteration, RunKey.candidate(k))
@@ -78,7 +91,7 @@ class RecordSink:
             tags["status"] = "baseline"   # not a kept change: `status=keep` runs = branch commits
         # queued and retried when MLflow is busy; journals `tracked` once it is in
         self.tracker.finish_iteration(rec, self.metric_name, params, tags, artifacts,
-                                      kept_changes(self.records))
+                                      kept_changes(self.records) if kept is None else kept)
 
     def tracked(self, n: int, run_id: str) -> None:
         """An iteration is in MLflow (called from the tracker's thread); a run created late
