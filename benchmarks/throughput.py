@@ -77,17 +77,14 @@ def loop(tmp: Path, slots: int, budget: float, iterations: int, rule: str = "str
 def run_rate(result: dict) -> tuple[float, int, float]:
     """Runs per hour in the steady state: from the first candidate's start to the last
     candidate's start (the baseline, start-up and the final drain, when no new work starts,
-    are left out: an overnight loop is all steady state). Also the mean wall of a run."""
+    are left out: an overnight loop is all steady state). A run counts when its log was
+    last written (every run has one: first runs, confirmations, re-runs of the best), not
+    by `tracked` lines, which wait while MLflow's writes are held for a busy moment.
+    Also the mean wall of a run."""
     ev = result["events"]
     begins = [e["time"] for e in ev if e["event"] == "begin" and e["iteration"] > 0]
     t0, t1 = min(begins), max(begins)
-    # `end` lines carry the record's own start time; `tracked` follows each end at once
-    tracked = {e["iteration"]: e["time"] for e in ev if e["event"] == "tracked"}
-    done = [(tracked[e["iteration"]], len(e["samples"])) for e in ev
-            if e["event"] == "end" and e["iteration"] > 0 and e["iteration"] in tracked]
-    done += [(e["time"], 1) for e in ev if e["event"] == "remeasure"]
-    done += [(e["time"], len(e.get("samples", []))) for e in ev if e["event"] == "replay"]
-    runs = sum(k for t, k in done if t0 <= t <= t1)
+    runs = sum(1 for t in result["spans"] if t0 <= t <= t1)
     ends = [e for e in ev if e["event"] == "end" and e["iteration"] > 0]
     walls = sum(e["wall_s"] for e in ends)
     count = sum(max(1, len(e["samples"])) for e in ends)

@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("repo", nargs="?", default=".", help="the repo (default: here)")
     it.add_argument("--metric", help="the printed value to optimize (default: the evaluation's "
                                      "result, else a loss/bpb/accuracy-like name)")
-    it.add_argument("--direction", choices=["minimize", "maximize"])
+    it.add_argument("--direction", choices=["minimize", "maximize"],
+                    help="whether lower or higher is better (default: read from the metric's name)")
     it.add_argument("--script", help="the editable script (default: train.py, main.py, run.py, "
                                      "or the only one printing values)")
     it.add_argument("--time-budget", type=float, dest="time_budget_s",

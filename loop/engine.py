@@ -6,39 +6,32 @@ its runs are in. A would-be keep whose base is no longer the tip is replayed ont
 and measured again there (a conflict is a discard). The main thread owns git, the journal,
 the judge and MLflow; runs and proposals finish on other threads and come back as events.
 
-Resume: the journal is the truth. On start the engine replays it, rolls back every step that
-was cut off, finishes a keep whose branch move was lost, and brings results.tsv and MLflow
-up to date; then it carries on from the lowest free iteration number."""
+What a candidate does next is decided by its state machine (loop/lifecycle.py) and the
+judge (loop/judge.py); `Loop` only carries the steps out. Its parts are built in one place
+(loop/parts.py). Resume: the journal is the truth; `loop.resume.recover` brings git,
+results.tsv and MLflow up to date before the loop carries on from the lowest free number."""
 from __future__ import annotations
 
-import math
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from loop import grading, judge as judging
 from loop.backends import RunJob
 from loop.config import Config
-from loop.journal import Journal, Record, TagLock, record_dict
-from loop.proposers.base import Proposal, ProposerFatal, make_proposer
-from loop.reporting import FAILURES, REMEASURE_RUN, Reporting
-from loop.resume import Recovery
-from loop import sandbox
 from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.gitsafe import DiskFull
-from loop.integrity import StateGuard
-from loop.preflight import check_run_command
-from loop.progress import Progress, planned_runs
-from loop.runner import OK, Limits, read_tail
-from loop.scoreboard import BASELINE, Scoreboard
-from loop.status import commit_message, num, plural
-from loop.task import load_task, with_budget
-from loop.tracking import append_result, results_text
-from loop.workspace import Workspace, worktree_path
+from loop.journal import Record, TagLock, record_dict
+from loop.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
+from loop.parts import Parts, locate, open_parts, state_dir
+from loop.progress import Progress
+from loop.proposers.base import Proposal, ProposerFatal
+from loop.resume import abandon, install_signals, recover
+from loop.runner import OK, read_tail
+from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
 
-__all__ = ["Engine", "Stop", "FAILURES", "REMEASURE_RUN", "default_tag", "state_dir"]
+__all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
 
 @dataclass
@@ -48,76 +41,38 @@ class Stop:
     exit_code: int = 0
 
 
-@dataclass
-class Candidate:
-    """An iteration in flight: its record so far and its runs (k -> metric)."""
-    rec: Record
-    proposal: Proposal
-    baseline: bool = False
-    patch: str = ""
-    next_k: int = 0              # next run number (logs and seeds stay unique)
-    first_k: int = 0             # its first run on the current base (after a replay: later)
-    values: dict = field(default_factory=dict)
-    in_flight: set = field(default_factory=set)
-    failed: tuple | None = None  # (k, RunResult) of its first failed run
-    stats: dict = field(default_factory=dict)   # the last verdict's numbers
-    waiting: bool = False        # all in, held until the best's re-runs are in
-    replayed_onto: str = ""
-    pair_best: dict = field(default_factory=dict)  # k -> the best's value run alongside run k
-    next_best_k: int = REMEASURE_RUN + 50   # the best's runs alongside it (logs `best50`, ..)
-
-
 def default_tag() -> str:
     return time.strftime("%b%d").lower()
 
 
-def state_dir(repo_root: Path, tag: str) -> Path:
-    return repo_root / ".autoresearch" / tag
+class Engine:
+    """One night of the loop on one tag: where it runs is found before the tag's lock
+    (clear errors, nothing created), its parts are opened under the lock, recovered from
+    the journal, and handed to the `Loop`; a full disk stops it cleanly."""
 
-
-class Engine(Recovery, Reporting):
     def __init__(self, config: Config, out=print, proposer=None, progress=None):
         self.config = config
         self.out = out
         self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
-        user_task = load_task(config.resolve(config.task))        # clear errors first
-        with_budget(user_task, config.time_budget_s)   # refused when the code holds it
-        self.repo_root = Workspace.find_repo_root(user_task.root)
-        self.task_rel = user_task.root.relative_to(self.repo_root).as_posix()
         self.tag = config.tag or default_tag()
-        self.dir = state_dir(self.repo_root, self.tag)
-        self.journal = Journal(self.dir / "journal.jsonl")
-        self.results_path = self.dir / "results.tsv"
-        self.workspace = Workspace(self.repo_root, self.tag,
-                                   worktree_path(self.repo_root, self.tag))
-        self.state_guard = StateGuard(self.workspace, self.journal, self.results_path, lambda: (
-            results_text(self.task.metric.name, self._rows()) if self.results_path.exists()
-            or self.records else None))
-        self._check_committed(user_task)
-        if not self.workspace.branch_exists():   # a resume runs the branch's files
-            check_run_command(user_task, self.task_rel, self.workspace.committed)
-        self.user_task = user_task
-        # sandbox: required without one stops here (exit 2); auto without one warns
-        self.sandbox = sandbox.startup(config.sandbox, out)
-        self.limits = Limits.from_config(config)
-        self.proposer = proposer or make_proposer(config.proposer, seed=config.seed)
-        self.program_path = config.resolve(config.program)
-        self.records: list[Record] = []
-        self.score = Scoreboard()
-        self.cost = 0.0
-        self.cands: dict[int, Candidate] = {}
-        self.probes = 0                   # re-runs of the best in flight
-        self.rows_written = 0             # results.tsv holds iterations below this
-        self.stop: Stop | None = None
-        self._snapshot = None
-        self._program_sha: str | None = None
+        self.site = locate(config, self.tag, out, self.progress, proposer)
+        self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
+        self.workspace, self.proposer = self.site.workspace, self.site.proposer
+        self.sandbox = self.site.sandbox
+        self.parts: Parts | None = None     # opened under the lock
+        self.loop: Loop | None = None
 
-    # -- the loop -----------------------------------------------------------------
+    def best_value(self) -> float | None:
+        return self.parts.score.best_value() if self.parts else None
+
     def run(self) -> Stop:
-        lock = TagLock(self.dir / "lock")
+        lock = TagLock(self.site.dir / "lock")
         try:
             lock.acquire()
-            return self._run()
+            install_signals()
+            self.parts = open_parts(self.site)
+            self.loop = Loop(self.parts, recover(self.parts))
+            return self.loop.run()
         except Exception as exc:
             if not is_disk_full(exc):
                 raise
@@ -129,24 +84,47 @@ class Engine(Recovery, Reporting):
         """Stop cleanly: the journal (if it can still be written) says why; every step in
         flight is rolled back and redone on resume, as after a kill."""
         stop = Stop("disk_full", disk_full_message(exc), 1)
-        for cleanup in (lambda: hasattr(self, "sched") and self._interrupted(),
-                        lambda: self.journal.write("stop", reason=stop.reason,
-                                                   message=stop.message),
-                        lambda: hasattr(self, "tracker") and self.tracker.close("FAILED", 5.0)):
+        parts, loop = self.parts, self.loop
+        for cleanup in (lambda: loop.interrupted() if loop else parts and parts.backend.close(),
+                        lambda: self.site.journal.write("stop", reason=stop.reason,
+                                                        message=stop.message),
+                        lambda: parts and parts.tracker.close("FAILED", 5.0)):
             try:
                 cleanup()
             except Exception:
                 pass
         return stop
 
-    def _run(self) -> Stop:
-        self._install_signals()
-        self._open()
+
+class Loop:
+    """The event loop on the main thread: fill slots, hand each event to the candidate's
+    state machine, carry out what it asks for, stop on a budget."""
+
+    def __init__(self, parts: Parts, cost: float):
+        self.parts, site = parts, parts.site
+        self.config, self.out, self.progress = site.config, site.out, site.progress
+        self.tag, self.dir, self.task_rel = site.tag, site.dir, site.task_rel
+        self.journal, self.workspace, self.task = site.journal, site.workspace, parts.task
+        self.sched, self.proposals, self.backend = parts.sched, parts.proposals, parts.backend
+        self.tracker, self.sink, self.prompt = parts.tracker, parts.sink, parts.prompt
+        self.score, self.state_guard = parts.score, parts.state_guard
         # Without the sandbox: refs and config as the engine leaves them (its own moves keep
         # this current); what a run changes is tampering, undone and recorded when the run's
         # result comes in. In the sandbox a run cannot write .git at all, so a change there
         # is the user's own and is left alone.
-        self._snapshot = None if self.sandbox == "bwrap" else self.state_guard.watch()
+        self.watch = site.sandbox != "bwrap"
+        self.tip = self.workspace.tip()
+        self.cost = cost                  # LLM cost so far, dropped proposals included
+        self.cands: dict[int, Candidate] = {}
+        self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
+        self.held: set[int] = set()       # candidates whose runs are in, held for those
+        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
+        self.stop: Stop | None = None
+        self._snapshot = None
+        self.sched.on_start = self._started
+
+    def run(self) -> Stop:
+        self._snapshot = self.state_guard.watch() if self.watch else None
         started = time.monotonic()
         try:
             while True:
@@ -155,15 +133,21 @@ class Engine(Recovery, Reporting):
                 self._plan()
                 if not self.cands and not self.sched.busy() and not self.proposals.items:
                     break
+                if self.sched.free() <= 0:      # every slot busy: MLflow's writes now
+                    self.sink.flush()
                 event = self.sched.next_event()
-                if event is not None:
+                if event is None:               # idle: nothing waits on the main thread
+                    self.sink.flush()
+                else:
                     self._handle(event)
         except KeyboardInterrupt:
-            self._interrupted()
+            self.interrupted()
+            self.sink.flush()
             self.tracker.close("KILLED")
             return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
         finally:
             self.backend.close()
+        self.sink.flush()
         stop = self.stop or Stop("iterations", f"done: {plural(self.config.iterations, 'iteration')}"
                                                f" after the baseline")
         self.journal.write("stop", reason=stop.reason, message=stop.message)
@@ -176,7 +160,7 @@ class Engine(Recovery, Reporting):
         if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
             return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
         streak = 0
-        for rec in reversed(self.records):
+        for rec in reversed(self.sink.records):
             if rec.status not in FAILURES:
                 break
             streak += 1
@@ -206,16 +190,16 @@ class Engine(Recovery, Reporting):
             self.sched.dispatch()
             return
         n = self._number()
-        if not self.probes and n <= self.config.iterations and \
-                self.score.needs_remeasure(self.config.judge):
-            self._remeasure_best(n)      # before the next proposal, as with one slot
+        wanted = self.score.best_runs_wanted(self.config.judge)
+        if not self.best_runs and n <= self.config.iterations and wanted:
+            self._remeasure_best(n, wanted)      # before the next proposal, as with one slot
         self.sched.dispatch()
         while self.sched.free() > 0 and self.proposals.items:
             n = min(self.proposals.items)       # candidates start in iteration order
             try:
                 taken = self.proposals.take(n)
             except ProposerFatal as exc:
-                self.stop = Stop("proposer", f"stopped: {exc}", 1)
+                self.stop = Stop("proposer", f"stopped: {exc}", getattr(exc, "exit_code", 1))
                 return self._plan()
             if taken is None:
                 break
@@ -232,19 +216,24 @@ class Engine(Recovery, Reporting):
             n = self._number()
             if n > cfg.iterations or self._cost_reserved() >= (cfg.max_cost_usd or float("inf")):
                 return
-            program, program_sha = self._program()
-            self.proposals.request(n, self.tip, program_sha, self._context(n, program))
+            program, program_sha = self.prompt.program()
+            context = self.prompt.build(n, program, self.tip, self.sink.records,
+                                        [c.rec for c in self.cands.values() if not c.baseline],
+                                        self.score, self.sink.tail)
+            self.proposals.request(n, self.tip, program_sha, context)
             want -= 1
 
     def _cost_reserved(self) -> float:
         """Cost so far plus the expected cost of the requests still being answered."""
-        paid = [r.usage.get("cost_usd", 0.0) for r in self.records if r.usage.get("requests")]
+        paid = [r.usage.get("cost_usd", 0.0) for r in self.sink.records
+                if r.usage.get("requests")]
         mean = sum(paid) / len(paid) if paid else 0.0
         return self.cost + mean * self.proposals.waiting()
 
     def _number(self) -> int:
         """The lowest iteration number not done or in flight (numbers stay dense)."""
-        used = {r.iteration for r in self.records} | set(self.cands) | self.proposals.numbers()
+        used = {r.iteration for r in self.sink.records} | set(self.cands) \
+            | self.proposals.numbers()
         n = 0
         while n in used:
             n += 1
@@ -253,75 +242,78 @@ class Engine(Recovery, Reporting):
     def _start(self, n: int, base: str, program_sha: str, proposal: Proposal,
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
-        problem = None if baseline else (proposal.error or self._check(proposal, base))
+        problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
         self.cost += proposal.usage.cost_usd
         run_id = self.tracker.start_iteration(self.tag, n)
         commit = base if baseline else ("" if problem else self.workspace.stage_on(
             base, self.task_rel, proposal.files, proposal.description))
         self.journal.write("begin", iteration=n, run_id=run_id, parent=base, commit=commit,
                            description=proposal.description)
-        rec = Record(iteration=n, status="bad_edit", description=proposal.description,
+        rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
                      reason=problem or "", parent=base, run_id=run_id, commit=commit,
-                     program_sha=program_sha or self._program()[1], seed=self.config.seed,
+                     program_sha=program_sha or self.prompt.program()[1], seed=self.config.seed,
                      time=time.time(), best_before=self.score.best_value(),
                      usage=vars(proposal.usage).copy())
-        cand = self.cands[n] = Candidate(rec, proposal, baseline)
+        cand = self.cands[n] = Candidate(rec, baseline, proposal)
         if commit and not baseline:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
             cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
-        if problem:
-            return self._finish(cand)
-        self._note_steering(n, rec.program_sha)
-        if base != self.tip:          # the best moved while it was proposed: replay it first
-            return self._replay(cand, None)
-        self._queue_runs(cand, 1)
+        step = cand.begin(self.tip, problem)
+        if not problem:
+            self.prompt.note_steering(n, rec.program_sha, self.sink.records)
+        self._carry_out(cand, step)
 
-    def _queue_runs(self, cand: "Candidate", count: int) -> None:
-        rec = cand.rec
-        for _ in range(count):
-            k = cand.next_k
-            cand.next_k += 1
-            cand.in_flight.add(k)
-            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
-                                     (1, rec.iteration, k)))
-        self.sched.dispatch()
+    def _carry_out(self, cand: Candidate, step: Step) -> None:
+        """Do what the candidate's life asks for next (loop/lifecycle.py decides)."""
+        while step is not None:
+            if isinstance(step, Run):
+                for key in step.keys:
+                    commit = cand.rec.commit if key.kind is RunKind.CANDIDATE else self.tip
+                    self._queue(cand.iteration, key, commit, cand.rec.run_id)
+                self.sched.dispatch()
+                return
+            if isinstance(step, Cancel):
+                n = cand.iteration
+                dropped = self.sched.drop(lambda j: j.iteration != n or j.kind is RunKind.BEST)
+                self.sched.cancel(lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)
+                step = cand.forget({self.keys.pop(j.job_id) for j in dropped})
+            elif isinstance(step, Judge):
+                if self.best_runs and not cand.baseline:  # the best's re-runs first
+                    self.held.add(cand.iteration)
+                    return
+                step = cand.judged(self._verdict(cand), self.tip, self.sched.free())
+            elif isinstance(step, Replay):
+                step = self._replay(cand, step.verdict)
+            else:
+                return self._finish(cand)
 
-    def _queue_pairs(self, cand: "Candidate", count: int) -> None:
-        """The paired judge's confirmation: each time a run of the best and a run of the
-        candidate, queued together so they run in the same period (at once, with two free
-        slots; back to back with one)."""
-        rec = cand.rec
-        for _ in range(count):
-            k = cand.next_k
-            cand.next_k += 1
-            best_k, cand.next_best_k = cand.next_best_k, cand.next_best_k + 1
-            job = self._job(rec.iteration, best_k, self.tip, rec.run_id, "pair",
-                            (1, rec.iteration, k - 0.5))
-            job.pair_of = k
-            cand.in_flight |= {("best", best_k), k}
-            self.sched.add(job)
-            self.sched.add(self._job(rec.iteration, k, rec.commit, rec.run_id, "candidate",
-                                     (1, rec.iteration, k)))
-        self.sched.dispatch()
+    def _verdict(self, cand: Candidate) -> judging.Verdict:
+        if cand.baseline:
+            return judging.judge_baseline(cand.rec.samples, self.config.judge)
+        return self.score.judge(cand.rec, self.task.metric.direction, self.config.judge)
+
+    def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
+        # the id marks the run's processes: unique across engines, tags and restarts
+        k = key.number       # a fresh, reproducible seed for each run ($AUTORESEARCH_SEED)
+        job = RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
+                     {"AUTORESEARCH_SEED": str(self.config.seed + 1000 * n + k),
+                      "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
+                      "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
+                     self.sink.log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
+                     key.priority(n), pair_of=key.beside)
+        self.keys[job.job_id] = key
+        self.sched.add(job)
 
     def _started(self, job: RunJob) -> None:
         """A run got a slot (the scheduler calls this): the console or panel says so."""
-        if job.kind == "candidate" and job.iteration in self.cands:
-            cand = self.cands[job.iteration]
-            rec, planned = cand.rec, planned_runs(self.config.judge, cand.baseline)
+        cand = self.cands.get(job.iteration)
+        if job.kind is RunKind.CANDIDATE and cand is not None:
+            rec, planned = cand.rec, judging.max_runs(self.config.judge, cand.baseline)
         else:
             rec, planned = Record(iteration=job.iteration, status="remeasure",
                                   description="re-measure the best"), None
         self.progress.run_started(job.lane, rec, job.k,
                                   planned, self.task.time_budget_s, self.config.iterations)
-
-    def _job(self, n: int, k: int, commit: str, run_id: str, kind: str, priority) -> RunJob:
-        # the id marks the run's processes: unique across engines, tags and restarts
-        return RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
-                      {"AUTORESEARCH_SEED": str(self._seed(n, k)),
-                       "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
-                       "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
-                      self._log_path(n, k), self.dir / "runs" / f"{n:04d}-{k}", kind, priority)
 
     def _handle(self, event) -> None:
         if event[0] != "run":
@@ -329,111 +321,52 @@ class Engine(Recovery, Reporting):
         _, job, result = event
         self.sched.finished(job)
         self.progress.run_finished(job.lane)
+        key = self.keys.pop(job.job_id)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
         tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
                                               keep_watching=True) \
             or grading.check_branch(self.workspace, self.tip, job.iteration)
         if tampered:
-            result.status, result.metric, result.detail = "crash", None, tampered
-        if job.kind == "remeasure":
-            return self._remeasured(job, result)
+            result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        value = result.metric if result.status == OK else None
+        if key.kind is not RunKind.CANDIDATE:   # a run of the best
+            self._best_measured(job, result, value)
+            if key.kind is RunKind.BEST:
+                return self._best_runs_done(key)
+        else:
+            self._measured(self.cands[job.iteration].rec, job, result)
         cand = self.cands[job.iteration]
-        rec = cand.rec
-        if job.kind == "pair":             # the best, run alongside the candidate's run k
-            cand.in_flight.discard(("best", job.k))
-            cand.pair_best[job.pair_of] = self._remeasured(job, result, judge_waiting=False)
-            if not cand.in_flight:
-                self._advance(cand)
-            return
-        cand.in_flight.discard(job.k)
+        self._carry_out(cand, cand.ran(key, value, result.status, result.detail))
+
+    def _measured(self, rec: Record, job: RunJob, result) -> None:
+        """What a run of the candidate says besides its metric: time, memory, throughput."""
         if self.task.throughput_pattern and result.status == OK:   # the machine's speed
             rec.throughput.append(self.task.throughput(read_tail(job.log_path)))
         rec.wall_s += result.wall_s
         if result.memory_gb is not None:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
-        if result.status != OK:
-            if cand.failed is None or job.k < cand.failed[0]:
-                cand.failed = (job.k, result)
-            mine = lambda j: j.iteration == job.iteration and j.kind == "candidate"  # noqa: E731
-            cand.in_flight -= {j.k for j in self.sched.pending if mine(j)}
-            mine_pair = lambda j: j.iteration == job.iteration and j.kind == "pair"  # noqa: E731
-            cand.in_flight -= {("best", j.k) for j in self.sched.pending if mine_pair(j)}
-            self.sched.drop(lambda j: not mine_pair(j))
-            self.sched.drop(lambda j: not mine(j))        # its other runs are not needed now
-            self.sched.cancel(mine)
-        else:
-            cand.values[job.k] = result.metric
-        if not cand.in_flight:
-            self._advance(cand)
 
-    def _advance(self, cand: "Candidate") -> None:
-        """All runs of a candidate are in: judge it, run it again, replay it, or finish it."""
-        rec, cfg = cand.rec, self.config.judge
-        rec.samples = [cand.values[k] for k in sorted(cand.values)]
-        rec.pairs = [[cand.values[k], cand.pair_best[k]] for k in sorted(cand.pair_best)
-                     if k in cand.values and cand.pair_best[k] is not None]
-        if cand.failed:
-            k, result = cand.failed
-            if cand.baseline or k == cand.first_k:
-                rec.status, rec.reason = result.status, result.detail
-            else:
-                rec.status, rec.reason = judging.DISCARD, f"confirmation run: {result.status}"
-                rec.stats = cand.stats
-            return self._finish(cand)
-        if cand.baseline:
-            if judging.should_remeasure_best(rec.samples, cfg):
-                need = (cfg.baseline_runs if cfg.rule == "noise" else 1) - len(rec.samples)
-                return self._queue_runs(cand, max(1, min(need, self.sched.free())))
-            rec.status, rec.reason = "keep", "baseline"
-            return self._finish(cand)
-        if self.probes:                 # judge against the best once its re-runs are in
-            cand.waiting = True
-            return
-        verdict = self.score.judge(rec, self.task.metric.direction, cfg)
-        cand.stats = verdict.stats
-        if verdict.action == judging.RERUN:
-            if verdict.also_best:         # paired: the best runs alongside, in one period
-                return self._queue_pairs(cand, max(1, min(verdict.also_best,
-                                                          self.sched.free() // 2)))
-            confirm_at = min(cfg.baseline_runs, 1 + cfg.confirm_runs)
-            above = verdict.stats.get("gain", 0) > verdict.stats.get("threshold", math.inf)
-            need = (confirm_at if above else 1 + cfg.confirm_runs) - len(rec.samples)
-            return self._queue_runs(cand, max(1, min(need, self.sched.free())))
-        if verdict.action == judging.KEEP and rec.parent != self.tip:
-            return self._replay(cand, verdict)
-        rec.status, rec.reason, rec.stats = verdict.action, verdict.reason, verdict.stats
-        if cand.replayed_onto:
-            rec.reason = f"replayed onto {cand.replayed_onto[:7]}: {rec.reason}"
-        self._finish(cand)
-
-    def _replay(self, cand: "Candidate", verdict) -> None:
+    def _replay(self, cand: Candidate, verdict) -> Step:
         """The candidate's base is no longer the tip: apply its change 3-way on the tip and
         measure it again there (a gain on an older base is not a gain on the new one)."""
         rec = cand.rec
         new = self.workspace.replay(rec.commit, self.tip)
-        if new is None:
-            why = f"would be kept ({verdict.reason}), but" if verdict else "proposed on"
-            rec.status, rec.reason = judging.DISCARD, (
-                f"{why} its change conflicts with the best kept since its base "
-                f"{rec.parent[:7]}: not replayed onto {self.tip[:7]}")
-            rec.stats = verdict.stats if verdict else {}
-            return self._finish(cand)
-        self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
-        self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit, commit=new,
-                           parent=self.tip, samples=rec.samples)
-        if verdict:
-            self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
-                     f"replayed onto {self.tip[:7]}, measuring it again")
-        rec.commit, rec.parent, rec.samples, rec.pairs = new, self.tip, [], []
-        cand.pair_best = {}
-        rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
-        rec.best_before = self.score.best_value()
-        cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
-        cand.values, cand.first_k, cand.replayed_onto = {}, cand.next_k, self.tip
-        self._queue_runs(cand, 1)
+        if new is not None:
+            self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
+            self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
+                               commit=new, parent=self.tip, samples=rec.samples)
+            if verdict:
+                self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
+                         f"replayed onto {self.tip[:7]}, measuring it again")
+        step = cand.replayed(new, self.tip, verdict)
+        if new is not None:
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
+            rec.best_before = self.score.best_value()
+            cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
+        return step
 
-    def _finish(self, cand: "Candidate") -> None:
+    def _finish(self, cand: Candidate) -> None:
         """Settle the git side, journal the record, then move the branch (resume-safe order)."""
         rec, metric = cand.rec, self.task.metric
         if rec.samples:
@@ -457,42 +390,26 @@ class Engine(Recovery, Reporting):
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
         del self.cands[rec.iteration]
-        self.records.append(rec)
-        self._write_rows()
-        self._track(rec, cand.patch, cand.proposal)
+        self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
-        if cand.baseline and rec.status != "keep":
+        if cand.baseline and not rec.kept:
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
-                                         f"{rec.reason}); see {self._log_path(rec.iteration, 0)}",
+                                         f"{rec.reason}); see {self.sink.log_path(rec.iteration)}",
                              1)
 
-    def _write_rows(self) -> None:
-        """results.tsv in iteration order: a row waits until every earlier one is written."""
-        by_iter = {r.iteration: r for r in self.records}
-        while self.rows_written in by_iter:
-            rec = by_iter[self.rows_written]
-            append_result(self.results_path, self.task.metric.name, rec,
-                          [by_iter[i] for i in range(self.rows_written + 1)])
-            self.rows_written += 1
-
-    def _remeasure_best(self, n: int) -> None:
+    def _remeasure_best(self, n: int, wanted: int) -> None:
         """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
         refresh the noise estimate. Journalled, logged on the parent run; not a row. After a
         keep it needs R runs: they go to free slots at once."""
-        cfg = self.config.judge
         have = len(self.score.best_samples)
-        count = max(1, min(cfg.baseline_runs - have, self.sched.free())) \
-            if have < cfg.baseline_runs else 1
-        for i in range(count):
-            k = REMEASURE_RUN + have + i
-            self.sched.add(self._job(n, k, self.tip, self.tracker.parent_id or "",
-                                     "remeasure", (0, n, k)))
-        self.probes += count
+        for i in range(max(1, min(wanted, self.sched.free()))):
+            key = RunKey.best(have + i)
+            self.best_runs.add(key)
+            self._queue(n, key, self.tip, self.tracker.parent_id or "")
 
-    def _remeasured(self, job: RunJob, result, judge_waiting: bool = True) -> float | None:
-        if job.kind != "pair":
-            self.probes -= 1
-        value = result.metric if result.status == OK else None
+    def _best_measured(self, job: RunJob, result, value: float | None) -> None:
+        """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
+        joins the best's runs."""
         self.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
                            value=value, status=result.status)
         self.score.remeasured(value)
@@ -503,8 +420,33 @@ class Engine(Recovery, Reporting):
             self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
             self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
                      f"{runs} runs, {num(best)}")
-        if judge_waiting and not self.probes:   # candidates held for the best's runs
-            for cand in [c for c in self.cands.values() if c.waiting]:
-                cand.waiting = False
-                self._advance(cand)
-        return value
+
+    def _best_runs_done(self, key: RunKey) -> None:
+        """Candidates held for the best's re-runs are judged once all of them are in."""
+        self.best_runs.discard(key)
+        if not self.best_runs:
+            for n in [n for n in self.cands if n in self.held]:   # in the order they began
+                self.held.discard(n)
+                cand = self.cands[n]
+                self._carry_out(cand, cand.judged(self._verdict(cand), self.tip,
+                                                  self.sched.free()))
+
+    def _drop_proposals(self, wait: bool) -> None:
+        """Proposals made but not started when the loop stops: their cost is journalled."""
+        for n, proposal in self.proposals.drop_all(wait):
+            cost = proposal.usage.cost_usd if proposal else 0.0
+            self.cost += cost
+            self.journal.write("drop", iteration=n, cost_usd=cost,
+                               description=proposal.description if proposal else "")
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""
+        self.sched.drop(lambda j: False)
+        self.sched.cancel(lambda j: True)
+        self.backend.close()
+        self._drop_proposals(wait=False)
+        for n, cand in sorted(self.cands.items()):   # the redo will reuse attempt-<n>
+            abandon(self.parts, n, cand.rec.time,
+                    "" if cand.baseline else cand.rec.commit, cand.rec.run_id)
+        self.cands.clear()
+        self.workspace.restore()

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.words import Status
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Record:
 
     @property
     def kept(self) -> bool:
-        return self.status == "keep"
+        return self.status == Status.KEEP
 
 
 class TagLock:

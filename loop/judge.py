@@ -16,12 +16,12 @@ Two rules (`JudgeConfig.rule`):
 
 With `paired` (the default) the candidate is confirmed only against runs of the best made
 alongside its own, so a machine whose speed drifts over the night cannot fake a keep: see
-`paired_judge`. Then a `rerun` verdict carries `also_best=1`, and the engine runs the best
-once right before the candidate's next run and passes `pairs` (candidate, best) back:
+`paired_judge`. Then a `rerun` verdict carries `paired` (`also_best` = 1), and the engine
+runs the best once right before the candidate's next run and passes `pairs` (candidate, best) back:
 
-        if v.also_best: b = run(best); best.append(b)           # journalled as a remeasure
+        if v.paired: b = run(best); best.append(b)              # journalled as a remeasure
         c = run(candidate); candidate.append(c)
-        if v.also_best: pairs.append((c, b))
+        if v.paired: pairs.append((c, b))
 
 The protocol the engine follows (benchmarks/false_keeps.py runs exactly this). Every run
 gets a fresh seed in $AUTORESEARCH_SEED, so repeated runs of one state measure the noise.
@@ -57,8 +57,10 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from loop.stats import pooled_parts, pooled_sd, t_cdf, t_ppf, trend_residuals
+from loop.words import Status
 
-KEEP, DISCARD, RERUN = "keep", "discard", "rerun"
+# a verdict's action: keep and discard are also the statuses they give (plain strings)
+KEEP, DISCARD, RERUN = Status.KEEP.value, Status.DISCARD.value, "rerun"
 
 
 @dataclass
@@ -66,9 +68,16 @@ class Verdict:
     action: str                                  # keep | discard | rerun
     reason: str                                  # short, for results.tsv and the commit
     stats: dict[str, float] = field(default_factory=dict)  # the numbers behind it (MLflow)
-    # With `rerun`: run the best state this many times right BEFORE the candidate's next
-    # run, and hand the judge the pair (candidate value, best value). See `paired_judge`.
-    also_best: int = 0
+    # With `rerun`: how many more runs of the candidate the judge wants (the engine runs
+    # fewer when fewer slots are free, at least one), and whether each is `paired`: a run
+    # of the best right BEFORE it, handed back as the pair (candidate value, best value).
+    runs: int = 0
+    paired: bool = False
+
+    @property
+    def also_best(self) -> int:
+        """Runs of the best the judge wants beside the candidate's (see `paired_judge`)."""
+        return self.runs if self.paired else 0
 
 
 def judge(candidate: list[float], best: list[float], direction: str, config,
@@ -120,6 +129,21 @@ def strict(candidate: list[float], best: list[float], direction: str,
 def noise_aware(candidate: list[float], best: list[float], direction: str, config,
                 lines_added: int = 0, lines_removed: int = 0,
                 noise_sd: float | None = None, noise_df: int | None = None) -> Verdict:
+    """The `noise` rule (see `_noise_aware`), with the runs a `rerun` wants: a candidate
+    above the bar is run up to min(R, 1 + confirm_runs) times, else up to 1 + confirm_runs."""
+    v = _noise_aware(candidate, best, direction, config, lines_added, lines_removed,
+                     noise_sd, noise_df)
+    if v.action == RERUN:
+        above = v.stats.get("gain", 0) > v.stats.get("threshold", math.inf)
+        upto = min(config.baseline_runs, 1 + config.confirm_runs) if above \
+            else 1 + config.confirm_runs
+        v.runs = upto - len(candidate)
+    return v
+
+
+def _noise_aware(candidate: list[float], best: list[float], direction: str, config,
+                 lines_added: int = 0, lines_removed: int = 0,
+                 noise_sd: float | None = None, noise_df: int | None = None) -> Verdict:
     """The `noise` rule. With sd the noise and se = sd * sqrt(1/n_cand + 1/n_best):
 
     - t = delta / se, p = P(T_df > t): the one-sided test of "the candidate is better".
@@ -194,7 +218,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
 
     - screening: the candidate's first run c0 against the best's latest R runs, unpaired.
       Not plausibly better -> discard (1 run, as before). Otherwise -> `rerun` with
-      `also_best=1`: the engine runs the best once, then the candidate once, and hands the
+      `runs=1, paired=True`: the engine runs the best once, then the candidate once, and hands the
       judge the pair (candidate value, best value).
     - every later decision uses only this period: c0, b1, c1, b2, c2, ... The candidate's
       runs and the best's runs then have the same mean time, so a drift that is linear over
@@ -213,7 +237,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
             return v       # no pair possible (none allowed, or the best's runs failed)
         v.stats["paired_runs"] = 0
         return Verdict(RERUN, f"{v.reason.rsplit(': ', 1)[0]}: confirming next to the best",
-                       v.stats, also_best=1)
+                       v.stats, runs=1, paired=True)
     cand = [candidate[0]] + [c for c, _ in pairs]
     ref = [b for _, b in pairs]
     k, n_c, n_b = len(pairs), len(cand), len(ref)
@@ -227,7 +251,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "gain": d,
              "paired_runs": k, "best_period_mean": fmean(ref), "candidate_runs": n_c,
              "best_runs": len(best), "net_lines_added": net}
-    again = {"also_best": 1}
+    again = {"runs": 1, "paired": True}
     why = f"against {n_b} run{'s' if n_b > 1 else ''} of the best alongside"
     if sd is None:
         if can_rerun:
@@ -319,6 +343,30 @@ def best_value(samples: list[float]) -> float:
     """The best state's value: the mean of ALL its runs, so a lucky first draw is corrected
     as re-measurements come in."""
     return fmean(samples)
+
+
+def judge_baseline(samples: list[float], config) -> Verdict:
+    """The baseline needs no comparison, only its runs: R with the `noise` rule, else one."""
+    if should_remeasure_best(samples, config):
+        wanted = config.baseline_runs if config.rule == "noise" else 1
+        return Verdict(RERUN, "baseline: measuring it again", runs=wanted - len(samples))
+    return Verdict(KEEP, "baseline")
+
+
+def max_runs(config, baseline: bool) -> int:
+    """How many runs an iteration makes at most (before a replay): the baseline's R, else
+    1 + confirmations; one with the `strict` rule."""
+    if config.rule != "noise":
+        return 1
+    return config.baseline_runs if baseline else 1 + config.confirm_runs
+
+
+def best_runs_wanted(best_samples: list[float], config, proposals_since_best_run: int = 0) -> int:
+    """How many runs of the best to make now: none, R - (its runs) after the baseline or a
+    keep (they may run at once), else one (`remeasure_every`)."""
+    if not should_remeasure_best(best_samples, config, proposals_since_best_run):
+        return 0
+    return max(1, config.baseline_runs - len(best_samples))
 
 
 def should_remeasure_best(best_samples: list[float], config,

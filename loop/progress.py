@@ -17,14 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from loop.status import FAILURES, gain_text, is_baseline, num, progress_line
-
-
-def planned_runs(judge, baseline: bool) -> int:
-    """How many runs an iteration makes at most: the baseline's R, else 1 + confirmations."""
-    if judge.rule != "noise":
-        return 1
-    return judge.baseline_runs if baseline else 1 + judge.confirm_runs
+from loop.words import FAILURES, gain_text, is_baseline, num, progress_line
 
 
 def run_label(rec, k: int, planned: int | None) -> str:

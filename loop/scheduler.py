@@ -94,9 +94,11 @@ class Scheduler:
     def finished(self, job) -> None:
         self.running.pop(job.job_id, None)
 
-    def drop(self, keep) -> None:
-        """Forget waiting runs for which keep(job) is false."""
+    def drop(self, keep) -> list:
+        """Forget waiting runs for which keep(job) is false; returns them."""
+        dropped = [j for j in self.pending if not keep(j)]
         self.pending = [j for j in self.pending if keep(j)]
+        return dropped
 
     def cancel(self, match) -> None:
         for job in list(self.running.values()):

@@ -10,8 +10,7 @@ from statistics import fmean
 from loop import judge as judging
 from loop.journal import Record
 from loop.stats import pooled_sd
-
-BASELINE = "baseline (unmodified code)"
+from loop.words import BASELINE  # noqa: F401  (re-exported: older imports)
 
 
 class Scoreboard:
@@ -51,9 +50,11 @@ class Scoreboard:
     def best_value(self) -> float | None:
         return judging.best_value(self.best_samples) if self.best_samples else None
 
-    def needs_remeasure(self, config) -> bool:
-        return self.best is not None and judging.should_remeasure_best(
-            self.best_samples, config, self.since_best_run)
+    def best_runs_wanted(self, config) -> int:
+        """Runs of the best to make before the next proposal (0: none)."""
+        if self.best is None:
+            return 0
+        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run)
 
     def judge(self, rec: Record, direction: str, config) -> judging.Verdict:
         v = judging.judge(rec.samples, self.best_samples, direction, config,

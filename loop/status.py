@@ -1,53 +1,14 @@
-"""Read-only views of a tag (`status`) and the words and numbers every view shares.
-
-One story everywhere:
-  * kept: changes kept after the baseline. The baseline row keeps status `keep` in
-    results.tsv (karpathy/autoresearch's convention) but is never counted as a kept change,
-    and its MLflow child run is tagged `status=baseline`. So commits on the branch after its
-    start = `keep` rows after the baseline = child runs tagged `status=keep` = `kept`.
-  * gain: how much better than the best before, in the metric's units, positive = better,
-    whatever the metric's direction. The console, judge reasons, report, commit messages,
-    results.tsv and MLflow all show this one number under this one name.
-  * numbers: 6 significant digits for metric values, 4 for gains."""
+"""Read-only views of a tag (`status`). The words and numbers they share with the loop
+(kept, gain, how a number is written) live in loop/words.py."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from loop.errors import UsageError
 from loop.journal import Journal, replay
-from loop.scoreboard import BASELINE
-
-FAILURES = ("crash", "timeout", "diverged", "no_metric", "bad_edit")
-# Said wherever the metric is shown when no protected grader computes it (no `evaluate`, no
-# `grader`): the number is whatever the edited script printed.
-UNPROTECTED = "unprotected metric"
-
-
-def num(x: float | None, sig: int = 6) -> str:
-    """A metric value, rounded for people (results.tsv keeps full precision)."""
-    return "n/a" if x is None else f"{x:.{sig}g}"
-
-
-def gain_text(x: float | None) -> str:
-    return "" if x is None else f"gain {x + 0.0:+.4g}"     # + 0.0: no "-0" for a tie
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def is_baseline(rec) -> bool:
-    return rec.description == BASELINE
-
-
-def shown_status(rec) -> str:
-    """What people are shown: the measured baseline is `baseline`, not a `keep`."""
-    return "baseline" if is_baseline(rec) and rec.kept else rec.status
-
-
-def kept_changes(records) -> int:
-    """The one definition of `kept`: changes kept after the baseline."""
-    return sum(1 for r in records if r.kept and not is_baseline(r))
+from loop.words import (FAILURES, UNPROTECTED, commit_message, gain_text,  # noqa: F401
+                        is_baseline, kept_changes, num, plural, progress_line, resume_line,
+                        shown_status)
 
 
 def find_tag(repo: Path) -> str:
@@ -146,33 +107,3 @@ def final_line(s: dict) -> str:
             f"         mlflow ui --backend-store-uri {s['tracking_uri']}")
 
 
-def resume_line(tag: str, records, metric_name: str, best: float | None) -> str:
-    changes = sum(1 for r in records if not is_baseline(r))
-    return (f"resume: tag {tag}, baseline and {plural(changes, 'iteration')} done, "
-            f"{kept_changes(records)} kept, best {metric_name} = {num(best)}")
-
-
-def commit_message(rec, metric) -> str:
-    """An attempt's commit message: the description as subject, the numbers, then trailers."""
-    before = "n/a" if rec.best_before is None else f"{rec.best_before:.6f}"
-    after = "n/a" if rec.metric is None else f"{rec.metric:.6f}"
-    gain = f", {gain_text(rec.delta)}" if rec.delta is not None else ""
-    body = f"{metric.name} {before} -> {after}{gain} ({rec.status}: {rec.reason})"
-    trailers = [f"Autoresearch-Iteration: {rec.iteration}",
-                f"Autoresearch-Status: {rec.status}",
-                f"Autoresearch-Metric: {metric.name} ({metric.direction})",
-                f"Autoresearch-Before: {before}", f"Autoresearch-After: {after}",
-                f"Autoresearch-Gain: {'n/a' if rec.delta is None else f'{rec.delta:+.6f}'}",
-                f"Autoresearch-Runs: {len(rec.samples)}",
-                f"Autoresearch-MLflow-Run: {rec.run_id}"]
-    return f"{rec.description}\n\n{body}\n\n" + "\n".join(trailers) + "\n"
-
-
-def progress_line(rec, metric, total: int) -> str:
-    """One line per finished iteration on the console, the change shown as its gain."""
-    value = "" if rec.metric is None else f"{metric.name} {num(rec.metric)}"
-    change = f" ({gain_text(rec.delta)})" if rec.delta is not None else ""
-    runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
-    why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""
-    return (f"[{rec.iteration:>3}/{total}] {shown_status(rec):<9} {value}{change}  "
-            f"{rec.description}  ({rec.wall_s:.1f}s{runs}{why})")

@@ -37,6 +37,8 @@ def test_clear_win_with_r_runs_is_kept_and_stats_recorded():
 def test_clear_win_on_one_run_is_confirmed_before_it_is_kept():
     v = judge([0.95], BEST, "minimize", NOISE, **SD)
     assert v.action == RERUN and "confirming" in v.reason
+    # the verdict says how many more runs: up to min(R, 1 + confirm_runs), unpaired
+    assert (v.runs, v.paired, v.also_best) == (2, False, 0)
 
 
 def test_lucky_first_run_that_does_not_hold_up_is_discarded():
@@ -48,6 +50,7 @@ def test_lucky_first_run_that_does_not_hold_up_is_discarded():
 def test_gain_within_noise_is_rerun_then_decided():
     first = judge([0.99], BEST, "minimize", NOISE, **SD)       # 1 sd better: plausible
     assert first.action == RERUN and "maybe better" in first.reason
+    assert first.runs == 3        # below the bar: up to 1 + confirm_runs runs
     runs = [0.99, 0.995, 1.0, 0.992]                           # budget spent, still marginal
     assert judge(runs, BEST, "minimize", NOISE, **SD).action == DISCARD
     real = [0.99, 0.975, 0.97, 0.98]                           # the gain holds up
@@ -164,7 +167,7 @@ def test_lucky_best_is_corrected_by_its_remeasurements():
 
 def test_unknown_noise_asks_for_confirmation_first():
     v = judge([0.9], [1.0], "minimize", NOISE)                  # nothing repeated anywhere
-    assert v.action == RERUN and "noise unknown" in v.reason
+    assert v.action == RERUN and "noise unknown" in v.reason and v.runs == 3
 
 
 def test_unknown_noise_uses_the_spread_of_the_samples_at_hand():

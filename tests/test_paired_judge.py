@@ -23,6 +23,7 @@ def test_paired_is_the_default_and_screening_asks_for_a_run_of_the_best():
     assert JudgeConfig().paired
     v = judge([0.97], OLD_BEST, "minimize", CFG, **SD, pairs=[], period_noise=PERIOD)
     assert v.action == RERUN and v.also_best == 1 and "next to the best" in v.reason
+    assert v.paired and v.runs == 1
 
 
 def test_a_first_run_that_is_not_plausibly_better_costs_one_run():

@@ -1,0 +1,154 @@
+"""The candidate's life without git, MLflow or a scheduler: events in, steps out."""
+from loop.config import JudgeConfig
+from loop.journal import Record
+from loop.judge import KEEP, RERUN, Verdict, judge_baseline, max_runs
+from loop.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Run
+from loop.words import FAILURES, RunKey, RunKind, Status
+
+C, P = RunKey.candidate, RunKey.pair
+
+
+def cand(parent="tip", baseline=False) -> Candidate:
+    return Candidate(Record(iteration=3, status="", description="x", parent=parent,
+                            commit="c3"), baseline)
+
+
+def test_a_candidate_on_the_tip_runs_once_and_is_judged_when_its_run_is_in():
+    c = cand()
+    assert c.begin("tip") == Run((C(0),))
+    assert c.ran(C(0), 1.5) == Judge()
+    assert c.rec.samples == [1.5] and c.rec.pairs == []
+    stats = {"gain": 0.1}
+    assert c.judged(Verdict("discard", "worse", stats), "tip", free=4) == \
+        Finish(Status.DISCARD, "worse")
+    assert (c.rec.status, c.rec.reason, c.rec.stats) == ("discard", "worse", stats)
+    assert type(c.rec.status) is str        # plain strings in the record (journal, MLflow)
+
+
+def test_a_bad_edit_finishes_without_running():
+    c = cand()
+    assert c.begin("tip", problem="the edit changes nothing") == \
+        Finish(Status.BAD_EDIT, "the edit changes nothing")
+    assert c.rec.status == "bad_edit" and not c.out
+
+
+def test_a_proposal_whose_base_moved_is_replayed_before_its_first_run():
+    c = cand(parent="old")
+    assert c.begin("tip") == Replay(None)
+    assert c.replayed("c3b", "tip", None) == Run((C(0),))
+    assert (c.rec.commit, c.rec.parent) == ("c3b", "tip")
+    # and a conflict is a discard that says where it was proposed
+    c = cand(parent="oldbase1")
+    c.begin("tipsha99")
+    assert c.replayed(None, "tipsha99", None) == Finish(Status.DISCARD, (
+        "proposed on its change conflicts with the best kept since its base oldbase: "
+        "not replayed onto tipsha9"))
+
+
+def test_the_runs_a_verdict_asks_for_are_capped_by_free_slots_but_at_least_one():
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 1.0)
+    assert c.judged(Verdict(RERUN, "maybe", runs=2), "tip", free=1) == Run((C(1),))
+    assert c.ran(C(1), 1.1) == Judge()
+    assert c.judged(Verdict(RERUN, "maybe", runs=3), "tip", free=0) == Run((C(2),))
+    c.ran(C(2), 1.2)
+    assert c.rec.samples == [1.0, 1.1, 1.2]
+
+
+def test_paired_runs_put_the_best_right_before_each_candidate_run():
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 1.0)
+    step = c.judged(Verdict(RERUN, "confirming", runs=2, paired=True), "tip", free=4)
+    assert step == Run((P(0, beside=1), C(1), P(1, beside=2), C(2)))
+    # the scheduler serves them in that order: the best's run just ahead of its partner
+    assert sorted(step.keys, key=lambda k: k.priority(3)) == list(step.keys)
+    assert c.ran(C(1), 0.9) is None and c.ran(P(1, beside=2), 1.05) is None
+    assert c.ran(P(0, beside=1), None, "crash") is None   # a failed best run: no pair
+    assert c.ran(C(2), 0.95) == Judge()
+    assert c.rec.pairs == [[0.95, 1.05]] and c.rec.samples == [1.0, 0.9, 0.95]
+    # with one free slot, one pair (two runs) at a time
+    assert c.judged(Verdict(RERUN, "again", runs=2, paired=True), "tip", free=1) == \
+        Run((P(2, beside=3), C(3)))
+
+
+def test_a_failed_first_run_is_the_status_a_failed_confirmation_a_discard():
+    c = cand()
+    c.begin("tip")
+    assert c.ran(C(0), None, "timeout", "killed at the time budget") == Cancel()
+    assert c.forget(set()) == Finish(Status.TIMEOUT, "killed at the time budget")
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 1.0)
+    stats = {"gain": 0.2}
+    c.judged(Verdict(RERUN, "maybe", stats, runs=2), "tip", free=2)
+    assert c.ran(C(2), None, "crash", "exit 1") == Cancel()
+    assert c.forget(set()) is None                  # run 1 is still out
+    assert c.ran(C(1), 1.1) == Finish(Status.DISCARD, "confirmation run: crash")
+    assert c.rec.stats == stats and c.rec.samples == [1.0, 1.1]
+
+
+def test_runs_dropped_before_they_started_are_not_waited_for():
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 1.0)
+    c.judged(Verdict(RERUN, "confirming", runs=2, paired=True), "tip", free=4)
+    assert c.ran(C(1), None, "crash", "boom") == Cancel()
+    assert c.forget({C(2), P(1, beside=2)}) is None   # the best's run beside run 1 is out
+    assert c.ran(P(0, beside=1), 1.0) == Finish(Status.DISCARD, "confirmation run: crash")
+
+
+def test_a_keep_on_an_old_base_is_replayed_and_measured_again_from_scratch():
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 0.5)
+    keep = Verdict(KEEP, "better beyond noise", {"gain": 1.0})
+    assert c.judged(keep, "newtip1234", free=2) == Replay(keep)
+    assert c.replayed("c3b", "newtip1234", keep) == Run((C(1),))    # run numbers go on
+    assert c.rec.samples == [] and c.first == 1
+    assert c.ran(C(1), 0.6) == Judge() and c.rec.samples == [0.6]
+    assert c.judged(keep, "newtip1234", free=2) == \
+        Finish(Status.KEEP, "replayed onto newtip1: better beyond noise")
+    # a failed first run on the new base is that run's status, not a confirmation's
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip", free=2)
+    c.replayed("c3b", "newtip", keep)
+    c.ran(C(1), None, "crash", "exit 1")
+    assert c.forget(set()) == Finish(Status.CRASH, "exit 1")
+    # a conflict: the verdict's reason and numbers are kept
+    c = cand(parent="base0000")
+    c.begin("base0000")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip99", free=2)
+    assert c.replayed(None, "newtip99", keep) == Finish(Status.DISCARD, (
+        "would be kept (better beyond noise), but its change conflicts with the best kept "
+        "since its base base000: not replayed onto newtip9"))
+    assert c.rec.stats == {"gain": 1.0}
+
+
+def test_the_baseline_runs_until_the_judge_has_r_runs_and_is_kept_as_baseline():
+    cfg = JudgeConfig(rule="noise", baseline_runs=3)
+    c = cand(baseline=True)
+    c.begin("tip")
+    c.ran(C(0), 1.0)
+    assert c.judged(judge_baseline(c.rec.samples, cfg), "tip", free=4) == Run((C(1), C(2)))
+    c.ran(C(1), 1.1)
+    assert c.ran(C(2), 0.9) == Judge()
+    assert c.judged(judge_baseline(c.rec.samples, cfg), "tip", free=4) == \
+        Finish(Status.KEEP, "baseline")
+    assert c.rec.stats == {} and max_runs(cfg, baseline=True) == 3
+    strict = JudgeConfig(rule="strict")
+    assert judge_baseline([1.0], strict).action == KEEP and max_runs(strict, True) == 1
+
+
+def test_run_keys_keep_the_on_disk_numbers_and_names_of_older_journals():
+    assert [C(0).number, C(2).number, RunKey.best(1).number, P(0, 1).number] == [0, 2, 101, 150]
+    assert C(0).log_name(7) == "iter-0007.log" and C(2).log_name(7) == "iter-0007-run2.log"
+    assert RunKey.best(1).log_name(7) == "iter-0007-best1.log"
+    assert P(2, 5).log_name(7) == "iter-0007-best52.log"
+    assert RunKey.best(0).priority(9) < C(0).priority(1)   # the best's re-runs first
+    assert RunKey.best(0).kind == "remeasure" and RunKind.PAIR == "pair"
+    assert "crash" in FAILURES and "discard" not in FAILURES and f"{Status.KEEP}" == "keep"
