@@ -40,6 +40,8 @@ PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
 HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
 SKIP = {".git", "__pycache__", ".autoresearch"}
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
+READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"
+READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
 
 
 def file_digest(path: Path) -> str:
@@ -53,14 +55,15 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def digest_tree(folder: Path) -> str:
-    """One digest of every file under `folder` (names and contents; bytecode caches skipped)."""
+def digest_tree(folder: Path, full_bytes: int = FULL_HASH_BYTES) -> str:
+    """One digest of every file under `folder` (names and contents; bytecode caches skipped;
+    files over `full_bytes` by size and mtime)."""
     h = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if SKIP.intersection(rel.parts) or path.is_dir() and not path.is_symlink():
             continue
-        if not path.is_symlink() and path.stat().st_size > FULL_HASH_BYTES:
+        if not path.is_symlink() and path.stat().st_size > full_bytes:
             st = path.stat()
             h.update(f"{rel.as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         else:
@@ -90,9 +93,11 @@ def copy_task(src: Path, dest: Path) -> Path:
 
 
 def task_env(task: Task) -> dict[str, str]:
-    """Variables both steps get: `pass_env` from the engine's environment, then `env`."""
+    """Variables both steps get: `pass_env` from the engine's environment, then `env`, and
+    the `read_only` paths (named, so the sandbox shows them, read-only)."""
     passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
-    return {**passed, **task.env}
+    shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
+    return {**passed, **task.env, **shown}
 
 
 class Guard:
@@ -112,6 +117,8 @@ class Guard:
             if repo_root is not None:
                 _check_untracked(path, repo_root)
         self.held_out_digest = [_digest_path(p) for p in self.held_out]
+        self.read_only = [Path(p) for p in task.read_only]
+        self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
 
     @classmethod
     def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> "Guard":
@@ -150,6 +157,9 @@ class Guard:
         for path, digest in zip(self.held_out, self.held_out_digest):
             if _digest_path(path) != digest:
                 return f"the held-out data {path} changed since the loop started"
+        for path, digest in zip(self.read_only, self.read_only_digest):
+            if _digest_path(path, READ_ONLY_FULL_BYTES) != digest:
+                return f"the read-only data {path} changed since the loop started"
         if self.private is None:
             return None
         if not self.private.is_dir() or digest_tree(self.private) != self.private_digest:
@@ -187,10 +197,10 @@ class Guard:
         return None
 
 
-def _digest_path(path: Path) -> str | None:
-    """A held-out file's or folder's digest; None when it is gone."""
+def _digest_path(path: Path, full_bytes: int = FULL_HASH_BYTES) -> str | None:
+    """A held-out or read-only file's or folder's digest; None when it is gone."""
     if path.is_dir() and not path.is_symlink():
-        return digest_tree(path)
+        return digest_tree(path, full_bytes)
     return file_digest(path) if path.exists() or path.is_symlink() else None
 
 

@@ -72,6 +72,7 @@ class Plan:
     conditions: list[str] = field(default_factory=list)
     grader: dict = field(default_factory=dict)
     held_out: list[str] = field(default_factory=list)
+    read_only: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
 
@@ -343,6 +344,15 @@ def _held_out(plan: Plan, mod: str) -> str:
     if path == plan.top or plan.top in path.parents:
         raise InitError(f"init: the validation file {path} is inside the repo: held-out data "
                         f"must live outside it, where the training run cannot read it")
+    # the data folders it reads (a tokenizer the grader trusts, training shards): shown to
+    # both steps read-only; a folder holding another listed one is left out (the cache root)
+    data = sorted({d.resolve() for d in dirs} - {plan.top}, key=str)
+    plan.read_only = [_home_relative(d) for d in data
+                      if not any(d in o.parents for o in data) and plan.top not in d.parents]
+    return _home_relative(path)
+
+
+def _home_relative(path: Path) -> str:
     home = Path.home().resolve()
     return f"~/{path.relative_to(home).as_posix()}" if home in path.parents else str(path)
 
@@ -514,6 +524,9 @@ def task_yaml(plan: Plan) -> str:
         lines += [f"  {k}: {_flow(v)}" for k, v in plan.grader.items()]
         lines += [f"held_out: {_flow(plan.held_out)}   # hidden from training, read by the "
                   f"grader"]
+        if plan.read_only:
+            lines += [f"read_only: {_flow(plan.read_only)}   # read by both steps, changed by "
+                      f"neither (checked before each grading)"]
     else:
         lines += [f"run: {_flow(f'{plan.python} {plan.script}')}   # unprotected metric: the "
                   f"number is what the edited script prints"]
@@ -588,7 +601,9 @@ def describe(plan: Plan) -> list[str]:
         lines += [f"  run:        {plan.python} {plan.script}, handing its model to "
                   f"{plan.grader['eval_function']} ({plan.python_why})",
                   f"  grader:     lm: {plan.grader['eval_call']} at input shape "
-                  f"{plan.grader['input_shape']}, on held-out {', '.join(plan.held_out)}"]
+                  f"{plan.grader['input_shape']}, on held-out {', '.join(plan.held_out)}",
+                  f"  read-only:  {', '.join(plan.read_only) or 'none'} (no run may change "
+                  f"what the grader reads besides the held-out data)"]
     else:
         lines += [f"  run:        {plan.python} {plan.script} ({plan.python_why})",
                   "  grader:     none: unprotected metric: the number is what the edited "

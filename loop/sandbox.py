@@ -123,6 +123,12 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
         git_file = Path(path) / ".git"      # a worktree's pointer to the repository
         if git_file.exists():
             cmd += ["--ro-bind", str(git_file), str(git_file)]
+    for path in shown:       # read-only inside a writable folder (a tokenizer in the cache)
+        real = os.path.realpath(path)
+        if Path(path).exists() and any(real != os.path.realpath(w) and
+                                       _within(Path(real), os.path.realpath(w))
+                                       for w in writable):
+            cmd += ["--ro-bind", str(path), str(path)]
     needed = [Path(cwd), *map(Path, writable)]
     for path in [*hidden, *(Path(os.path.expanduser("~")) / rel for rel in CREDENTIALS)]:
         if any(n == Path(path) or Path(path) in n.parents for n in needed):

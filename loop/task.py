@@ -72,6 +72,8 @@ class Task:
     grader: Grader | None = None        # a protected grader of ours instead of `evaluate`
     held_out: tuple[str, ...] = ()      # files/folders outside git the training step cannot
                                         # see and the grader can (absolute once loaded)
+    read_only: tuple[str, ...] = ()     # files/folders outside git both steps read and no run
+                                        # may change (a tokenizer the grader trusts)
     grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
                                         # engine's environment to the evaluate step only
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
@@ -225,6 +227,9 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.held_out:
         task = _replace(task, held_out=tuple(
             str(_resolve_held_out(value, where)) for value in task.held_out))
+    if task.read_only:
+        task = _replace(task, read_only=tuple(
+            str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
     task = _local_interpreter(task, folder, Path(origin or folder).resolve())
     _validate(task, where)
     return task
@@ -274,13 +279,13 @@ def _resolve_python(grader: Grader, origin: Path, where: str) -> Grader:
     return _replace(grader, python=" ".join([shlex.quote(str(exe)), *words[1:]]))
 
 
-def _resolve_held_out(value: str, where: str) -> Path:
-    """A held-out path: absolute, `~/...` or with `$VARS`, never relative (it must live
-    outside the task folder and outside git)."""
-    path = Path(os.path.expanduser(_expand(value, "held_out", where)))
+def _resolve_held_out(value: str, where: str, key: str = "held_out") -> Path:
+    """A `held_out` or `read_only` path: absolute, `~/...` or with `$VARS`, never relative
+    (it lives outside the task folder and outside git)."""
+    path = Path(os.path.expanduser(_expand(value, key, where)))
     if not path.is_absolute():
-        raise TaskError(f"{where}: held_out: '{value}' must be an absolute path, `~/...` or "
-                        f"use $VARS: held-out data lives outside the task folder")
+        raise TaskError(f"{where}: {key}: '{value}' must be an absolute path, `~/...` or "
+                        f"use $VARS: such data lives outside the task folder")
     return path.resolve()
 
 
@@ -384,6 +389,7 @@ def _validate_grading(task: Task, where: str, files: list[str]) -> None:
                 raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
     _validate_grader(task, where, files)
     _validate_held_out(task, where)
+    _validate_read_only(task, where)
     if not task.private:
         return
     private, root = Path(task.private), task.root.resolve()
@@ -442,6 +448,17 @@ def _validate_grader(task: Task, where: str, files: list[str]) -> None:
     if len(g.input_shape) != 2 or min(g.input_shape) < 1:
         raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
                         f"integers, got {list(g.input_shape)}")
+
+
+def _validate_read_only(task: Task, where: str) -> None:
+    root = task.root.resolve()
+    for value in task.read_only:
+        path = Path(value)
+        if not path.exists():
+            raise TaskError(f"{where}: read_only: {path} not found (prepare the data first)")
+        if path == root or root in path.parents or path in root.parents:
+            raise TaskError(f"{where}: read_only: {path} overlaps the task folder; list files "
+                            f"of the task folder under 'protected'")
 
 
 def _validate_held_out(task: Task, where: str) -> None:

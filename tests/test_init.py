@@ -160,6 +160,11 @@ def test_karpathy_shape_plan(shaped):
                            "eval_call": "evaluate_bpb(model, Tokenizer.from_directory(), 16)",
                            "input_shape": [16, 64]}
     assert plan.held_out == [str(val_file(cache).resolve())]
+    # what else the grader reads (the tokenizer, its token_bytes) no run may change; the
+    # cache root holding both is not listed itself
+    tokenizer = str((cache / "tinyshape" / "tokenizer").resolve())
+    assert tokenizer in plan.read_only and str(cache.resolve()) not in plan.read_only
+    assert "read_only: " in task_yaml(plan) and tokenizer in task_yaml(plan)
     assert (plan.metric, plan.direction) == ("val_bpb", "minimize")
     assert (plan.budget, plan.budget_constant) == (3.0, "prepare.py:TIME_BUDGET")
     assert plan.throughput == "num_steps" and plan.memory == "peak_vram_mb"

@@ -126,6 +126,21 @@ def test_training_on_the_held_out_split(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_rewriting_what_the_grader_reads(tmp_path, monkeypatch):
+    """token_bytes.pt (bytes per token, the bpb's denominator) sits in the data cache, which
+    runs may fill: doubling it would halve the bpb. It is `read_only`: the write fails in
+    the sandbox, and without one the run is caught before grading."""
+    table, log = run_one(tmp_path, monkeypatch, sub(
+        "model.eval()\n",
+        "model.eval()\nimport prepare as _p, torch as _t, os as _o\n"
+        "_t.save(_t.load(_o.path.join(_p.TOKENIZER_DIR, 'token_bytes.pt')) * 2, "
+        "_o.path.join(_p.TOKENIZER_DIR, 'token_bytes.pt'))\n"))
+    never_forged(table)
+    assert table[1]["status"] == "crash", table[1]
+    assert "Read-only file system" in log or "tampered: the read-only data" in table[1]["reason"]
+
+
+@pytest.mark.slow
 def test_a_non_causal_model(tmp_path, monkeypatch):
     table, log = run_one(tmp_path, monkeypatch, sub("is_causal=True", "is_causal=False"))
     never_forged(table)

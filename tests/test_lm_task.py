@@ -23,6 +23,7 @@ grader:
   eval_call: "evaluate_bpb(model, Tokenizer.from_directory(), 16)"
   input_shape: [16, 64]
 held_out: [$AUTORESEARCH_CACHE/tinyshape/data/shard_val.txt]
+read_only: [$AUTORESEARCH_CACHE/tinyshape/tokenizer]
 metric: {name: val_bpb, direction: minimize}
 time_budget_s: 3
 grace_s: 60
@@ -44,6 +45,8 @@ def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     (folder / "tinyshape" / "data").mkdir(parents=True)
     (folder / "tinyshape" / "data" / "shard_val.txt").write_text("held out\n")
+    (folder / "tinyshape" / "tokenizer").mkdir()
+    (folder / "tinyshape" / "tokenizer" / "token_bytes.pt").write_text("bytes per token\n")
     monkeypatch.setenv("AUTORESEARCH_CACHE", str(folder))
     return folder
 
@@ -61,7 +64,7 @@ def test_grader_block_builds_both_commands(tmp_path, cache):
     assert task.protected_metric
 
 
-def test_held_out_expands_home(tmp_path, monkeypatch):
+def test_held_out_expands_home(tmp_path, monkeypatch, cache):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home" / "data").mkdir(parents=True)
     (tmp_path / "home" / "data" / "val.bin").write_bytes(b"x")
@@ -160,3 +163,28 @@ def test_uv_run_python_is_the_projects_environment(tmp_path, cache, monkeypatch)
     task = load_task(folder)
     assert task.train_command.startswith(f"{folder}/.venv/bin/python {HANDOVER} ")
     assert task.run == "uv run python train.py"
+
+
+def test_read_only_data_is_named_to_both_steps_and_hashed(tmp_path, cache):
+    """What the grader reads besides the held-out split (karpathy's token_bytes.pt lives in
+    the cache a run may fill): a run that changes it is caught before grading."""
+    task = load_task(folder_with(tmp_path, LM_TASK))
+    tokenizer = cache / "tinyshape" / "tokenizer"
+    assert task.read_only == (str(tokenizer),)
+    from loop.grading import task_env
+    assert str(tokenizer) in task_env(task).values()      # shown to both steps
+    guard = Guard(task, task.root)
+    assert guard.check_private() is None
+    (tokenizer / "token_bytes.pt").write_text("two bytes per token\n")
+    assert guard.check_private() == (f"the read-only data {tokenizer} changed since the loop "
+                                     f"started")
+
+
+def test_a_read_only_folder_inside_a_writable_one_stays_read_only(tmp_path):
+    from loop import sandbox
+    cache, tokenizer = tmp_path / "cache", tmp_path / "cache" / "tokenizer"
+    tokenizer.mkdir(parents=True)
+    argv = sandbox.wrap(["true"], tmp_path, [cache], (), None, readonly=[str(tokenizer)])
+    binds = [(argv[i], argv[i + 1]) for i in range(len(argv) - 1)]
+    writable_at = binds.index(("--bind", str(cache)))
+    assert ("--ro-bind", str(tokenizer)) in binds[writable_at:]
