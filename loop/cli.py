@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--proposer", choices=["mutate", "llm"], dest="proposer_kind")
     run.add_argument("--model", dest="proposer_model", help="LLM model name")
     run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
-    run.add_argument("--judge", choices=["strict", "noise"], dest="judge_rule")
+    run.add_argument("--judge", choices=["strict", "noise", "sequential"], dest="judge_rule")
     run.add_argument("--seed", type=int)
     run.add_argument("--sandbox", choices=["off", "auto", "required"],
                      help="confine each experiment (bubblewrap); auto: where it works (default)")
