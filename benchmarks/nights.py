@@ -40,7 +40,7 @@ beyond ~2 standard errors; here the noise rule, unpaired, no confirmation, confi
 shipped, `JudgeConfig()` of main); sequential (the rule of issue 17, `judge.rule:
 sequential`).
 
-    python benchmarks/nights.py [--nights 150] [--budget 96] [--quick]
+    python benchmarks/nights.py [--nights 400] [--budget 96] [--quick]
 """
 from __future__ import annotations
 
@@ -264,7 +264,7 @@ def targets(rows: list[Row], rule: str = "sequential", reference: str = "paired"
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nights", type=int, default=150, help="nights per rule and condition")
+    ap.add_argument("--nights", type=int, default=400, help="nights per rule and condition")
     ap.add_argument("--budget", type=int, default=96, help="runs per night")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", default=",".join(map(format, NOISES)),

@@ -56,3 +56,16 @@ def test_bad_arguments_are_one_clear_error(capsys):
         nights.main(["--rules", "vibes"])
     assert "--rules" in capsys.readouterr().err
 
+
+
+def test_the_surface_task_knows_its_truth(tmp_path):
+    import surface_nights as sn
+    repo = sn.make_repo(tmp_path, noise=0.123, run_s=0.0)
+    assert "NOISE = 0.123" in (repo / "surface" / "surface.py").read_text()
+    assert sn.git(repo, "status", "--porcelain") == ""          # committed, ready to run
+    truth = sn.load_surface()
+    start = sn.constants((repo / "surface" / "train.py").read_text())
+    assert len(start) == 12
+    assert truth.true_loss({**start, **truth.OPTIMUM}) == pytest.approx(truth.FLOOR)
+    assert truth.true_loss({**start, "F": 50.0}) == truth.true_loss(start)   # a no-op
+    assert truth.true_loss(start) - truth.FLOOR == pytest.approx(0.32, abs=0.01)
