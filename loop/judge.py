@@ -414,8 +414,16 @@ def _screen(candidate, recent, direction, config, lines_added, lines_removed, no
     if plausible and pair:
         return Verdict(RERUN, f"maybe better ({_fmt(d, p)}): confirming next to the best",
                        stats, **pair)
+    if plausible and net < 0 and d >= -se:       # confirm_runs 0: one run decides
+        return Verdict(KEEP, f"simpler, metric within noise on one run ({_fmt(d, p)}, "
+                             f"{-net} lines fewer)", stats)
     if plausible:
-        return Verdict(DISCARD, f"maybe better, no confirmation allowed ({_fmt(d, p)})", stats)
+        bar = t_ppf(config.confidence, df) * se + margin
+        if net >= 0 and d > bar:
+            return Verdict(KEEP, f"better beyond noise on one run ({_fmt(d, p)}, bar "
+                                 f"{bar:.4g})", stats)
+        return Verdict(DISCARD, f"not better beyond noise on one run ({_fmt(d, p)}, bar "
+                                f"{bar:.4g})", stats)
     what = "simpler but worse" if net < 0 else "gain within noise" if d > 0 else "not better"
     return Verdict(DISCARD, f"{what} ({_fmt(d, p)}): stopped after one run", stats)
 

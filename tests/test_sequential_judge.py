@@ -141,3 +141,10 @@ def test_config_accepts_the_rule_and_rejects_bad_settings(tmp_path):
         path.write_text(f"judge:\n  rule: sequential\n  {bad}\n")
         with pytest.raises(ConfigError, match=bad.split(":")[0]):
             load_config(path, base_dir=tmp_path)
+
+
+def test_without_confirmation_runs_one_run_decides_at_the_confidence_bar():
+    cfg = JudgeConfig(rule="sequential", confirm_runs=0)
+    assert seq([0.95], cfg=cfg).action == KEEP   # 4.3 se better
+    v = seq([0.985], cfg=cfg)                    # 1.3 se: plausible, not sure
+    assert v.action == DISCARD and "on one run" in v.reason
