@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loop.config import JudgeConfig  # noqa: E402
 from loop.journal import Record  # noqa: E402
+from loop import judge as judging  # noqa: E402
 from loop.judge import RERUN, should_remeasure_best  # noqa: E402
 from loop.scoreboard import BASELINE, Scoreboard  # noqa: E402
 
@@ -69,6 +70,11 @@ RULES: dict[str, JudgeConfig] = {
                           confidence=0.99, plausible_p=0.3),
     "sequential": JudgeConfig(rule="sequential"),
 }
+# a reference, not a rule one can run: one run per idea, keep a gain beyond ~2 standard
+# errors, with the noise sd KNOWN exactly (not estimated): what learning the noise costs
+KNOWN_NOISE = "known-noise"
+REFERENCES = {KNOWN_NOISE: JudgeConfig(paired=False, confirm_runs=0, confidence=0.977,
+                                       baseline_runs=2)}
 NOISES = (0.2, 0.5, 1.0, 2.0)
 DRIFTS = (0.05, 0.25)                  # sigma per run, at sigma = 1
 TARGET_FALSE_KEEPS = 0.02
@@ -103,8 +109,21 @@ class OutOfBudget(Exception):
     pass
 
 
+class KnownNoise(Scoreboard):
+    """The engine's scoreboard, but the judge is told the true noise sd (df: exact)."""
+
+    def __init__(self, sigma: float):
+        super().__init__()
+        self.sigma = sigma
+
+    def judge(self, rec, direction, config):
+        return judging.judge(rec.samples, self.best_samples, direction, config,
+                             rec.lines_added, rec.lines_removed, noise_sd=self.sigma,
+                             noise_df=None, pairs=rec.pairs, period_noise=self.period_noise)
+
+
 def night(cfg: JudgeConfig, seed: int, sigma: float, budget: int, drift: float = 0.0,
-          mix: Mix = Mix()) -> Night:
+          mix: Mix = Mix(), known_noise: bool = False) -> Night:
     """One night under `cfg`: the engine's order with one slot (module docstring)."""
     rng = random.Random(seed)                      # the proposals: the same for every rule
     noise = random.Random(seed * 7919 + 17)        # the runs' noise
@@ -117,7 +136,7 @@ def night(cfg: JudgeConfig, seed: int, sigma: float, budget: int, drift: float =
         clock[0] += 1
         return true_value + noise.gauss(0.0, sigma) - drift * sigma * clock[0]
 
-    score, truth = Scoreboard(), 0.0
+    score, truth = (KnownNoise(sigma) if known_noise else Scoreboard()), 0.0
     base = Record(iteration=0, status="keep", description=BASELINE)
     try:
         base.samples = [run(truth)]
@@ -174,7 +193,8 @@ def oracle(seed: int, budget: int, mix: Mix = Mix()) -> float:
 
 def cell(args) -> list[Night]:
     name, cfg, sigma, drift, budget, nights, seed0, mix = args
-    return [night(cfg, seed0 + k, sigma, budget, drift, mix) for k in range(nights)]
+    return [night(cfg, seed0 + k, sigma, budget, drift, mix, name == KNOWN_NOISE)
+            for k in range(nights)]
 
 
 @dataclass
@@ -273,7 +293,9 @@ def main(argv=None) -> int:
                     help="comma-separated drift rates (sigma per run), run at sigma 1")
     ap.add_argument("--helpful", type=float, default=Mix.helpful)
     ap.add_argument("--noop", type=float, default=Mix.noop)
-    ap.add_argument("--rules", default=",".join(RULES), help=f"of {', '.join(RULES)}")
+    ap.add_argument("--rules", default=",".join(RULES),
+                    help=f"of {', '.join(RULES)}, and {KNOWN_NOISE} (a reference: one run "
+                         f"per idea, the true noise sd given to the judge)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="few nights, for tests")
     args = ap.parse_args(argv)
@@ -282,9 +304,10 @@ def main(argv=None) -> int:
         drifts = [float(x) for x in args.drift.split(",") if x.strip()]
     except ValueError:
         ap.error("--noise/--drift: expected comma-separated numbers")
-    rules = {n: RULES[n] for n in args.rules.split(",") if n in RULES}
-    if len(rules) != len([n for n in args.rules.split(",") if n]):
-        ap.error(f"--rules: each of {', '.join(RULES)}")
+    every = {**RULES, **REFERENCES}
+    rules = {n: every[n] for n in args.rules.split(",") if n in every}
+    if not rules or len(rules) != len([n for n in args.rules.split(",") if n]):
+        ap.error(f"--rules: each of {', '.join(every)}")
     if not (0 <= args.helpful and 0 <= args.noop and args.helpful + args.noop <= 1):
         ap.error("--helpful and --noop: fractions that sum to at most 1")
     nights = 8 if args.quick else args.nights
