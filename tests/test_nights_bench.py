@@ -69,3 +69,10 @@ def test_the_surface_task_knows_its_truth(tmp_path):
     assert truth.true_loss({**start, **truth.OPTIMUM}) == pytest.approx(truth.FLOOR)
     assert truth.true_loss({**start, "F": 50.0}) == truth.true_loss(start)   # a no-op
     assert truth.true_loss(start) - truth.FLOOR == pytest.approx(0.32, abs=0.01)
+
+
+def test_the_known_noise_reference_keeps_little_noise_without_drift(capsys):
+    assert nights.main(["--quick", "--workers", "1", "--rules", "known-noise",
+                        "--noise", "1", "--drift", ""]) == 0
+    row = [r for r in capsys.readouterr().out.splitlines() if "| known-noise |" in r]
+    assert len(row) == 1 and float(row[0].split("|")[6].strip().rstrip("%")) < 5
