@@ -13,7 +13,7 @@ from loop.errors import ConfigError
 from loop.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
-JUDGE_RULES = ("strict", "noise")
+JUDGE_RULES = ("strict", "noise", "sequential")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/sandbox.py's MODES (kept import-free)
 BACKENDS = ("local", "ray")
 
@@ -63,6 +63,10 @@ class JudgeConfig:
                                          # best made next to its own (drift-proof; 2x runs)
     remeasure_every: int = 0             # noise: re-run the best every N proposals (0: only
                                          # after a keep, until it has baseline_runs samples)
+    screen_p: float = 0.15               # sequential: a candidate goes on (another pair) only
+                                         # while its p-value is below this; else it stops
+    fast_keep_p: float = 0.0             # sequential: keep on the first run alone when its
+                                         # p-value is below this (0: never; not drift-proof)
 
 
 @dataclass
@@ -130,6 +134,9 @@ def validate(cfg: Config, where: str) -> None:
     if not (0.5 < j.confidence < 1 and 0 < j.plausible_p < 1):
         raise ConfigError(f"{where}: judge.confidence must be in (0.5, 1), "
                           f"judge.plausible_p in (0, 1)")
+    if not (0 < j.screen_p < 1 and 0 <= j.fast_keep_p < 1):
+        raise ConfigError(f"{where}: judge.screen_p must be in (0, 1), "
+                          f"judge.fast_keep_p in [0, 1)")
     if j.simplicity_weight < 0 or j.min_delta < 0:
         raise ConfigError(f"{where}: judge.simplicity_weight and judge.min_delta must be >= 0")
     if cfg.iterations < 0:

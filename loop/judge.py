@@ -1,6 +1,6 @@
 """The decision: keep a candidate or not, and why. Pure: no I/O, no git, no MLflow.
 
-Two rules (`JudgeConfig.rule`):
+Three rules (`JudgeConfig.rule`):
 
 - `strict` (karpathy/autoresearch): one run per state, keep iff better by > min_delta.
   On a noisy metric it keeps about half of all changes that do nothing.
@@ -13,6 +13,11 @@ Two rules (`JudgeConfig.rule`):
   the bar by `simplicity_weight` noise sd; a net deletion is kept when the metric stays
   within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%, with
   and without drift).
+
+- `sequential`: each proposal a sequential test that stops as soon as it can (one run
+  for most, a pair of runs next to the best's at a time for the promising ones); the
+  most true gain per night of runs, at the same false-keep rate: see `sequential` and
+  benchmarks/nights.py.
 
 With `paired` (the default) the candidate is confirmed only against runs of the best made
 alongside its own, so a machine whose speed drifts over the night cannot fake a keep: see
@@ -94,6 +99,9 @@ def judge(candidate: list[float], best: list[float], direction: str, config,
         raise ValueError("judge needs at least one sample of the candidate and of the best")
     if config.rule == "strict":
         return strict(candidate, best, direction, config.min_delta)
+    if config.rule == "sequential":
+        return sequential(candidate, best, direction, config, lines_added, lines_removed,
+                          noise_sd, noise_df, pairs, period_noise or [])
     if config.rule != "noise":
         raise ValueError(f"unknown judge rule {config.rule!r}")
     if pairs is not None and config.paired:
@@ -296,6 +304,176 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     return Verdict(DISCARD, f"not better ({_fmt(d, p)}, {why})", stats)
 
 
+def sequential(candidate: list[float], best: list[float], direction: str, config,
+               lines_added: int = 0, lines_removed: int = 0, noise_sd: float | None = None,
+               noise_df: int | None = None, pairs: list | None = None,
+               period_noise: list | None = None) -> Verdict:
+    """The `sequential` rule: as few runs per proposal as the decision needs.
+
+    A night is a fixed budget of runs (benchmarks/nights.py), most proposals are clearly
+    not better after one run, and a kept change must be real. So each proposal is a
+    sequential test that stops as soon as it can:
+
+    - screen: the first run c0 against the best's latest R runs, unpaired. Not plausibly
+      better (p >= `screen_p`, with the normal quantile: going on is a question of cost)
+      -> discard after that one run. Otherwise -> a pair (`runs=1, paired=True`): the best, then
+      the candidate, as `paired_judge`. (With `fast_keep_p` > 0, a first run with p below
+      it is kept at once: cheaper, but a machine's drift since the best was measured is
+      then read as gain.)
+    - after each pair k = 1, 2, ..: the one-sided Student t of c0, c1..ck against b1..bk
+      (the same mean time: a linear drift cancels). p < (1 - `confidence`) / k -> keep
+      (one pair can be enough; the k-th look must be k times as sure, so the looks do not
+      add up to more false keeps); p >= `screen_p` -> discard (futility); else another
+      pair, up to `confirm_runs` pairs, then discard.
+    - the noise: runs within one period with their drift taken out (`period_noise`,
+      `period_residuals`) pooled with every state's repeats (`noise_sd`; a drift inflates
+      those, which only makes the paired test more careful), so one pair can decide once
+      the night has measured its noise.
+    Simplicity as the `noise` rule: a margin per net added line; a net deletion is kept
+    when the metric is within one standard error of the best's runs alongside.
+    With no pair (the best's run alongside failed) the candidate's runs are compared with
+    the best's latest R runs."""
+    pairs = pairs or []
+    if not pairs and len(candidate) == 1:
+        return _screen(candidate, best[-config.baseline_runs:], direction, config,
+                       lines_added, lines_removed, noise_sd, noise_df)
+    cand = [candidate[0]] + [c for c, _ in pairs] if pairs else list(candidate)
+    ref = [b for _, b in pairs] if pairs else best[-config.baseline_runs:]
+    k = len(pairs)
+    d = improvement(fmean(cand), fmean(ref), direction)
+    # the noise: within periods (drift taken out) pooled with every state's repeats (which
+    # a drift inflates: that only makes the paired test, whose difference it cancels,
+    # more careful), so one pair can decide once the night has measured its noise
+    parts = list(period_noise or []) + ([period_residuals(candidate[0], pairs)] if pairs else [])
+    if noise_sd is not None and noise_df:
+        parts.append((noise_sd * noise_sd * noise_df, noise_df))
+    sd, df = pooled_parts(parts)
+    if sd is None and noise_sd is not None:
+        sd, df = noise_sd, noise_df
+    net = lines_added - lines_removed
+    can_rerun = k < config.confirm_runs and len(candidate) <= config.confirm_runs
+    n_b = len(ref)
+    stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "gain": d,
+             "paired_runs": k, "best_period_mean": fmean(ref), "candidate_runs": len(cand),
+             "best_runs": len(best), "net_lines_added": net}
+    why = f"against {n_b} run{'s' if n_b > 1 else ''} of the best" + \
+        (" alongside" if pairs else "")
+    again = {"runs": 1, "paired": True}
+    if sd is None:
+        if can_rerun:
+            return Verdict(RERUN, "noise unknown: another run next to the best", stats, **again)
+        v = strict(cand, ref, direction, config.min_delta)
+        v.reason, v.stats = f"noise unknown, strict rule, {why}: {v.reason}", {**stats, **v.stats}
+        return v
+    se = sd * math.sqrt(1.0 / len(cand) + 1.0 / n_b)
+    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
+    p = 1.0 - t_cdf(t, df)
+    # when the best's runs drift, nearly every no-op looks promising on its first run and
+    # gets these looks; then the k-th look must be k times as sure, so they do not add up
+    # to more false keeps than 1 - confidence
+    drifting = drift_suspected(best, sd)
+    t_crit = t_ppf(1.0 - (1.0 - config.confidence) / (max(1, k) if drifting else 1), df)
+    stats.update(noise_sd=sd, t=t, p_value=p, se=se, drift_suspected=float(drifting))
+    if df is not None:
+        stats["noise_df"] = df
+    if net < 0:                                  # simpler code: equal is good enough
+        stats["threshold"] = -se
+        if d >= -se:
+            what = "better and simpler" if d > t_crit * se else "simpler, metric within noise"
+            return Verdict(KEEP, f"{what} ({_fmt(d, p)}, {why}, {-net} lines fewer)", stats)
+        if d > -t_crit * se and can_rerun:
+            return Verdict(RERUN, f"simpler, maybe worse ({_fmt(d, p)}, {why})", stats, **again)
+        return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
+    margin = config.simplicity_weight * sd * net + config.min_delta
+    threshold = t_crit * se + margin
+    stats["threshold"] = threshold
+    if d > threshold:
+        return Verdict(KEEP, f"better beyond noise ({_fmt(d, p)}, {why}, bar {threshold:.4g})",
+                       stats)
+    plausible = d - margin > _futility_z(config) * se
+    if plausible and can_rerun:
+        return Verdict(RERUN, f"maybe better ({_fmt(d, p)}, {why}, bar {threshold:.4g})",
+                       stats, **again)
+    if plausible:
+        return Verdict(DISCARD, f"not confirmed in {k} pairs ({_fmt(d, p)}, {why}, bar "
+                                f"{threshold:.4g})", stats)
+    return Verdict(DISCARD, f"{'gain within noise' if d > 0 else 'not better'} "
+                            f"({_fmt(d, p)}, {why}): stopped early", stats)
+
+
+def _screen(candidate, recent, direction, config, lines_added, lines_removed, noise_sd,
+            noise_df) -> Verdict:
+    """The sequential rule's first look: one run of the candidate against the best's latest
+    runs, unpaired. Keep, discard, or ask for a pair."""
+    c0, ref = candidate[0], fmean(recent)
+    d = improvement(c0, ref, direction)
+    sd, df = _noise(candidate, recent, noise_sd, noise_df)
+    net = lines_added - lines_removed
+    stats = {"candidate_mean": c0, "best_mean": ref, "gain": d, "candidate_runs": 1,
+             "best_runs": len(recent), "net_lines_added": net, "paired_runs": 0}
+    pair = {"runs": 1, "paired": True} if config.confirm_runs > 0 else None
+    if sd is None:                               # not one repeated state anywhere yet
+        if pair:
+            return Verdict(RERUN, "noise unknown: a run next to the best", stats, **pair)
+        v = strict(candidate, recent, direction, config.min_delta)
+        v.reason, v.stats = f"noise unknown, strict rule: {v.reason}", {**stats, **v.stats}
+        return v
+    se = sd * math.sqrt(1.0 + 1.0 / len(recent))
+    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
+    p = 1.0 - t_cdf(t, df)
+    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
+    if df is not None:
+        stats["noise_df"] = df
+    margin = config.simplicity_weight * sd * max(0, net) + config.min_delta
+    if config.fast_keep_p > 0 and net >= 0:
+        fast = t_ppf(1.0 - config.fast_keep_p, df) * se + margin
+        stats["threshold"] = fast
+        if d > fast:
+            return Verdict(KEEP, f"clearly better on one run ({_fmt(d, p)}, bar {fast:.4g})",
+                           stats)
+    if net < 0:
+        plausible = d > -t_ppf(config.confidence, df) * se    # simpler: not clearly worse
+    else:
+        plausible = d - margin > _futility_z(config) * se
+    if plausible and pair:
+        return Verdict(RERUN, f"maybe better ({_fmt(d, p)}): confirming next to the best",
+                       stats, **pair)
+    if plausible and net < 0 and d >= -se:       # confirm_runs 0: one run decides
+        return Verdict(KEEP, f"simpler, metric within noise on one run ({_fmt(d, p)}, "
+                             f"{-net} lines fewer)", stats)
+    if plausible:
+        bar = t_ppf(config.confidence, df) * se + margin
+        if net >= 0 and d > bar:
+            return Verdict(KEEP, f"better beyond noise on one run ({_fmt(d, p)}, bar "
+                                 f"{bar:.4g})", stats)
+        return Verdict(DISCARD, f"not better beyond noise on one run ({_fmt(d, p)}, bar "
+                                f"{bar:.4g})", stats)
+    what = "simpler but worse" if net < 0 else "gain within noise" if d > 0 else "not better"
+    return Verdict(DISCARD, f"{what} ({_fmt(d, p)}): stopped after one run", stats)
+
+
+def drift_suspected(best: list[float], sd: float, z: float = 2.0) -> bool:
+    """Whether the best's runs, in the order they were made (its own, then the runs made
+    alongside candidates and its re-measurements), trend beyond noise `sd`: a straight
+    line through them against their order whose slope is more than `z` standard errors
+    from zero. Fewer than 4 runs: no."""
+    n = len(best)
+    if n < 4 or not sd:
+        return False
+    xm, ym = (n - 1) / 2.0, fmean(best)
+    sxx = sum((i - xm) ** 2 for i in range(n))
+    slope = sum((i - xm) * (y - ym) for i, y in enumerate(best)) / sxx
+    return abs(slope) > z * sd / math.sqrt(sxx)
+
+
+def _futility_z(config) -> float:
+    """The sequential rule's bar for "plausibly better": the normal quantile, not Student's.
+    Going on is a question of cost, not of error (the keep test has the t's caution), and
+    with the few degrees of freedom of an early night Student's t would stop nearly every
+    candidate after one run."""
+    return t_ppf(1.0 - config.screen_p, None)
+
+
 def period_residuals(first: float, pairs: list) -> tuple[float, int]:
     """(ss, df) of the noise in one candidate's period c0, b1, c1, b2, c2, ... with its
     locally linear drift taken out (loop.stats.trend_residuals)."""
@@ -346,9 +524,9 @@ def best_value(samples: list[float]) -> float:
 
 
 def judge_baseline(samples: list[float], config) -> Verdict:
-    """The baseline needs no comparison, only its runs: R with the `noise` rule, else one."""
+    """The baseline needs no comparison, only its runs: R, or one with the `strict` rule."""
     if should_remeasure_best(samples, config):
-        wanted = config.baseline_runs if config.rule == "noise" else 1
+        wanted = config.baseline_runs if config.rule != "strict" else 1
         return Verdict(RERUN, "baseline: measuring it again", runs=wanted - len(samples))
     return Verdict(KEEP, "baseline")
 
@@ -356,7 +534,7 @@ def judge_baseline(samples: list[float], config) -> Verdict:
 def max_runs(config, baseline: bool) -> int:
     """How many runs an iteration makes at most (before a replay): the baseline's R, else
     1 + confirmations; one with the `strict` rule."""
-    if config.rule != "noise":
+    if config.rule == "strict":
         return 1
     return config.baseline_runs if baseline else 1 + config.confirm_runs
 
@@ -375,7 +553,7 @@ def should_remeasure_best(best_samples: list[float], config,
 
     noise: until it has `baseline_runs` samples (after the baseline and after every keep),
     and once every `remeasure_every` proposals when that is set. strict: one run only."""
-    if config.rule != "noise":
+    if config.rule == "strict":
         return not best_samples
     if len(best_samples) < config.baseline_runs:
         return True
