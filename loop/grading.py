@@ -38,6 +38,7 @@ from loop.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_m
 from loop.task import Task, load_task
 
 PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
+NETWORK_ENV = "AUTORESEARCH_NETWORK"     # loop/netbridge.py: the endpoints a step may reach
 SKIP = {".git", "__pycache__", ".autoresearch"}
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 
@@ -92,7 +93,8 @@ def copy_task(src: Path, dest: Path) -> Path:
 def task_env(task: Task) -> dict[str, str]:
     """Variables both steps get: `pass_env` from the engine's environment, then `env`."""
     passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
-    return {**passed, **task.env}
+    network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
+    return {**passed, **task.env, **network}
 
 
 class Guard:
@@ -124,6 +126,8 @@ class Guard:
         extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
         if self.private:
             extra[PRIVATE_ENV] = str(self.private)
+        if self.task.network or self.task.grader_network:
+            extra[NETWORK_ENV] = " ".join([*self.task.network, *self.task.grader_network])
         return {**env, **extra}
 
     def check_folder(self, folder: Path) -> str | None:

@@ -53,6 +53,9 @@ class Task:
     grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
                                         # engine's environment to the evaluate step only
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
+    network: tuple[str, ...] = ()       # host:port endpoints both steps may reach in the
+                                        # sandbox (e.g. the agent's model server)
+    grader_network: tuple[str, ...] = ()  # host:port endpoints only the grader may reach
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up allowance beyond the budget
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
@@ -242,6 +245,13 @@ def _validate_grading(task: Task, where: str, files: list[str]) -> None:
         for name in getattr(task, key):
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
+    for key in ("network", "grader_network"):
+        for value in getattr(task, key):
+            from loop.netbridge import parse
+            try:
+                parse(value)
+            except ValueError as exc:
+                raise TaskError(f"{where}: {key}: {exc}") from None
     if not task.private:
         return
     private, root = Path(task.private), task.root.resolve()
