@@ -95,7 +95,26 @@ def build_parser() -> argparse.ArgumentParser:
     mlab.add_argument("--metric", default="score", help="the metric's name (default: score)")
     mlab.add_argument("--out", required=True, help="the task folder to write")
     mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
+    _benchmark_parsers(tk_sub)
     return p
+
+
+def _benchmark_parsers(tk_sub) -> None:
+    """`task mlrbench`, `task mlbench`, `task agentbench` (loop/adapters/)."""
+    mlr = tk_sub.add_parser("mlrbench", help="an MLR-Bench task (tasks/<id>.md of a checkout), "
+                                             "judged by a model with its writeup rubric")
+    mlr.add_argument("task_md", help="tasks/<id>.md in a checkout of chchenhui/mlrbench")
+    mlr.add_argument("--out", required=True, help="the task folder to write")
+    mlr.add_argument("--judge-model", default="gpt-4o", help="the reviewer model (judge.yaml)")
+    mlr.add_argument("--reviews", type=int, default=1,
+                     help="independent reviews per run, averaged (default 1)")
+    mlr.add_argument("--attempts", type=int, default=3,
+                     help="tries per review when the reply is not the JSON asked for")
+    mlr.add_argument("--judge-endpoint", help="host:port (or URL) of the judge, opened to the "
+                                              "sandboxed grader only (grader_network)")
+    mlr.add_argument("--agent-endpoint", help="host:port (or URL) of the agent's model, "
+                                              "opened to both steps (network)")
+    mlr.add_argument("--time-budget", type=float, default=1800.0, dest="time_budget_s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,7 +256,13 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_task(args) -> int:
-    if args.kind == "mlebench":
+    if args.kind == "mlrbench":
+        from loop.adapters.mlrbench import make_task as make_mlr
+        folder = make_mlr(Path(args.task_md), Path(args.out), judge_model=args.judge_model,
+                          reviews=args.reviews, attempts=args.attempts,
+                          judge_endpoint=args.judge_endpoint,
+                          agent_endpoint=args.agent_endpoint, time_budget_s=args.time_budget_s)
+    elif args.kind == "mlebench":
         from loop.adapters.mlebench import make_task
         folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
                            metric=args.metric, direction=args.direction,
