@@ -251,7 +251,9 @@ def cmd_doctor(args) -> int:
     from loop.doctor import report, run_checks
     path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
     config = load_config(path)
-    checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo))
+    task = config.resolve(config.task)
+    checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo),
+                        task if (task / "task.yaml").is_file() else None)
     return report(checks, out=lambda line: print(line, flush=True))
 
 

@@ -40,6 +40,10 @@ class Echo:
                 conn.sendall(f"{self.name}:{data.decode()}".encode())
 
     def close(self):
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)     # wakes the accept() (close alone does not)
+        except OSError:
+            pass
         self.server.close()
 
 
@@ -120,3 +124,15 @@ def test_host_names_get_a_loopback_address_of_their_own():
     assert inside == {"judge.example.org:8443": "127.0.0.3:8443",
                       "localhost:8000": "127.0.0.1:8000", "127.0.0.5:9000": "127.0.0.5:9000",
                       "api.example.com:8443": "127.0.0.2:8443"}
+
+
+def test_doctor_shows_what_the_task_opens_and_probes_it_from_inside(tmp_path, echoes):
+    from loop.doctor import check_endpoints
+    run, judge, other = echoes
+    judge.close()                                      # declared, but nothing answers now
+    check = check_endpoints(True, write_task(tmp_path / "t", run.port, judge.port, other.port))
+    assert check.state == "ok"
+    assert f"127.0.0.1:{run.port} (run+grader, answering)" in check.line
+    assert f"127.0.0.1:{judge.port} (grader only, not answering now)" in check.line
+    assert "every other address blocked" in check.line
+    assert "opens no address" in check_endpoints(True, None).line
