@@ -115,6 +115,19 @@ def _benchmark_parsers(tk_sub) -> None:
     mlr.add_argument("--agent-endpoint", help="host:port (or URL) of the agent's model, "
                                               "opened to both steps (network)")
     mlr.add_argument("--time-budget", type=float, default=1800.0, dest="time_budget_s")
+    mlb = tk_sub.add_parser("mlbench", help="ML-Bench instances of one repository, graded by "
+                                            "its pass rule")
+    mlb.add_argument("rows", help="ML-Bench instances saved as JSON lines (docs/benchmarks.md)")
+    mlb.add_argument("--repo", required=True, help="a checkout of the target repository")
+    mlb.add_argument("--out", required=True, help="the task folder to write")
+    mlb.add_argument("--github-id", type=int, help="pick instances by github_id (default: "
+                                                   "those whose github URL names the checkout)")
+    mlb.add_argument("--limit", type=int, help="only the first N instances")
+    mlb.add_argument("--exec-timeout", type=float, default=10.0, dest="exec_timeout_s",
+                     help="seconds an answer runs; still running then is a pass (ML-Bench: 10)")
+    mlb.add_argument("--activate", default="", help="shell line run before each answer, "
+                                                    "e.g. 'source activate dgl_DS'")
+    mlb.add_argument("--time-budget", type=float, default=600.0, dest="time_budget_s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,6 +277,12 @@ def cmd_task(args) -> int:
                           reviews=args.reviews, attempts=args.attempts,
                           judge_endpoint=args.judge_endpoint,
                           agent_endpoint=args.agent_endpoint, time_budget_s=args.time_budget_s)
+    elif args.kind == "mlbench":
+        from loop.adapters.mlbench import make_task as make_mlb
+        folder = make_mlb(Path(args.rows), Path(args.repo), Path(args.out),
+                          github_id=args.github_id, limit=args.limit,
+                          exec_timeout_s=args.exec_timeout_s, activate=args.activate,
+                          time_budget_s=args.time_budget_s)
     elif args.kind == "mlebench":
         from loop.adapters.mlebench import make_task
         folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
