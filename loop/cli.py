@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     mlab.add_argument("--metric", default="score", help="the metric's name (default: score)")
     mlab.add_argument("--out", required=True, help="the task folder to write")
     mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s")
+    mlab.add_argument("--timed-grader", action="store_true",
+                      help="vectorization: grade by timing the edited forward and checking "
+                           "its output, not by the time train.py reports")
     _benchmark_parsers(tk_sub)
     return p
 
@@ -291,7 +294,8 @@ def cmd_task(args) -> int:
     else:
         from loop.adapters.mlagentbench import make_task
         folder = make_task(Path(args.benchmark), Path(args.out), direction=args.direction,
-                           metric=args.metric, time_budget_s=args.time_budget_s)
+                           metric=args.metric, time_budget_s=args.time_budget_s,
+                           timed_grader=args.timed_grader)
     print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "
           f"commit it, then `autoresearch run --task {folder}`")
     return 0

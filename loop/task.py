@@ -56,6 +56,8 @@ class Task:
     network: tuple[str, ...] = ()       # host:port endpoints both steps may reach in the
                                         # sandbox (e.g. the agent's model server)
     grader_network: tuple[str, ...] = ()  # host:port endpoints only the grader may reach
+    unprotected: str = ""               # why the metric is not protected (e.g. the edited
+                                        # code writes the number the grader reads); shown
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up allowance beyond the budget
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
