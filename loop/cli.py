@@ -131,6 +131,14 @@ def _benchmark_parsers(tk_sub) -> None:
     mlb.add_argument("--activate", default="", help="shell line run before each answer, "
                                                     "e.g. 'source activate dgl_DS'")
     mlb.add_argument("--time-budget", type=float, default=600.0, dest="time_budget_s")
+    agb = tk_sub.add_parser("agentbench", help="AgentBench OS-interaction items, played in "
+                                               "Docker containers (Docker required)")
+    agb.add_argument("data_file", help="data/os_interaction/data/<n>/<file>.json of a checkout")
+    agb.add_argument("--out", required=True, help="the task folder to write")
+    agb.add_argument("--scripts-dir", help="where the items' script files are (default: "
+                                           "data/os_interaction/scripts/<n>/)")
+    agb.add_argument("--limit", type=int, help="only the first N items")
+    agb.add_argument("--round-limit", type=int, default=8, help="agent turns per episode")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,6 +294,11 @@ def cmd_task(args) -> int:
                           github_id=args.github_id, limit=args.limit,
                           exec_timeout_s=args.exec_timeout_s, activate=args.activate,
                           time_budget_s=args.time_budget_s)
+    elif args.kind == "agentbench":
+        from loop.adapters.agentbench import make_task as make_agb
+        folder = make_agb(Path(args.data_file), Path(args.out),
+                          scripts_dir=Path(args.scripts_dir) if args.scripts_dir else None,
+                          limit=args.limit, round_limit=args.round_limit)
     elif args.kind == "mlebench":
         from loop.adapters.mlebench import make_task
         folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
