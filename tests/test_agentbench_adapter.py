@@ -128,3 +128,16 @@ def test_where_docker_runs_the_task_folder_holds_no_answers(tmp_path, monkeypatc
     folder_text = "".join(p.read_text() for p in out.iterdir() if p.is_file())
     assert "int(argv[1]) == int(argv[2])" not in folder_text                # the check script
     assert "integer-match" not in folder_text and "wc -l < /root/notes.txt" not in folder_text
+
+
+def test_agentbenchs_own_tolerances_and_script_pairing_are_kept(tmp_path):
+    data = make_checkout(tmp_path / "AgentBench")
+    odd = {"description": "q", "create": [None, {"language": "python", "file": "x.py"}],
+           "evaluation": {"match": "1"}}          # as one item of data/5/new.json is shipped
+    (data.parent / "odd.json").write_text(json.dumps([odd]))
+    item, = agentbench.load_items(data.parent / "odd.json", data.parents[2] / "scripts" / "1")
+    assert item["image"] == "default" and item["init"] == []
+    dev = data.parents[1] / "dev.json"                          # data/dev.json -> scripts/dev/
+    dev.write_text("[]")
+    assert agentbench.default_scripts(dev) == data.parents[2] / "scripts" / "dev"
+    assert agentbench.default_scripts(data) == data.parents[2] / "scripts" / "1"

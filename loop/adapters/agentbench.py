@@ -79,7 +79,10 @@ def load_items(data_file: Path, script_dir: Path) -> list[dict]:
         if not isinstance(item, dict) or "description" not in item or "evaluation" not in item:
             raise UsageError(f"{data_file}: item {n} lacks description or evaluation: not "
                              f"AgentBench's OS-interaction item format")
-        create, evaluation = item.get("create") or {}, item["evaluation"]
+        # AgentBench reads a `create` that is not a mapping (one item of data/5/new.json
+        # holds a list there) as the default image with no init: so do we
+        create = item["create"] if isinstance(item.get("create"), dict) else {}
+        evaluation = item["evaluation"]
         out = {"description": item["description"], "image": create.get("local", "default"),
                "init": _scripts(create["init"], script_dir) if "init" in create else [],
                "start": load_script(item["start"], script_dir) if "start" in item else None,
@@ -96,6 +99,14 @@ def load_items(data_file: Path, script_dir: Path) -> list[dict]:
             raise UsageError(f"{data_file}: item {n}: evaluation has neither match nor check")
         items.append(out)
     return items
+
+
+def default_scripts(data_file: Path) -> Path:
+    """AgentBench's pairing (configs/tasks/os.yaml): data/<n>/*.json -> scripts/<n>/; a file
+    directly in data/ (dev.json) -> scripts/<its stem>/."""
+    os_root = checkout_of(data_file) / "data" / "os_interaction"
+    folder = data_file.parent.name if data_file.parent != os_root / "data" else data_file.stem
+    return os_root / "scripts" / folder
 
 
 def checkout_of(data_file: Path) -> Path:
@@ -118,8 +129,7 @@ def make_task(data_file: Path, out: Path, scripts_dir: Path | None = None,
         raise UsageError(f"{data_file}: data file not found")
     checkout = checkout_of(data_file)
     os_root = checkout / "data" / "os_interaction"
-    scripts_dir = Path(scripts_dir).resolve() if scripts_dir else \
-        os_root / "scripts" / data_file.parent.name
+    scripts_dir = Path(scripts_dir).resolve() if scripts_dir else default_scripts(data_file)
     items = load_items(data_file, scripts_dir)[:limit or None]
     images = sorted({i["image"] for i in items})
     dockerfiles = os_root / "res" / "dockerfiles"
