@@ -55,7 +55,7 @@ def nothing_to_mutate(folder: Path, editable: list[str]) -> str | None:
              if rel.endswith(".py")}
     if constants(files):
         return None
-    return (f"note: {', '.join(sorted(files))} define no UPPER_CASE numeric constant: the "
+    return (f"note: {', '.join(sorted(files))} define(s) no UPPER_CASE numeric constant: the "
             f"offline `mutate` proposer has nothing to change here (every iteration would be "
             f"bad_edit); run it with `--proposer llm`")
 
