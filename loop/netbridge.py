@@ -19,7 +19,6 @@ alternative port). Only TCP is forwarded (no UDP, no DNS)."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import socket
 import sys

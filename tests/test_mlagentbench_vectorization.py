@@ -2,7 +2,6 @@
 run time train.py writes into submission.csv; scripts/eval.py reading that number back):
 flagged unprotected when made, refused with a clear line where numpy crashes it, and graded
 by the protected timed grader on request. Our own small files of the same shape."""
-import textwrap
 from pathlib import Path
 
 import numpy as np

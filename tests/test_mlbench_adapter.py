@@ -2,7 +2,6 @@
 (saved as JSON lines, as `datasets`' to_json writes them), a small target repository of our
 own, and ML-Bench's pass rule run by the protected grader inside the sandbox."""
 import json
-import textwrap
 from pathlib import Path
 
 import pytest

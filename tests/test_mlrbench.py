@@ -15,7 +15,6 @@ from loop.adapters import mlrbench
 from loop.adapters.mlrbench_review import ReviewError, parse_review
 from loop.errors import UsageError
 from loop.grading import check_task
-from openai_server import Reply
 
 SCORES = ("Consistency", "Clarity", "Completeness", "Soundness", "OverallAssessment")
 needs_bwrap = pytest.mark.skipif(sandbox.unavailable() is not None,
