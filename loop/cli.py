@@ -130,7 +130,52 @@ def build_parser() -> argparse.ArgumentParser:
     mlab.add_argument("--out", required=True, help="the task folder to write")
     mlab.add_argument("--time-budget", type=float, default=300.0, dest="time_budget_s",
                      help="the task's time_budget_s, seconds per experiment (default 300)")
+    mlab.add_argument("--timed-grader", action="store_true",
+                      help="vectorization: grade by timing the edited forward and checking "
+                           "its output, not by the time train.py reports")
+    _benchmark_parsers(tk_sub)
     return p
+
+
+def _benchmark_parsers(tk_sub) -> None:
+    """`task mlrbench`, `task mlbench`, `task agentbench` (loop/adapters/)."""
+    mlr = tk_sub.add_parser("mlrbench", help="an MLR-Bench task (tasks/<id>.md of a checkout), "
+                                             "judged by a model with its writeup rubric")
+    mlr.add_argument("task_md", help="tasks/<id>.md in a checkout of chchenhui/mlrbench")
+    mlr.add_argument("--out", required=True, help="the task folder to write")
+    mlr.add_argument("--judge-model", default="gpt-4o", help="the reviewer model (judge.yaml)")
+    mlr.add_argument("--reviews", type=int, default=1,
+                     help="independent reviews per run, averaged (default 1)")
+    mlr.add_argument("--attempts", type=int, default=3,
+                     help="tries per review when the reply is not the JSON asked for")
+    mlr.add_argument("--judge-endpoint", help="host:port (or URL) of the judge, opened to the "
+                                              "sandboxed grader only (grader_network)")
+    mlr.add_argument("--agent-endpoint", help="host:port (or URL) of the agent's model, "
+                                              "opened to both steps (network)")
+    mlr.add_argument("--time-budget", type=float, default=1800.0, dest="time_budget_s",
+                     help="the task's time_budget_s, seconds per experiment (default 1800)")
+    mlb = tk_sub.add_parser("mlbench", help="ML-Bench instances of one repository, graded by "
+                                            "its pass rule")
+    mlb.add_argument("rows", help="ML-Bench instances saved as JSON lines (docs/benchmarks.md)")
+    mlb.add_argument("--repo", required=True, help="a checkout of the target repository")
+    mlb.add_argument("--out", required=True, help="the task folder to write")
+    mlb.add_argument("--github-id", type=int, help="pick instances by github_id (default: "
+                                                   "those whose github URL names the checkout)")
+    mlb.add_argument("--limit", type=int, help="only the first N instances")
+    mlb.add_argument("--exec-timeout", type=float, default=10.0, dest="exec_timeout_s",
+                     help="seconds an answer runs; still running then is a pass (ML-Bench: 10)")
+    mlb.add_argument("--activate", default="", help="shell line run before each answer, "
+                                                    "e.g. 'source activate dgl_DS'")
+    mlb.add_argument("--time-budget", type=float, default=600.0, dest="time_budget_s",
+                     help="the task's time_budget_s, seconds per experiment (default 600)")
+    agb = tk_sub.add_parser("agentbench", help="AgentBench OS-interaction items, played in "
+                                               "Docker containers (Docker required)")
+    agb.add_argument("data_file", help="data/os_interaction/data/<n>/<file>.json of a checkout")
+    agb.add_argument("--out", required=True, help="the task folder to write")
+    agb.add_argument("--scripts-dir", help="where the items' script files are (default: "
+                                           "data/os_interaction/scripts/<n>/)")
+    agb.add_argument("--limit", type=int, help="only the first N items")
+    agb.add_argument("--round-limit", type=int, default=8, help="agent turns per episode")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,12 +332,31 @@ def cmd_doctor(args) -> int:
     from loop.doctor import report, run_checks
     path = args.config or default_config()
     config = load_config(path)
-    checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo))
+    task = config.resolve(config.task)
+    checks = run_checks(config.sandbox, config.tracking.uri, _repo(args.repo),
+                        task if (task / "task.yaml").is_file() else None)
     return report(checks, out=lambda line: print(line, flush=True))
 
 
 def cmd_task(args) -> int:
-    if args.kind == "mlebench":
+    if args.kind == "mlrbench":
+        from loop.adapters.mlrbench import make_task as make_mlr
+        folder = make_mlr(Path(args.task_md), Path(args.out), judge_model=args.judge_model,
+                          reviews=args.reviews, attempts=args.attempts,
+                          judge_endpoint=args.judge_endpoint,
+                          agent_endpoint=args.agent_endpoint, time_budget_s=args.time_budget_s)
+    elif args.kind == "mlbench":
+        from loop.adapters.mlbench import make_task as make_mlb
+        folder = make_mlb(Path(args.rows), Path(args.repo), Path(args.out),
+                          github_id=args.github_id, limit=args.limit,
+                          exec_timeout_s=args.exec_timeout_s, activate=args.activate,
+                          time_budget_s=args.time_budget_s)
+    elif args.kind == "agentbench":
+        from loop.adapters.agentbench import make_task as make_agb
+        folder = make_agb(Path(args.data_file), Path(args.out),
+                          scripts_dir=Path(args.scripts_dir) if args.scripts_dir else None,
+                          limit=args.limit, round_limit=args.round_limit)
+    elif args.kind == "mlebench":
         from loop.adapters.mlebench import make_task
         folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
                            metric=args.metric, direction=args.direction,
@@ -300,7 +364,8 @@ def cmd_task(args) -> int:
     else:
         from loop.adapters.mlagentbench import make_task
         folder = make_task(Path(args.benchmark), Path(args.out), direction=args.direction,
-                           metric=args.metric, time_budget_s=args.time_budget_s)
+                           metric=args.metric, time_budget_s=args.time_budget_s,
+                           timed_grader=args.timed_grader)
     print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "
           f"commit it, then `autoresearch run --task {folder}`")
     return 0

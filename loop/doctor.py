@@ -71,6 +71,46 @@ def check_network(boxed: bool) -> Check:
                                 "this machine's loopback")
 
 
+def check_endpoints(boxed: bool, task_path: Path | None) -> Check:
+    """What the config's task opens in the sandbox (loop/netbridge.py), each endpoint probed
+    through the bridge from inside a sandbox, as a run would reach it."""
+    from loop.errors import TaskError
+    from loop.task import load_task
+    try:
+        task = load_task(task_path) if task_path else None
+    except TaskError as exc:
+        return Check("endpoints", WARN, f"cannot read the task: {exc}")
+    if task is None or not (task.network or task.grader_network):
+        return Check("endpoints", OK, "none declared: the sandbox opens no address"
+                     + (f" for {task.name}" if task else ""))
+    if not boxed:
+        return Check("endpoints", WARN, "not enforced without the sandbox: experiments reach "
+                                        "every address, not only the declared ones")
+    parts = []
+    for value, who in [*((v, "run+grader") for v in task.network),
+                       *((v, "grader only") for v in task.grader_network)]:
+        parts.append(f"{value} ({who}, {_probe_endpoint(value)})")
+    return Check("endpoints", OK, f"{task.name} opens {'; '.join(parts)}; every other "
+                                  f"address blocked")
+
+
+def _probe_endpoint(value: str) -> str:
+    from loop import netbridge
+    bridge = netbridge.Bridge([value])
+    try:
+        host, port = bridge.inside[value].rsplit(":", 1)
+        argv = bridge.argv([sys.executable, "-I", "-S", "-c", "import socket; s = socket."
+                            f"create_connection(('{host}', {port}), timeout=5); "
+                            "s.settimeout(2); s.sendall(b'\\r\\n\\r\\n'); s.recv(1) or exit(3)"])
+        wrapped = sandbox.wrap(argv, Path("/"), writable=(), hidden=(), scratch=None,
+                               readonly=bridge.readonly, hosts_file=bridge.hosts_file)
+        probe = subprocess.run(wrapped, env=experiment_env(), capture_output=True, text=True,
+                               timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        bridge.close()
+    return "answering" if probe.returncode == 0 else "not answering now"
+
+
 def check_pid(boxed: bool) -> Check:
     if not boxed:
         return Check("PID", WARN, "shared: experiments see every process and can read "
@@ -197,10 +237,12 @@ def check_disk(folder: Path) -> Check:
     return Check("disk", state, f"{free:.1f} GB free under {folder}", free < MIN_FREE_GB)
 
 
-def run_checks(mode: str, tracking_uri: str | None, repo: Path) -> list[Check]:
+def run_checks(mode: str, tracking_uri: str | None, repo: Path,
+               task_path: Path | None = None) -> list[Check]:
     first = check_sandbox(mode)
     boxed = mode != "off" and sandbox.unavailable() is None
-    return [first, check_network(boxed), check_pid(boxed), check_filesystem(boxed, repo),
+    return [first, check_network(boxed), check_endpoints(boxed, task_path),
+            check_pid(boxed), check_filesystem(boxed, repo),
             check_git_hardening(), check_secrets(boxed), check_torch(boxed),
             check_mlflow(tracking_uri), check_disk(repo)]
 

@@ -38,6 +38,7 @@ from loop.task import Task, load_task, with_budget
 
 PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
 HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
+NETWORK_ENV = "AUTORESEARCH_NETWORK"     # loop/netbridge.py: the endpoints a step may reach
 SKIP = {".git", "__pycache__", ".autoresearch"}
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"
@@ -97,7 +98,8 @@ def task_env(task: Task) -> dict[str, str]:
     the `read_only` paths (named, so the sandbox shows them, read-only)."""
     passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
     shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
-    return {**passed, **task.env, **shown}
+    network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
+    return {**passed, **task.env, **shown, **network}
 
 
 class Guard:
@@ -138,6 +140,8 @@ class Guard:
             extra[PRIVATE_ENV] = str(self.private)
         for i, path in enumerate(self.held_out):    # named only here: hidden from training
             extra[f"{HELD_OUT_ENV}_{i}"] = str(path)
+        if self.task.network or self.task.grader_network:
+            extra[NETWORK_ENV] = " ".join([*self.task.network, *self.task.grader_network])
         return {**env, **extra}
 
     def check_folder(self, folder: Path) -> str | None:

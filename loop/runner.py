@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop import sandbox
+from loop import netbridge, sandbox
 from loop.capture import CappedLog, Pump
 
 OK, CRASH, TIMEOUT, DIVERGED, NO_METRIC = "ok", "crash", "timeout", "diverged", "no_metric"
@@ -104,10 +104,16 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _compile_cache(env)
     shell = ["/bin/sh", "-c", command]
+    bridge = None
+    if boxed and netbridge.endpoints_from(env):   # the task's declared endpoints, no others
+        bridge = netbridge.Bridge(netbridge.endpoints_from(env))
+        shell = bridge.argv(shell)
     if boxed:                 # bwrap --die-with-parent: it and the sandbox die with the engine
         argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
                             hidden, scratch,
-                            readonly=[*readonly, *_paths_in(env), *_data_cache(env)])
+                            readonly=[*readonly, *_paths_in(env), *_data_cache(env),
+                                      *(bridge.readonly if bridge else [])],
+                            hosts_file=bridge.hosts_file if bridge else None)
     else:                     # the reaper arms its own PDEATHSIG
         argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
                 *shell]
@@ -143,6 +149,8 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
                 output.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if bridge:
+            bridge.close()
     return Ended(returncode, timed_out, time.monotonic() - start, output)
 
 

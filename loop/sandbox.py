@@ -1,7 +1,9 @@
 """The experiment's OS sandbox: bubblewrap (`bwrap`) argv for one run, and whether it works here.
 
 Inside the sandbox a run has:
-- no network: its own network namespace holding only a loopback device of its own;
+- no network: its own network namespace holding only a loopback device of its own; the
+  endpoints a task declares (`network`, `grader_network`) are bridged into it, each to one
+  host:port (loop/netbridge.py);
 - its own PID namespace: the engine and every other process are invisible (a fresh /proc),
   and when the run's first process ends, or the engine dies, the kernel kills everything
   left in the namespace, double-forked daemons included (`--die-with-parent`);
@@ -100,7 +102,7 @@ def startup(mode: str, out=print) -> str:
 
 
 def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
-         readonly=()) -> list[str]:
+         readonly=(), hosts_file: Path | None = None) -> list[str]:
     """The bwrap command line running `argv` in `cwd` under the rules in the docstring.
     `writable`: folders the run may change (besides `scratch`); `hidden`: paths it must not
     see at all; `readonly`: paths under the emptied folders it may read (e.g. the grader's
@@ -137,6 +139,8 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
             cmd += ["--tmpfs", str(path)]
         elif Path(path).exists():
             cmd += ["--ro-bind", "/dev/null", str(path)]
+    if hosts_file:              # declared endpoints by host name (loop/netbridge.py)
+        cmd += ["--ro-bind", str(hosts_file), "/etc/hosts"]
     if home and os.path.isdir(home):    # what is in it now (the allowed folders) stays
         cmd += ["--remount-ro", str(home)]   # as bound; nothing new can be written there
     cmd += ["--chdir", str(cwd), "--"]

@@ -77,6 +77,11 @@ class Task:
     grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
                                         # engine's environment to the evaluate step only
     pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
+    network: tuple[str, ...] = ()       # host:port endpoints both steps may reach in the
+                                        # sandbox (e.g. the agent's model server)
+    grader_network: tuple[str, ...] = ()  # host:port endpoints only the grader may reach
+    unprotected: str = ""               # why the metric is not protected (e.g. the edited
+                                        # code writes the number the grader reads); shown
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
     grace_s: float = 30.0               # start-up allowance beyond the budget
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
@@ -116,8 +121,9 @@ class Task:
 
     @property
     def protected_metric(self) -> bool:
-        """Whether the metric comes from protected grading rather than the script's print."""
-        return bool(self.evaluate or self.grader)
+        """Whether the metric comes from protected grading rather than the script's print
+        (an `evaluate` whose number the edited code writes, `unprotected:`, does not count)."""
+        return bool(self.evaluate or self.grader) and not self.unprotected
 
     def throughput(self, output: str) -> float | None:
         """The last number `throughput_pattern` captures in a run's output, or None."""
@@ -390,6 +396,13 @@ def _validate_grading(task: Task, where: str, files: list[str]) -> None:
     _validate_grader(task, where, files)
     _validate_held_out(task, where)
     _validate_read_only(task, where)
+    for key in ("network", "grader_network"):
+        for value in getattr(task, key):
+            from loop.netbridge import parse
+            try:
+                parse(value)
+            except ValueError as exc:
+                raise TaskError(f"{where}: {key}: {exc}") from None
     if not task.private:
         return
     private, root = Path(task.private), task.root.resolve()

@@ -38,3 +38,13 @@ def test_a_graded_metric_is_not(tmp_path, mlflow_uri):
     assert shown.returncode == 0 and SAYS not in shown.stdout
     assert SAYS not in status.final_line(status.summary(repo, "t"))
     assert SAYS not in run_cli("report", "--tag", "t", "--no-mlflow", cwd=repo).stdout
+
+
+def test_an_evaluate_step_reading_what_the_edited_code_wrote_is_unprotected(tmp_path):
+    """MLAgentBench's vectorization: its eval.py reads the time train.py itself wrote into
+    submission.csv; the adapter says so (`unprotected:`), and the engine shows it."""
+    repo, _ = make_graded_repo(tmp_path)
+    yaml_path = repo / "task" / "task.yaml"
+    yaml_path.write_text(yaml_path.read_text() + "unprotected: the score is the run time the "
+                                                  "edited train.py writes\n")
+    assert not load_task(repo / "task").protected_metric

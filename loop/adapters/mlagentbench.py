@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 from loop.adapters import dump_task_yaml
+from loop.adapters.mlagentbench_checks import (is_vectorization, nothing_to_mutate,
+                                               numpy_crash, self_reported_score)
 from loop.errors import UsageError
 
 SUBMISSION = "submission.csv"
@@ -63,7 +65,7 @@ def graded_files(eval_py: Path) -> list[str]:
 
 
 def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
-              time_budget_s: float = 300.0, warn=None) -> Path:
+              time_budget_s: float = 300.0, warn=None, timed_grader: bool = False) -> Path:
     """Write the task folder. `warn(line)` hears what the user must know (stderr by default):
     data not prepared, data that will be committed, the variable to export."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
@@ -85,6 +87,15 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
                          f"{SUBMISSION} alone (write a task.yaml by hand, docs/tasks.md)")
     if direction not in ("minimize", "maximize"):
         raise UsageError(f"direction must be minimize or maximize, got '{direction}'")
+    self_reported = self_reported_score(scripts / "eval.py", SUBMISSION)
+    vectorization = is_vectorization(env / "train.py")
+    if timed_grader and not vectorization:
+        raise UsageError(f"{benchmark.name}: --timed-grader knows vectorization's "
+                         f"Conv2DLayer.forward only; this train.py has none")
+    if vectorization:
+        crash = numpy_crash(env)
+        if crash:
+            raise UsageError(crash)
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
@@ -114,8 +125,17 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
     if size_mb > LARGE_MB:
         warn(f"warning: the task folder holds {size_mb:.0f} MB of env/ data, which will be "
              f"committed with it; consider git-lfs for it")
-    (out / "grade.py").write_text(GRADE_PY.replace("METRIC", repr(metric)))
+    quiet = nothing_to_mutate(out, editable)
+    if quiet:
+        warn(quiet)
     description = problem.read_text(errors="replace").strip()
+    if timed_grader:
+        return _timed_task(benchmark, out, editable, read_only, description, time_budget_s)
+    if self_reported:
+        warn(f"warning: unprotected metric: {self_reported}"
+             + ("; `--timed-grader` makes a task whose protected grader times the edited "
+                "forward itself and checks its output" if vectorization else ""))
+    (out / "grade.py").write_text(GRADE_PY.replace("METRIC", repr(metric)))
     (out / "task.yaml").write_text(dump_task_yaml({
         "name": f"mlagentbench-{benchmark.name}",
         "description": f"{description}\n\n(MLAgentBench task {benchmark.name}. Write the test "
@@ -132,11 +152,40 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
         "metric": {"name": metric, "direction": direction},
         "time_budget_s": float(time_budget_s),
         "grace_s": 120.0,
+        **({"unprotected": self_reported} if self_reported else {}),
     }))
     if Path(os.environ.get(ROOT_VAR) or "/nonexistent").expanduser().resolve() != \
             benchmark.parent:
         warn(f"note: the task finds the benchmark's scripts/ through ${ROOT_VAR}; before "
              f"running it, export {ROOT_VAR}={benchmark.parent}")
+    return out
+
+
+def _timed_task(benchmark: Path, out: Path, editable: list[str], read_only: list[str],
+                description: str, time_budget_s: float) -> Path:
+    """vectorization with a grader that measures: times the edited Conv2DLayer.forward and
+    checks its output against the original (reference_train.py, protected)."""
+    here = Path(__file__).resolve().parent
+    shutil.copyfile(out / "train.py", out / "reference_train.py")
+    shutil.copyfile(here / "vectorization_grade.py", out / "timed_grade.py")
+    (out / "timing.yaml").write_text(dump_task_yaml({
+        "init": [3, 8, 3, 2, 2, "relu"], "input_shape": [32, 64, 64, 3], "seed": 0,
+        "repeats": 3, "rtol": 1e-6, "atol": 1e-8}))
+    (out / "task.yaml").write_text(dump_task_yaml({
+        "name": f"mlagentbench-{benchmark.name}-timed",
+        "description": f"{description}\n\n(MLAgentBench task {benchmark.name}, graded here "
+                       f"by timing: the protected timed_grade.py times Conv2DLayer.forward "
+                       f"of train.py on a fixed input and checks its output against the "
+                       f"original's; the time train.py writes is not used. Lower forward_s "
+                       f"is better.)\n",
+        "editable": editable,
+        "protected": ["timed_grade.py", "timing.yaml", "reference_train.py"] + read_only,
+        "run": "python train.py",
+        "evaluate": "python timed_grade.py",
+        "metric": {"name": "forward_s", "direction": "minimize"},
+        "time_budget_s": float(time_budget_s),
+        "grace_s": 120.0,
+    }))
     return out
 
 
