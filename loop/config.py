@@ -103,7 +103,7 @@ class Config:
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
-    def with_overrides(self, **flags) -> "Config":
+    def with_overrides(self, **flags) -> Config:
         """Apply CLI flags (None = not given). Nested keys use '<section>_<key>'."""
         cfg = dataclasses.replace(self, proposer=dataclasses.replace(self.proposer),
                                   judge=dataclasses.replace(self.judge),

@@ -12,9 +12,9 @@ Pure: texts in, texts out; no git, no files. The contract the engine relies on:
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import Callable, Iterable
 
 from loop.edit_parse import Edit, ParsedReply, one_line, parse_reply
 from loop.thinking import split_thinking

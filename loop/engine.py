@@ -36,7 +36,8 @@ __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
 @dataclass
 class Stop:
-    reason: str           # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
+    # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
+    reason: str
     message: str
     exit_code: int = 0
 
@@ -148,8 +149,9 @@ class Loop:
         finally:
             self.backend.close()
         self.sink.flush()
-        stop = self.stop or Stop("iterations", f"done: {plural(self.config.iterations, 'iteration')}"
-                                               f" after the baseline")
+        stop = self.stop or Stop("iterations",
+                                 f"done: {plural(self.config.iterations, 'iteration')}"
+                                 f" after the baseline")
         self.journal.write("stop", reason=stop.reason, message=stop.message)
         self.tracker.close("FINISHED" if stop.exit_code == 0 else "FAILED")
         return stop
@@ -274,8 +276,11 @@ class Loop:
                 return
             if isinstance(step, Cancel):
                 n = cand.iteration
-                dropped = self.sched.drop(lambda j: j.iteration != n or j.kind is RunKind.BEST)
-                self.sched.cancel(lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)
+                # the predicates run inside drop() and cancel(), while n is this iteration
+                dropped = self.sched.drop(
+                    lambda j: j.iteration != n or j.kind is RunKind.BEST)  # noqa: B023
+                self.sched.cancel(
+                    lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)  # noqa: B023
                 step = cand.forget({self.keys.pop(j.job_id) for j in dropped})
             elif isinstance(step, Judge):
                 if self.best_runs and not cand.baseline:  # the best's re-runs first

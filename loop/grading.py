@@ -28,8 +28,8 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from loop.errors import UsageError
 from loop.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_marked,
@@ -123,7 +123,7 @@ class Guard:
         self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
 
     @classmethod
-    def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> "Guard":
+    def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> Guard:
         """The guard for a loop: protected files as committed at the branch tip."""
         pristine = workspace.export(workspace.tip(), folder, scratch)
         try:

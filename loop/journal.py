@@ -19,7 +19,7 @@ from loop.words import Status
 class Record:
     """One finished iteration: everything results.tsv, MLflow and `status` show."""
     iteration: int
-    status: str                  # keep | discard | crash | timeout | diverged | no_metric | bad_edit
+    status: str                  # keep|discard|crash|timeout|diverged|no_metric|bad_edit
     description: str
     metric: float | None = None  # the candidate's value (mean over its runs)
     samples: list = field(default_factory=list)

@@ -468,8 +468,8 @@ def _description(plan: Plan) -> str:
            if plan.grader else f"as {plan.script} prints it (unprotected)")
     tail = (f"{plan.metric}: {better} is better, {how}. Only {', '.join(plan.editable)} may "
             f"change" + (f"; {', '.join(plan.protected)} is read-only" if plan.protected
-                         else "") + (f". Each run trains for {plan.budget:g}s." if plan.budget_constant
-                                     or plan.reads_budget else
+                         else "") + (f". Each run trains for {plan.budget:g}s."
+                                     if plan.budget_constant or plan.reads_budget else
                                      f". A run is stopped after {plan.budget + plan.grace:g}s."))
     return f"{para} {tail}".strip()
 

@@ -8,9 +8,9 @@ prompt context. Recovery (loop/resume.py) then makes them agree with the journal
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from loop import grading, sandbox
 from loop.backends import make_backend

@@ -33,7 +33,7 @@ class RecordSink:
         self._to_track: list[tuple] = []      # finished records MLflow has not been handed
         self._branch, self._params, self._log_prompts = branch, params, log_prompts
 
-    def log_path(self, n: int, key: RunKey = RunKey.candidate(0)) -> Path:
+    def log_path(self, n: int, key: RunKey = RunKey.candidate(0)) -> Path:  # noqa: B008 (RunKey is frozen)
         return self.dir / "logs" / key.log_name(n)
 
     def tail(self, rec: Record) -> str:

@@ -68,7 +68,7 @@ class Limits:
     log_cap_mb: float = 5.0              # kept log per command: first and last half of this
 
     @classmethod
-    def from_config(cls, config) -> "Limits":
+    def from_config(cls, config) -> Limits:
         return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb)
 
 

@@ -83,7 +83,8 @@ def build(cls, data: dict | None, where: str, error: type[Exception]):
         missing = [n for n, f in fields.items()
                    if n not in data and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
-        raise error(f"{where}: missing required key '{missing[0]}'" if missing else f"{where}: {exc}")
+        raise error(f"{where}: missing required key '{missing[0]}'" if missing
+                    else f"{where}: {exc}") from exc
 
 
 def load_yaml(path, error: type[Exception]) -> object:

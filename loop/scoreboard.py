@@ -35,7 +35,8 @@ class Scoreboard:
         if rec.pairs:
             self.period_noise.append(judging.period_residuals(rec.samples[0], rec.pairs))
         if rec.kept:
-            self.best, self.best_samples = rec, list(rec.samples)  # a copy: re-runs of the best are not the record's runs
+            # a copy: re-runs of the best are not the record's runs
+            self.best, self.best_samples = rec, list(rec.samples)
             self.kept += 1
             self.since_best_run = 0
         elif rec.description != BASELINE:

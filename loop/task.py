@@ -28,7 +28,8 @@ class Metric:
 
     def __post_init__(self):
         if not self.pattern:
-            object.__setattr__(self, "pattern", rf"^\s*{re.escape(self.name)}\s*[:=]\s*{NUMBER}\s*$")
+            object.__setattr__(self, "pattern",
+                               rf"^\s*{re.escape(self.name)}\s*[:=]\s*{NUMBER}\s*$")
 
     def better(self, a: float, b: float) -> bool:
         """True when a is strictly better than b in this metric's direction."""

@@ -61,7 +61,8 @@ class Workspace:
             try:
                 self.git.rev_parse("--verify", "HEAD^{commit}")
             except Exception:
-                raise UsageError(f"{self.repo_root} has no commits yet: commit the task first")
+                raise UsageError(
+                    f"{self.repo_root} has no commits yet: commit the task first") from None
             self.git.branch(self.branch, "HEAD")
             created = True
         self.ignore(".autoresearch/")
@@ -257,8 +258,8 @@ class Workspace:
             git("read-tree", base)
             for rel, text in files.items():
                 path = f"{folder}/{rel}" if folder not in ("", ".") else rel
-                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env,
-                               binary=True, stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
+                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env, binary=True,
+                               stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
                 git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
             tree = git("write-tree").stdout.strip()
             return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
@@ -304,7 +305,7 @@ class Workspace:
         prefix = f"{folder}/" if folder not in ("", ".") else ""
         return [p[len(prefix):] for p in out.splitlines() if p.startswith(prefix)]
 
-    def add_slot_worktree(self, path: Path) -> "Workspace":
+    def add_slot_worktree(self, path: Path) -> Workspace:
         """A detached worktree for one run slot (same branch and refs; the branch is not
         checked out there, so the slot never moves it)."""
         path = Path(path)

@@ -71,7 +71,7 @@ def find_competition(competition: str, data_dir: str | Path | None = None,
     data = Path(data_dir).expanduser().resolve() if data_dir else DEFAULT_DATA_DIR
     prepared = data / comp_id / "prepared"
     public, private = prepared / "public", prepared / "private"
-    for name, path in (("public", public), ("private", private)):
+    for path in (public, private):
         if not path.is_dir():
             raise UsageError(f"{path} not found: prepare the competition first "
                              f"(`mlebench prepare -c {comp_id}`) or pass --data-dir")

@@ -202,7 +202,7 @@ def _grade_function(cfg: dict, here: Path):
         loader = importlib.util.spec_from_file_location("competition_grade", path)
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
-        return getattr(module, "grade"), f"{COMPETITION_DIR}/grade.py"
+        return module.grade, f"{COMPETITION_DIR}/grade.py"
     except (ImportError, AttributeError):   # it needs mlebench's helpers: fall back
         return None, ""
     finally:

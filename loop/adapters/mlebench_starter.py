@@ -86,7 +86,7 @@ def main():
         width = HIDDEN
     model = nn.Sequential(*layers, nn.Linear(width, n_out))
     opt = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
-    for epoch in range(EPOCHS):
+    for epoch in range(EPOCHS):  # noqa: B007 (printed after the loop)
         order = torch.randperm(len(x))
         for i in range(0, len(x), BATCH_SIZE):
             batch = order[i:i + BATCH_SIZE]

@@ -11,9 +11,9 @@
 same runner and the same protected-grading checks."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from loop import grading
 from loop.runner import CRASH, RunResult, experiment_env, kill_marked, run_experiment

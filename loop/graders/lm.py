@@ -173,7 +173,8 @@ def load_program(path: str):
                     name = f"torch.ops.{target.namespace}.{target._schema.name.split('::')[-1]}"
                     name += f".{target._overloadname}"
                 else:
-                    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__name__', '?')}"
+                    name = (f"{getattr(target, '__module__', '?')}."
+                            f"{getattr(target, '__name__', '?')}")
                 why = op_refusal(name)
                 if why:
                     fail(EXIT_REFUSED, f"refused: {why}")

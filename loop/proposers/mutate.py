@@ -21,7 +21,6 @@ import math
 import random
 import re
 import threading
-from typing import Iterator
 
 from loop.proposers.base import Context, Proposal, ProposerFatal
 from loop.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
@@ -72,7 +71,8 @@ class _Axis:
                       if dim is not None and dim.kind == "pow2" else (max(0, k - 3), k + 3))
             dim = Dim(name, "choices", float(2 ** lo), float(2 ** hi),
                       tuple(2 ** e for e in range(lo, hi + 1)), True)
-        self.integer = dim.integer if dim and dim.kind else _is_int(old) or bool(dim and dim.integer)
+        self.integer = (dim.integer if dim and dim.kind
+                        else _is_int(old) or bool(dim and dim.integer))
         self.choices: tuple = dim.choices if dim and dim.choices else ()
         low, high = (dim.low, dim.high) if dim else (-math.inf, math.inf)
         if not (math.isfinite(low) and math.isfinite(high)):   # undeclared: near its value
