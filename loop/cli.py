@@ -357,13 +357,13 @@ def cmd_task(args) -> int:
                           scripts_dir=Path(args.scripts_dir) if args.scripts_dir else None,
                           limit=args.limit, round_limit=args.round_limit)
     elif args.kind == "mlebench":
-        from loop.adapters.mlebench import make_task
-        folder = make_task(args.competition, Path(args.out), data_dir=args.data_dir,
-                           metric=args.metric, direction=args.direction,
-                           time_budget_s=args.time_budget_s)
+        from loop.adapters.mlebench import make_task as make_mle
+        folder = make_mle(args.competition, Path(args.out), data_dir=args.data_dir,
+                          metric=args.metric, direction=args.direction,
+                          time_budget_s=args.time_budget_s)
     else:
-        from loop.adapters.mlagentbench import make_task
-        folder = make_task(Path(args.benchmark), Path(args.out), direction=args.direction,
+        from loop.adapters.mlagentbench import make_task as make_mlab
+        folder = make_mlab(Path(args.benchmark), Path(args.out), direction=args.direction,
                            metric=args.metric, time_budget_s=args.time_budget_s,
                            timed_grader=args.timed_grader)
     print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "

@@ -161,7 +161,7 @@ def _use_shown(use: ast.AST, parents: dict, target_shown, metric: str) -> bool:
                 elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
                 if not all(isinstance(e, ast.Name) for e in elts):
                     return False             # into an attribute or an item: a real use
-                names += [e.id for e in elts]
+                names += [e.id for e in elts if isinstance(e, ast.Name)]
             return all(target_shown(n) for n in names)
         if isinstance(parent, ast.Call):
             if not (isinstance(parent.func, ast.Name) and parent.func.id in PURE_CALLS):

@@ -39,7 +39,7 @@ class PromptContext:
         if missing:
             got = self.workspace.read_at(commit, self.task_rel, missing)
             known.update({p: got.get(p) for p in missing})
-        return {p: known[p] for p in paths if known[p] is not None}
+        return {p: text for p in paths if (text := known[p]) is not None}
 
     @staticmethod
     def _forget(cache: dict) -> None:

@@ -49,7 +49,7 @@ def check_sandbox(mode: str) -> Check:
     if reason:
         return Check("sandbox", MISSING if mode == "required" else WARN,
                      f"unavailable: {reason}; runs go unconfined", mode == "required")
-    version = subprocess.run([sandbox.bwrap_path(), "--version"], capture_output=True,
+    version = subprocess.run([sandbox.bwrap_path() or "bwrap", "--version"], capture_output=True,
                              text=True).stdout.strip()
     return Check("sandbox", OK, f"{version or 'bwrap'} works; used for every run "
                                 f"(sandbox: {mode})", mode == "required")

@@ -85,9 +85,9 @@ def _parse_search_replace(lines, used, found, problems) -> None:
             continue
         start, path = i, _path_before(lines, i, previous_path)
         divider = _next_match(lines, i + 1, DIVIDER_RE, stop=SEARCH_RE)
-        end = _block_end(lines, start, divider)
-        if end is None or isinstance(end, str):
-            problems.append(end or f"the SEARCH/REPLACE block starting at reply line "
+        block = _block_end(lines, start, divider)
+        if block is None or isinstance(block, str):
+            problems.append(block or f"the SEARCH/REPLACE block starting at reply line "
                             f"{start + 1} is not terminated (missing '=======' or "
                             f"'>>>>>>> REPLACE'; was the reply cut off?)")
             stop = _next_match(lines, start + 1, SEARCH_RE, stop=re.compile(r"(?!)"))
@@ -95,7 +95,8 @@ def _parse_search_replace(lines, used, found, problems) -> None:
                 used[k] = True
             i = stop or len(lines)
             continue
-        replace_end, end = end
+        replace_end, end = block
+        assert divider is not None    # a block has an end only past its divider
         search = "\n".join(lines[start + 1:divider])
         replace = "\n".join(lines[divider + 1:replace_end])
         found.append((start, Edit(path, "replace", search, replace)))
@@ -263,8 +264,7 @@ def _diff_path(header: str) -> str | None:
 
 
 def _read_hunks(lines, used, k, path, new_file, found, problems) -> int:
-    while k < len(lines) and HUNK_RE.match(lines[k]):
-        m = HUNK_RE.match(lines[k])
+    while k < len(lines) and (m := HUNK_RE.match(lines[k])):
         hint = int(m.group(1)) if m.group(1) else None
         start, body, k = k, [], k + 1
         while k < len(lines) and _is_hunk_line(lines, k):
@@ -353,11 +353,11 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
 
 def _description(lines, used, fences) -> str | None:
     """The 'Description: ...' line, else the first sentence of prose."""
-    in_fence = set()
+    in_fence: set[int] = set()
     for f in fences:
         in_fence.update(range(f.open, f.end + 1))
     prose = [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]
-    labelled = {}                   # label -> its first line's text
+    labelled: dict[str, str] = {}   # label -> its first line's text
     for line in prose:
         m = DESCRIPTION_RE.match(line.strip())
         if m and m.group(2).strip(" *_`"):

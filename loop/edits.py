@@ -308,14 +308,15 @@ def _trim_blank_edges(search, replace):
 def _indent_shift(window: list[str], search: list[str]):
     """If `window` is `search` uniformly more (or less) indented, a function that applies
     the same shift to a REPLACE line; else None."""
-    add = remove = None
+    add: str | None = None     # set together with remove
+    remove: str | None = None
     for have, want in zip(window, search):
         if not have.strip() and not want.strip():
             continue
         if have.strip() != want.strip():
             return None
         h, w = _indent(have), _indent(want)
-        if add is None and remove is None:
+        if add is None or remove is None:
             if h.endswith(w):
                 add, remove = h[:len(h) - len(w)], ""
             elif w.endswith(h):
@@ -324,7 +325,7 @@ def _indent_shift(window: list[str], search: list[str]):
                 return None
         if h != add + w[len(remove):] or not w.startswith(remove):
             return None
-    if add is None:
+    if add is None or remove is None:
         return None
 
     def reindent(line: str) -> str:

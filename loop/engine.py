@@ -21,7 +21,7 @@ from loop import grading, judge as judging
 from loop.backends import RunJob
 from loop.config import Config
 from loop.faults import disk_full_message, is_disk_full, log_says_disk_full
-from loop.gitsafe import DiskFull
+from loop.gitsafe import DiskFull, RefSnapshot
 from loop.journal import Record, TagLock, record_dict
 from loop.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
 from loop.parts import Parts, locate, open_parts, state_dir
@@ -86,10 +86,11 @@ class Engine:
         flight is rolled back and redone on resume, as after a kill."""
         stop = Stop("disk_full", disk_full_message(exc), 1)
         parts, loop = self.parts, self.loop
-        for cleanup in (lambda: loop.interrupted() if loop else parts and parts.backend.close(),
+        for cleanup in (lambda: loop.interrupted() if loop else
+                        parts.backend.close() if parts else None,
                         lambda: self.site.journal.write("stop", reason=stop.reason,
                                                         message=stop.message),
-                        lambda: parts and parts.tracker.close("FAILED", 5.0)):
+                        lambda: parts.tracker.close("FAILED", 5.0) if parts else None):
             try:
                 cleanup()
             except Exception:
@@ -121,7 +122,7 @@ class Loop:
         self.held: set[int] = set()       # candidates whose runs are in, held for those
         self.keys: dict[str, RunKey] = {}  # job id -> the run it is
         self.stop: Stop | None = None
-        self._snapshot = None
+        self._snapshot: RefSnapshot | None = None
         self.sched.on_start = self._started
 
     def run(self) -> Stop:
@@ -422,6 +423,7 @@ class Loop:
             self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
         else:
             runs, best = len(self.score.best_samples), self.score.best_value()
+            assert best is not None   # value just joined the best's runs
             self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
             self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
                      f"{runs} runs, {num(best)}")

@@ -64,7 +64,8 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
     out = subprocess.run(["git", *HARDENING, *args], cwd=cwd, env=git_env(env_extra),
                          capture_output=True, text=not binary, input=stdin,
                          # a diff of a file in another encoding (latin-1) is for reading
-                         **({} if binary else {"encoding": "utf-8", "errors": "replace"}))
+                         encoding=None if binary else "utf-8",
+                         errors=None if binary else "replace")
     if check and out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode("utf-8", "replace")
         err = err.strip()
@@ -77,7 +78,7 @@ def run_git(args, cwd: Path, env_extra: dict | None = None, check: bool = True,
 
 def _low_space(cwd: Path, args) -> bool:
     """Whether the folder git ran in, or a path it was given, is on a (nearly) full disk."""
-    for path in [cwd, *(a for a in map(str, args) if a.startswith("/"))]:
+    for path in [cwd, *(Path(a) for a in map(str, args) if a.startswith("/"))]:
         folder = Path(path)
         while not folder.exists() and folder != folder.parent:
             folder = folder.parent
@@ -143,7 +144,7 @@ class RepoGuard:
         return paths + [home / ".gitconfig", xdg / "git" / "config"]
 
     def _read_files(self) -> dict[Path, tuple[bytes, int] | None]:
-        out = {}
+        out: dict[Path, tuple[bytes, int] | None] = {}
         for path in self._watched():
             try:
                 out[path] = (path.read_bytes(), path.stat().st_mode & 0o7777)
@@ -212,6 +213,7 @@ class RepoGuard:
             if new is not None:                  # keep what the run put there, then undo
                 git("update-ref", f"{displaced}/{ref.removeprefix('refs/')}", new)
             if old is None:
+                assert new is not None           # old == new was skipped above
                 git("update-ref", "-d", ref, new)
                 self.notes.append(f"deleted {ref}, created by the run")
             else:

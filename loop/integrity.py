@@ -23,7 +23,7 @@ class StateGuard:
         """For the loop with runs in flight at any time: one snapshot, kept current."""
         return self.workspace.watch()
 
-    def after_run(self, before: RefSnapshot, label: str,
+    def after_run(self, before: RefSnapshot | None, label: str,
                   keep_watching: bool = False) -> str | None:
         """Undo what the run changed outside its worktree; one line saying what, or None."""
         # before None: refs and config were not watched (the sandbox keeps runs out of .git)

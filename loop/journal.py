@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 from loop.errors import UsageError
 from loop.words import Status
@@ -53,7 +54,7 @@ class TagLock:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._file = None
+        self._file: IO[str] | None = None
 
     def acquire(self) -> None:
         import fcntl
@@ -159,7 +160,8 @@ class Journal:
 def parse(data: bytes, where: str = "journal") -> tuple[list[dict], int]:
     """Events in `data` and how many bytes of it are whole, valid lines. Only the last line
     may be bad (torn: no newline, or cut mid-JSON); a bad line before it raises."""
-    events, offset = [], 0
+    events: list[dict] = []
+    offset = 0
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, 1):
         last = number == len(lines) or (number == len(lines) - 1 and not lines[-1])

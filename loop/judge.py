@@ -250,6 +250,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     ref = [b for _, b in pairs]
     k, n_c, n_b = len(pairs), len(cand), len(ref)
     d = improvement(fmean(cand), fmean(ref), direction)
+    df: int | None                               # None: the noise is known exactly
     sd, df = pooled_parts(list(period_noise) + [period_residuals(candidate[0], pairs)])
     if sd is None and noise_sd is not None:      # nothing measured within one period yet
         sd, df = noise_sd, noise_df
@@ -259,7 +260,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     stats = {"candidate_mean": fmean(candidate), "best_mean": fmean(best), "gain": d,
              "paired_runs": k, "best_period_mean": fmean(ref), "candidate_runs": n_c,
              "best_runs": len(best), "net_lines_added": net}
-    again = {"runs": 1, "paired": True}
+    again: dict = {"runs": 1, "paired": True}
     why = f"against {n_b} run{'s' if n_b > 1 else ''} of the best alongside"
     if sd is None:
         if can_rerun:

@@ -23,10 +23,14 @@ unique); after a replay only the runs on the new base count (`first`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loop.journal import Record
 from loop.judge import KEEP, RERUN, Verdict
 from loop.words import RunKey, RunKind, Status
+
+if TYPE_CHECKING:   # for the annotation only: the state machine imports no proposer
+    from loop.proposers.base import Proposal
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ Step = Run | Cancel | Judge | Replay | Finish | None
 class Candidate:
     rec: Record                  # the record so far; final at Finish
     baseline: bool = False
-    proposal: object = None      # what the proposer returned (logged with the record)
+    proposal: Proposal | None = None   # what the proposer returned (logged with the record)
     patch: str = ""              # its diff against its base
     next_k: int = 0              # its next run's number
     first: int = 0               # its first run on the current base

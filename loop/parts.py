@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop import grading, sandbox
-from loop.backends import make_backend
+from loop.backends import Backend, make_backend
 from loop.config import Config
 from loop.context import PromptContext
 from loop.errors import UsageError
@@ -63,7 +63,7 @@ class Parts:
     task: Task                   # the task as the branch has it (time budget applied)
     guard: grading.Guard         # what grading trusts
     state_guard: StateGuard      # refs, git config, journal and results.tsv after each run
-    backend: object
+    backend: Backend
     sched: Scheduler
     proposals: ProposalQueue
     tracker: Tracker

@@ -21,7 +21,7 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
 def descendants(root):
-    children = {}
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:

@@ -73,7 +73,7 @@ class RecordSink:
               kept: int | None = None) -> None:
         """Project a finished record into MLflow, then journal that it is there. `kept`:
         kept changes when it finished (default: now)."""
-        artifacts = {"run.log": self.log_path(rec.iteration)}
+        artifacts: dict[str, str | Path] = {"run.log": self.log_path(rec.iteration)}
         for k in range(1, _MAX_RUNS):       # every run, also those before a replay
             path = self.log_path(rec.iteration, RunKey.candidate(k))
             if not path.exists():

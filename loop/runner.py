@@ -50,8 +50,8 @@ class RunResult:
 
 def experiment_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict:
     """The environment an experiment sees: an allow-list of the parent's, minus secrets."""
-    base = os.environ if base is None else base
-    env = {k: v for k, v in base.items()
+    given = os.environ if base is None else base
+    env = {k: v for k, v in given.items()
            if (k in _PASS or k.startswith(_PASS_PREFIXES)) and not _SECRET.search(k)}
     # `python` in a task's command means the interpreter running the engine (its venv).
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])

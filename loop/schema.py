@@ -67,8 +67,9 @@ def _coerce(value: Any, hint: Any, where: str, error: type[Exception]) -> Any:
     return value
 
 
-def build(cls, data: dict | None, where: str, error: type[Exception]):
-    """Instantiate dataclass `cls` from `data`, rejecting unknown keys and wrong types."""
+def build(cls, data: Any, where: str, error: type[Exception]):
+    """Instantiate dataclass `cls` from `data` (YAML as read: anything but a mapping or None
+    is refused), rejecting unknown keys and wrong types."""
     data = {} if data is None else data
     fields = {f.name: f for f in dataclasses.fields(cls)   # `internal`: set by code, not YAML
               if f.init and not f.metadata.get("internal")}

@@ -207,7 +207,7 @@ def _number(v) -> bool:
 
 def constants(files: dict[str, str]) -> dict[str, float]:
     """{NAME: value} of the numeric UPPER_CASE constants the Python files define."""
-    out = {}
+    out: dict[str, float] = {}
     for path in sorted(files):
         if path.endswith(".py"):
             for m in CONSTANT.finditer(files[path]):
@@ -221,7 +221,7 @@ def implied(files: dict[str, str]) -> dict[str, Dim]:
     """Without a declared space: the bounds a name implies and the divisibility the code
     asserts (`assert cfg.n_embd % cfg.n_head == 0` -> N_HEAD divides N_EMBD)."""
     names = constants(files)
-    alias = {}
+    alias: dict[str, str] = {}
     for text in files.values():
         for m in ALIAS.finditer(text):
             alias.setdefault(m[1], m[2])

@@ -40,7 +40,7 @@ def summary(repo: Path, tag: str) -> dict:
     changes = [r for r in state.records if not is_baseline(r)]
     baseline = next((r for r in state.records if is_baseline(r) and r.kept), None)
     kept = [r for r in state.records if r.kept]
-    statuses = {}
+    statuses: dict[str, int] = {}
     for r in changes:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     stops = [e for e in Journal(path).events() if e.get("event") == "stop"]

@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 
 from loop.errors import TaskError
@@ -306,9 +306,12 @@ def _expand(value: str, key: str, where: str) -> str:
     return expanded
 
 
-def _replace(task: Task, **changes) -> Task:
+_Frozen = TypeVar("_Frozen", "Task", "Grader")
+
+
+def _replace(obj: _Frozen, **changes) -> _Frozen:
     from dataclasses import replace
-    return replace(task, **changes)
+    return replace(obj, **changes)
 
 
 def _validate(task: Task, where: str) -> None:

@@ -11,8 +11,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from statistics import pstdev
+from typing import Any
 
 from loop.journal import Record
 
@@ -119,10 +121,10 @@ class Tracker:
         self._params, self._parent_tags = params or {}, parent_tags or {}
         self._known = set(known_run_ids)
         self._on_parent, self._on_tracked, self._warn = on_parent, on_tracked, warn
-        self._jobs: list[tuple[str, object]] = []   # (what it logs, the write)
+        self._jobs: list[tuple[str, Callable[[], object]]] = []   # (what it logs, the write)
         self._ids: dict[str, str] = {}            # pending id -> the run created for it
         self._failures, self._retry_at, self._down = 0, 0.0, False
-        self.client = None
+        self.client: Any = None   # an MlflowClient once open (mlflow is imported late)
         self._started = False
         self._opened = threading.Event()
         self._open_error: Exception | None = None

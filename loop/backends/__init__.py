@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from loop import grading
 from loop.runner import CRASH, RunResult, experiment_env, kill_marked, run_experiment
@@ -37,6 +38,14 @@ class RunJob:
     priority: tuple = ()         # lower first: re-runs of the best, then older iterations
     lane: int = 0                # the progress display's line for it (set when it starts)
     pair_of: int = -1            # kind "pair": the candidate's run it is measured alongside
+
+
+class Backend(Protocol):
+    """The interface above, for the type checker."""
+    def free(self) -> int: ...
+    def submit(self, job: RunJob, done: Callable[[RunJob, RunResult], None]) -> None: ...
+    def cancel(self, job_id: str) -> None: ...
+    def close(self, wait_s: float = 15.0) -> None: ...
 
 
 def failed(job: RunJob, why: str) -> RunResult:
@@ -71,7 +80,7 @@ def run_in_folder(job: RunJob, folder: Path, task, guard, run_dir: Path, log_pat
     return result
 
 
-def make_backend(name: str, **kw):
+def make_backend(name: str, **kw) -> Backend:
     if name == "local":
         from loop.backends.local import LocalBackend
         return LocalBackend(**kw)

@@ -76,7 +76,7 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
 
 class RayBackend:
     def __init__(self, workspace, task, task_rel: str, guard, slot_envs: list[dict],
-                 slot_root: Path = None, limits=None):
+                 slot_root: Path | None = None, limits=None):
         try:
             import ray
         except ImportError:
