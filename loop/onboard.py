@@ -372,7 +372,9 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
                            "(default)") + f"; {plan.script} reads AUTORESEARCH_TIME_BUDGET")
     elif found:
         name, file, value = found[0]
-        plan.budget, plan.budget_constant = float(value), f"{file}:{name}"
+        # `found` holds numbers only (filtered above), which mypy cannot see
+        plan.budget = float(value)  # type: ignore[arg-type]
+        plan.budget_constant = f"{file}:{name}"
         if override and override != plan.budget:
             raise InitError(f"init: --time-budget: the training budget is {file}:{name} = "
                             f"{value:g}s in the repo's code; change it there")
@@ -420,7 +422,7 @@ def _space(plan: Plan, src: Script, known: dict) -> None:
 
 def _sources(source: str) -> dict[str, str]:
     from loop.search_space import CONSTANT, POWER
-    out = {}
+    out: dict[str, str] = {}
     for rx in (CONSTANT, POWER):
         for m in rx.finditer(source):
             out.setdefault(m["name"], m["value"])
@@ -579,11 +581,11 @@ def write(plan: Plan) -> None:
         load_task(plan.root)
         load_config(plan.top / CONFIG_FILE)
     except BaseException as exc:
-        for path, text in before.items():
-            if text is None:
+        for path, old in before.items():
+            if old is None:
                 path.unlink(missing_ok=True)
             else:
-                path.write_text(text)
+                path.write_text(old)
         if isinstance(exc, UsageError):
             raise InitError(f"init: the task it would write does not load: {exc}") from None
         raise

@@ -11,6 +11,7 @@ import base64
 import csv
 import html
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,11 @@ def _baseline(rows: list[Row]) -> Row | None:
                  and r.metric is not None), None)
 
 
+def _value(r: Row) -> float:
+    """A measured row's metric (callers keep only those; nan says one slipped through)."""
+    return r.metric if r.metric is not None else math.nan
+
+
 def _running_best(rows: list[Row], direction: str) -> list[float | None]:
     """The best after each iteration: the last kept state's value (the judge's, not a min)."""
     best, out = None, []
@@ -149,14 +155,14 @@ def figure(tag: str, metric: str, direction: str, rows: list[Row]):
     try:
         measured = [r for r in rows if r.metric is not None]
         base = _baseline(rows)
-        if base is not None and base.spread:
+        if base is not None and base.metric is not None and base.spread:
             ax.axhspan(base.metric - base.spread, base.metric + base.spread, color=BAND_COLOR,
                        alpha=BAND_ALPHA, lw=0, label="baseline noise (mean +- sd)")
         low, high = _y_range(rows, direction)
         discarded = [r for r in measured if r.status != "keep"]
-        inside = [r for r in discarded if low <= r.metric <= high]
+        inside = [r for r in discarded if low <= _value(r) <= high]
         if inside:
-            ax.scatter([r.iteration for r in inside], [r.metric for r in inside], s=30,
+            ax.scatter([r.iteration for r in inside], [_value(r) for r in inside], s=30,
                        color=DISCARD_COLOR, alpha=0.35, label="discarded", zorder=2)
         # far-off values would flatten the story: drawn at the edge, pointing their way
         for edge, marker, off in ((high, "^", lambda v: v > high), (low, "v", lambda v: v < low)):
@@ -171,7 +177,7 @@ def figure(tag: str, metric: str, direction: str, rows: list[Row]):
             ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color=BEST_COLOR,
                     lw=2, label="best so far", zorder=3)
         kept = [r for r in measured if r.status == "keep"]
-        ax.scatter([r.iteration for r in kept], [r.metric for r in kept], s=110,
+        ax.scatter([r.iteration for r in kept], [_value(r) for r in kept], s=110,
                    color=KEPT_COLOR, edgecolors="black", linewidths=0.8, label="kept", zorder=4)
         for r in kept:
             text = r.description if len(r.description) <= 42 else r.description[:40] + "..."
@@ -205,7 +211,7 @@ def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:
     either side; discarded values beyond that would only squash it."""
     core = [r.metric for r in rows if r.status == "keep" and r.metric is not None]
     base = _baseline(rows)
-    if base is not None and base.spread:
+    if base is not None and base.metric is not None and base.spread:
         core += [base.metric - base.spread, base.metric + base.spread]
     others = [r.metric for r in rows if r.metric is not None]
     if not core:

@@ -161,7 +161,7 @@ class ProposalQueue:
 
     def drop_all(self, wait: bool) -> list[tuple[int, Proposal | None]]:
         """Forget every proposal not started; with `wait`, wait for answers (their cost)."""
-        out = []
+        out: list[tuple[int, Proposal | None]] = []
         for n, (_, _, future) in sorted(self.items.items()):
             if not wait and not future.done():
                 future.cancel()

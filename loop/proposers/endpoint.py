@@ -23,7 +23,7 @@ def _where(base_url: str | None) -> str:
     return base_url or "https://api.openai.com/v1"
 
 
-def check(client, model: str, base_url: str | None) -> str:
+def check(client, model: str | None, base_url: str | None) -> str:
     """One line saying the endpoint and model are there, or ProposerFatal saying why not."""
     import openai
     where = _where(base_url)
@@ -52,7 +52,7 @@ def check(client, model: str, base_url: str | None) -> str:
     return f"endpoint: {where} serves {model}"
 
 
-def _check_by_request(client, model: str, where: str) -> str:
+def _check_by_request(client, model: str | None, where: str) -> str:
     import openai
     try:
         client.chat.completions.create(model=model, max_tokens=1,

@@ -255,8 +255,8 @@ class MutateProposer:
         grids = [[(a.path, a.name, a.old, v) for v in a.grid()] for a in axes]
         for k in range(1, min(3, len(axes)) + 1):
             for group in itertools.combinations(range(len(axes)), k):
-                for changes in itertools.product(*(grids[i] for i in group)):
-                    changes = list(changes)
+                for combo in itertools.product(*(grids[i] for i in group)):
+                    changes = list(combo)
                     if _ok(changes, values, rules, space) and not tried(changes):
                         return changes
         return None
