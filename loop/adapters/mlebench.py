@@ -88,9 +88,9 @@ def find_competition(competition: str, data_dir: str | Path | None = None,
         raise UsageError(f"{comp_id}: no grader in a config.yaml; pass --metric "
                          f"({', '.join(metrics.DIRECTIONS)})")
     description = ""
-    for path in (public / "description.md", registry / "description.md" if registry else None):
-        if path is not None and path.is_file():
-            description = path.read_text(errors="replace")
+    for doc in (public / "description.md", registry / "description.md" if registry else None):
+        if doc is not None and doc.is_file():
+            description = doc.read_text(errors="replace")
             break
     return Competition(comp_id, public, private, answers, sample, str(name),
                        None if metric else grader.get("grade_fn"), registry, description)

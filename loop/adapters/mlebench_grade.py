@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__:
     from . import metrics
 else:                       # loaded from a task folder's grader/, beside its metrics.py
-    import metrics
+    import metrics  # type: ignore[import-not-found,no-redef]  # found there at run time
 
 SUBMISSION = "submission.csv"
 COMPETITION_DIR = "competition"     # in the task folder: the registry entry's copy
@@ -199,9 +199,11 @@ def _grade_function(cfg: dict, here: Path):
         return None, ""
     sys.path.insert(0, str(path.parent))
     try:
-        loader = importlib.util.spec_from_file_location("competition_grade", path)
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
+        spec = importlib.util.spec_from_file_location("competition_grade", path)
+        if spec is None or spec.loader is None:
+            return None, ""
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
         return module.grade, f"{COMPETITION_DIR}/grade.py"
     except (ImportError, AttributeError):   # it needs mlebench's helpers: fall back
         return None, ""

@@ -42,7 +42,7 @@ def number(text):
 def encoder(train, test, id_col, targets):
     """Feature columns: numbers as they are (blank -> mean), few-valued text one-hot."""
     cols = [c for c in test[0] if c != id_col and c in train[0] and c not in targets]
-    parts = []
+    parts: list = []     # row -> its features from one column
     for c in cols:
         values = [r[c] for r in train]
         nums = [number(v) for v in values if v != ""]
@@ -72,6 +72,7 @@ def main():
     values = [r[target] for r in train]
     classes = sorted(set(values))
     regression = len(classes) > 20 and all(number(v) is not None for v in values)
+    loss_fn: nn.Module
     if regression:
         y = torch.tensor([[number(v)] for v in values])
         y_mean, y_sd = y.mean(), y.std() + 1e-9

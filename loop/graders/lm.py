@@ -102,7 +102,7 @@ def scan_archive(path: str) -> None:
         fail(EXIT_ERROR, f"{PROGRAM_FILE}: unreadable program ({exc})")
     if program.get("guards_code"):
         fail(EXIT_REFUSED, "the program carries guard code; export it at a fixed input_shape")
-    found = {"targets": set(), "symbolic": False}
+    found: dict = {"targets": set(), "symbolic": False}
     _walk(program.get("graph_module"), found)
     if found["symbolic"] or program.get("range_constraints"):
         fail(EXIT_REFUSED, "the program has symbolic shapes; export it at a fixed input_shape")
@@ -166,7 +166,7 @@ def load_program(path: str):
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         fail(EXIT_ERROR, f"could not load {PROGRAM_FILE}: {type(exc).__name__}: {first}")
     for module in program.graph_module.modules():
-        for node in getattr(module, "graph", None).nodes if hasattr(module, "graph") else ():
+        for node in module.graph.nodes if hasattr(module, "graph") else ():
             if node.op == "call_function":
                 target = node.target
                 if isinstance(target, torch._ops.OpOverload):
@@ -187,10 +187,10 @@ class Program:
     """The exported graph as a plain callable: (batch, seq) int64 ids -> logits. It runs the
     graph module directly (ExportedProgram.module() would exec the archive's guard code)."""
 
-    def __init__(self, program, shape: tuple[int, int]):
+    def __init__(self, program, shape: tuple[int, ...]):   # (batch, seq)
         from torch.export.graph_signature import InputKind, OutputKind
         self.shape = shape
-        self.args = []
+        self.args: list = []
         self.user_index = -1
         tables = {**program.state_dict, **program.constants}
         for spec in program.graph_signature.input_specs:
@@ -216,7 +216,7 @@ class Program:
         out = [n for n in program.graph.nodes if n.op == "output"][0].args[0]
         meta = out[self.output].meta.get("val") if isinstance(out, (list, tuple)) else None
         self.vocab = int(meta.shape[-1]) if meta is not None and meta.dim() == 3 else 0
-        if not self.vocab or tuple(meta.shape[:2]) != tuple(shape):
+        if not self.vocab or meta is None or tuple(meta.shape[:2]) != tuple(shape):
             fail(EXIT_REFUSED, f"the program must map {list(shape)} token ids to "
                                f"[{shape[0]}, {shape[1]}, vocab] logits")
 
