@@ -348,6 +348,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     parts = list(period_noise or []) + ([period_residuals(candidate[0], pairs)] if pairs else [])
     if noise_sd is not None and noise_df:
         parts.append((noise_sd * noise_sd * noise_df, noise_df))
+    df: int | None                               # None: the noise is known exactly
     sd, df = pooled_parts(parts)
     if sd is None and noise_sd is not None:
         sd, df = noise_sd, noise_df
@@ -359,7 +360,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
              "best_runs": len(best), "net_lines_added": net}
     why = f"against {n_b} run{'s' if n_b > 1 else ''} of the best" + \
         (" alongside" if pairs else "")
-    again = {"runs": 1, "paired": True}
+    again: dict = {"runs": 1, "paired": True}
     if sd is None:
         if can_rerun:
             return Verdict(RERUN, "noise unknown: another run next to the best", stats, **again)
@@ -412,7 +413,7 @@ def _screen(candidate, recent, direction, config, lines_added, lines_removed, no
     net = lines_added - lines_removed
     stats = {"candidate_mean": c0, "best_mean": ref, "gain": d, "candidate_runs": 1,
              "best_runs": len(recent), "net_lines_added": net, "paired_runs": 0}
-    pair = {"runs": 1, "paired": True} if config.confirm_runs > 0 else None
+    pair: dict | None = {"runs": 1, "paired": True} if config.confirm_runs > 0 else None
     if sd is None:                               # not one repeated state anywhere yet
         if pair:
             return Verdict(RERUN, "noise unknown: a run next to the best", stats, **pair)

@@ -28,10 +28,11 @@ class Agent:
                                     api_key=os.environ.get("AGENT_API_KEY") or "none")
 
     def act(self, description, history):
-        messages = [{"role": "system", "content": SYSTEM},
-                    {"role": "user", "content": description}]
+        messages: list = [{"role": "system", "content": SYSTEM},
+                          {"role": "user", "content": description}]
         for turn in history[-HISTORY_TURNS:]:
-            messages.append({"role": "assistant", "content": f"Act: bash\n```bash\n{turn['bash']}\n```"})
+            messages.append({"role": "assistant",
+                             "content": f"Act: bash\n```bash\n{turn['bash']}\n```"})
             messages.append({"role": "user", "content": f"exit {turn['exit']}\n{turn['output']}"})
         reply = self.client.chat.completions.create(model=self.model, messages=messages,
                                                     temperature=TEMPERATURE)

@@ -18,8 +18,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 Execute = Callable[[str, str, list], tuple]     # (language, code, params) -> (exit, stdout)
@@ -127,10 +127,12 @@ def main() -> int:
         return 2
     sys.dont_write_bytecode = True
     spec = importlib.util.spec_from_file_location("agent", HERE / "agent.py")
+    assert spec is not None and spec.loader is not None   # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     items = json.loads((private / "items.json").read_text())
-    built, passed = {}, 0
+    built: dict = {}
+    passed = 0
     for n, item in enumerate(items, 1):
         box = Container(image_for(item.get("image") or "default", private, built),
                         str(settings.get("network", "bridge")),

@@ -134,7 +134,7 @@ def main() -> int:
                            timeout=float(settings.get("timeout_s", 600)), max_retries=2)
     reviews = []
     try:
-        for i in range(max(1, int(settings.get("reviews", 1)))):
+        for _ in range(max(1, int(settings.get("reviews", 1)))):
             reviews.append(review_once(client, settings, prompt, print))
     except ReviewError as exc:
         print(f"error: {exc}")
