@@ -467,15 +467,20 @@ def _validate_grader(task: Task, where: str, files: list[str]) -> None:
                         f"integers, got {list(g.input_shape)}")
 
 
-def _validate_read_only(task: Task, where: str) -> None:
+def _outside_the_task(task: Task, key: str, where: str, overlap_hint: str) -> None:
+    """`held_out` or `read_only` paths exist and live outside the task folder."""
     root = task.root.resolve()
-    for value in task.read_only:
+    for value in getattr(task, key):
         path = Path(value)
         if not path.exists():
-            raise TaskError(f"{where}: read_only: {path} not found (prepare the data first)")
+            raise TaskError(f"{where}: {key}: {path} not found (prepare the data first)")
         if path == root or root in path.parents or path in root.parents:
-            raise TaskError(f"{where}: read_only: {path} overlaps the task folder; list files "
-                            f"of the task folder under 'protected'")
+            raise TaskError(f"{where}: {key}: {path} overlaps the task folder; {overlap_hint}")
+
+
+def _validate_read_only(task: Task, where: str) -> None:
+    _outside_the_task(task, "read_only", where,
+                      "list files of the task folder under 'protected'")
 
 
 def _validate_held_out(task: Task, where: str) -> None:
@@ -484,17 +489,12 @@ def _validate_held_out(task: Task, where: str) -> None:
     if task.held_out and not task.protected_metric:
         raise TaskError(f"{where}: held_out needs a protected grader ('grader' or 'evaluate'): "
                         f"hidden data nobody grades on would only break the run")
-    root = task.root.resolve()
+    _outside_the_task(task, "held_out", where,
+                      "held-out data must live outside it and outside git")
     for value in task.held_out:
-        path = Path(value)
-        if not path.exists():
-            raise TaskError(f"{where}: held_out: {path} not found (prepare the data first)")
-        if path == root or root in path.parents or path in root.parents:
-            raise TaskError(f"{where}: held_out: {path} overlaps the task folder; held-out "
-                            f"data must live outside it and outside git")
         if value in task.run or any(value in str(v) for v in task.env.values()):
-            raise TaskError(f"{where}: held_out: {path} appears in 'run' or 'env': only the "
-                            f"grader may know where it is")
+            raise TaskError(f"{where}: held_out: {Path(value)} appears in 'run' or 'env': only "
+                            f"the grader may know where it is")
 
 
 def find_tasks(experiments: Path) -> list[Task]:
