@@ -276,16 +276,7 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
     if df is not None:
         stats["noise_df"] = df
     if net < 0:                                  # simpler code: equal is good enough
-        stats["threshold"] = -se
-        if d >= -se:
-            if k < need:
-                return Verdict(RERUN, f"simpler, within noise so far ({_fmt(d, p)}, {why})",
-                               stats, **again)
-            what = "better and simpler" if d > t_crit * se else "simpler, metric within noise"
-            return Verdict(KEEP, f"{what} ({_fmt(d, p)}, {why}, {-net} lines fewer)", stats)
-        if d > -t_crit * se and can_rerun:
-            return Verdict(RERUN, f"simpler, maybe worse ({_fmt(d, p)}, {why})", stats, **again)
-        return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
+        return _simpler(d, se, t_crit, p, why, net, stats, can_rerun, again, more=k < need)
     margin = config.simplicity_weight * sd * net + config.min_delta
     threshold = t_crit * se + margin
     stats["threshold"] = threshold
@@ -379,13 +370,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     if df is not None:
         stats["noise_df"] = df
     if net < 0:                                  # simpler code: equal is good enough
-        stats["threshold"] = -se
-        if d >= -se:
-            what = "better and simpler" if d > t_crit * se else "simpler, metric within noise"
-            return Verdict(KEEP, f"{what} ({_fmt(d, p)}, {why}, {-net} lines fewer)", stats)
-        if d > -t_crit * se and can_rerun:
-            return Verdict(RERUN, f"simpler, maybe worse ({_fmt(d, p)}, {why})", stats, **again)
-        return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
+        return _simpler(d, se, t_crit, p, why, net, stats, can_rerun, again)
     margin = config.simplicity_weight * sd * net + config.min_delta
     threshold = t_crit * se + margin
     stats["threshold"] = threshold
@@ -401,6 +386,22 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
                                 f"{threshold:.4g})", stats)
     return Verdict(DISCARD, f"{'gain within noise' if d > 0 else 'not better'} "
                             f"({_fmt(d, p)}, {why}): stopped early", stats)
+
+
+def _simpler(d: float, se: float, t_crit: float, p: float, why: str, net: int, stats: dict,
+             can_rerun: bool, again: dict, more: bool = False) -> Verdict:
+    """The paired rules' verdict on a net deletion (`net` < 0): kept when the metric is
+    within one standard error of the best's runs alongside; `more`: confirm it first."""
+    stats["threshold"] = -se
+    if d >= -se:
+        if more:
+            return Verdict(RERUN, f"simpler, within noise so far ({_fmt(d, p)}, {why})",
+                           stats, **again)
+        what = "better and simpler" if d > t_crit * se else "simpler, metric within noise"
+        return Verdict(KEEP, f"{what} ({_fmt(d, p)}, {why}, {-net} lines fewer)", stats)
+    if d > -t_crit * se and can_rerun:
+        return Verdict(RERUN, f"simpler, maybe worse ({_fmt(d, p)}, {why})", stats, **again)
+    return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
 
 
 def _screen(candidate, recent, direction, config, lines_added, lines_removed, noise_sd,

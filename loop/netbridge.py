@@ -149,11 +149,10 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
         except OSError:
             pass
         finally:
-            for s in (dst,):
-                try:
-                    s.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
     t = threading.Thread(target=pump, args=(b, a), daemon=True)
     t.start()
     pump(a, b)
