@@ -1,5 +1,5 @@
 """What confining a run costs: wall time per run of a trivial command, and of a run that
-floods its output, with the bwrap sandbox and without it (loop/reap.py).
+floods its output, with the bwrap sandbox and without it (loop/run/reap.py).
 
     python benchmarks/confinement.py              # 20 runs per mode
     python benchmarks/confinement.py --runs 50
@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loop import sandbox  # noqa: E402
-from loop.runner import Limits, execute, experiment_env, run_experiment  # noqa: E402
+from loop.run import sandbox  # noqa: E402
+from loop.run.runner import Limits, execute, experiment_env, run_experiment  # noqa: E402
 
 FLOOD = ("import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(2_000_000): sys.stdout.write(line)\n"
          "print('score: 1.0')\n")     # 200 MB

@@ -18,11 +18,11 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from edit_corpus import CASES, REJECT  # noqa: E402
 from edit_standin import PREPARE, PROGRAM, TRAIN  # noqa: E402
 
-from loop.config import ProposerConfig  # noqa: E402
-from loop.edits import EditError, apply_reply  # noqa: E402
+from loop.setup.config import ProposerConfig  # noqa: E402
+from loop.edits.edits import EditError, apply_reply  # noqa: E402
 from loop.proposers import prompts  # noqa: E402
 from loop.proposers.base import Attempt, Context  # noqa: E402
-from loop.task import load_task  # noqa: E402
+from loop.setup.task import load_task  # noqa: E402
 
 TASK_YAML = """\
 name: tinylm

@@ -4,7 +4,7 @@ task whose noise is KNOWN.
 A "run" of a code state draws metric = true_value(state) + N(0, sigma) from a seeded
 random.Random (sigma = 1, so effects read in noise sd; the metric is minimized, like
 val_bpb). Proposals are no-ops (true effect 0, like a seed change) and real improvements
-of 1, 2 and 3 sigma, shuffled together, and go through the engine's protocol (loop/judge.py's
+of 1, 2 and 3 sigma, shuffled together, and go through the engine's protocol (loop/judge/judge.py's
 docstring): baseline runs until `should_remeasure_best` is satisfied; per proposal one run,
 `judge()`, one more run while it says `rerun`, with the noise re-estimated at every call
 from all repeated states of the loop so far (`estimate_noise`, `noise_df`); after a keep
@@ -41,8 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loop.config import JudgeConfig  # noqa: E402
-from loop.judge import (KEEP, RERUN, estimate_noise, judge, noise_df,  # noqa: E402
+from loop.setup.config import JudgeConfig  # noqa: E402
+from loop.judge.judge import (KEEP, RERUN, estimate_noise, judge, noise_df,  # noqa: E402
                         back_to_back, period_residuals, should_remeasure_best)
 
 SIGMA = 1.0

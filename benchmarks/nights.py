@@ -6,7 +6,7 @@ takes proposals one at a time, as the engine does with one slot: re-runs of the 
 `Scoreboard.best_runs_wanted` says so, the candidate's first run, `Scoreboard.judge` after
 every run, another run while the verdict is `rerun` (with a run of the best right before it
 when the verdict says `also_best`), and after a keep the new best's re-measurements. The
-bookkeeping is the engine's own `loop.scoreboard.Scoreboard`, so the judge sees exactly
+bookkeeping is the engine's own `loop.judge.scoreboard.Scoreboard`, so the judge sees exactly
 what it sees live. When the budget runs out mid-candidate, that candidate is not kept.
 
 A run of a code state draws true_value + N(0, sigma); the metric is minimized (val_bpb), so
@@ -56,11 +56,11 @@ from statistics import fmean, pstdev
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loop.config import JudgeConfig  # noqa: E402
-from loop.journal import Record  # noqa: E402
-from loop import judge as judging  # noqa: E402
-from loop.judge import RERUN, should_remeasure_best  # noqa: E402
-from loop.scoreboard import BASELINE, Scoreboard  # noqa: E402
+from loop.setup.config import JudgeConfig  # noqa: E402
+from loop.state.journal import Record  # noqa: E402
+from loop.judge import judge as judging  # noqa: E402
+from loop.judge.judge import RERUN, should_remeasure_best  # noqa: E402
+from loop.judge.scoreboard import BASELINE, Scoreboard  # noqa: E402
 
 RULES: dict[str, JudgeConfig] = {
     "strict": JudgeConfig(rule="strict", min_delta=0.0),

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loop.config import Config, JudgeConfig  # noqa: E402
-from loop.engine import Engine  # noqa: E402
+from loop.setup.config import Config, JudgeConfig  # noqa: E402
+from loop.engine.engine import Engine  # noqa: E402
 
 N_CONSTANTS = 60   # enough distinct mutations for hundreds of iterations
 

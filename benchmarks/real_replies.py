@@ -6,7 +6,7 @@ blocks aider's own parser finds in it (tests/fixtures/chat-history-search-replac
 
 Nothing of aider is copied here: the script reads the two files from the checkout you give
 it. Each reply holding a SEARCH/REPLACE block (or that aider refused) is parsed by
-`loop.edits.parse_reply` and compared with aider's blocks:
+`loop.edits.edits.parse_reply` and compared with aider's blocks:
   applied correctly   our edits are aider's blocks (file, SEARCH, REPLACE), nothing refused;
   refused             we report a problem: the reply goes back to the model (repair turn);
   wrong               we would apply something else than aider's blocks (must be 0);
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from loop.edits import parse_reply, settle_named  # noqa: E402
+from loop.edits.edits import parse_reply, settle_named  # noqa: E402
 
 # Replies judged by hand (key: sha1 of the reply, first 12 hex digits): aider's editblock
 # reading cannot judge them, so each was read in full and what we make of it checked.
@@ -120,7 +120,7 @@ def ours(reply: str):
 
 
 def same_path(mine: str | None, theirs: str) -> bool:
-    # no file named: loop.edits finds the one file the SEARCH matches, or refuses
+    # no file named: loop.edits.edits finds the one file the SEARCH matches, or refuses
     return mine is None or mine.strip() == theirs.strip()
 
 

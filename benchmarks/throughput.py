@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from loop.config import Config, JudgeConfig, ProposerConfig  # noqa: E402
-from loop.engine import Engine  # noqa: E402
+from loop.setup.config import Config, JudgeConfig, ProposerConfig  # noqa: E402
+from loop.engine.engine import Engine  # noqa: E402
 
 N_CONSTANTS = 40
 SLEEP_TRAIN = """\

@@ -1,3 +1,3 @@
-from loop.cli import main
+from loop.ui.cli import main
 
 raise SystemExit(main())

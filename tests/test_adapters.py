@@ -12,10 +12,10 @@ from bench_layouts import COMP, make_mlagentbench, make_mlebench
 from conftest import git, make_repo, run_cli
 from loop.adapters import mlagentbench, mlebench
 from loop.adapters.metrics import score
-from loop.config import Config, JudgeConfig, load_config
-from loop.engine import Engine
-from loop.grading import check_task
-from loop.task import load_task
+from loop.setup.config import Config, JudgeConfig, load_config
+from loop.engine.engine import Engine
+from loop.run.grading import check_task
+from loop.setup.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,7 +200,7 @@ print("mfu_percent:      39.80")
 def test_karpathy_style_repo_without_a_model_runs_after_init(tmp_path, mlflow_uri):
     """No model handed to the evaluation here (it takes two constants): init makes it a
     plain, unprotected task, and the loop runs it from what init wrote."""
-    from loop.onboard import CONFIG_FILE, init
+    from loop.setup.onboard import CONFIG_FILE, init
     repo = make_repo(tmp_path / "autoresearch", {
         "prepare.py": KARPATHY_PREPARE, "train.py": KARPATHY_TRAIN,
         "pyproject.toml": "[project]\nname = 'autoresearch'\n"}, task_dir=".")

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import git
 from graded_toy import TRAIN, baseline_error, make_graded_repo
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
 
 FAKE_GRADER = "print('error: 0.0')\n"

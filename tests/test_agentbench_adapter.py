@@ -119,7 +119,7 @@ def test_where_docker_runs_the_task_folder_holds_no_answers(tmp_path, monkeypatc
     data = make_checkout(tmp_path / "AgentBench")
     monkeypatch.setenv(agentbench.ROOT_VAR, str(tmp_path / "AgentBench"))
     out = agentbench.make_task(data, tmp_path / "t", warn=lambda line: None)
-    from loop.task import load_task
+    from loop.setup.task import load_task
     task = load_task(out)
     assert task.metric.name == "success_rate" and task.editable == ("agent.py",)
     private = Path(task.private)

@@ -4,8 +4,8 @@ throughput shows per run in results.tsv and MLflow, and a move beyond its noise 
 import csv
 
 from conftest import make_repo
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
 
 TASK = """\

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from loop.edits import (EditError, apply_edits, apply_reply, parse_reply, settle_named,
+from loop.edits.edits import (EditError, apply_edits, apply_reply, parse_reply, settle_named,
                         try_edits)
-from loop.task import load_task
+from loop.setup.task import load_task
 
 TRAIN = """\
 import torch

@@ -7,7 +7,7 @@ import threading
 import time
 
 from conftest import run_cli
-from loop.engine import Engine
+from loop.engine.engine import Engine
 from test_llm_loop import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
 
 

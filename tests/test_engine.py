@@ -10,8 +10,8 @@ import time
 import pytest
 
 from conftest import TOY_TASK, git, make_repo, processes_with_env, run_cli
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 
 
 def config(repo, **kw):
@@ -226,7 +226,7 @@ def test_cli_status_json(toy_repo, mlflow_uri):
 
 def test_a_running_tag_cannot_be_started_twice(toy_repo, mlflow_uri):
     from loop.errors import UsageError
-    from loop.journal import TagLock
+    from loop.state.journal import TagLock
     held = TagLock(toy_repo / ".autoresearch" / "t" / "lock")
     held.acquire()
     with pytest.raises(UsageError, match="already running"):
@@ -267,7 +267,7 @@ def test_a_proposer_bug_costs_an_iteration_not_the_night(toy_repo, mlflow_uri):
 
 
 def test_mlflow_failure_is_survived_and_repaired_on_resume(toy_repo, mlflow_uri, monkeypatch):
-    from loop.tracking import Tracker
+    from loop.state.tracking import Tracker
     real = Tracker._finish
 
     def flaky(self, rec, *args, **kw):

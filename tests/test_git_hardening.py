@@ -5,7 +5,7 @@ import subprocess
 import textwrap
 
 from conftest import TOY_TASK, git, make_repo, run_cli
-from loop.workspace import Workspace, worktree_path
+from loop.repo.workspace import Workspace, worktree_path
 
 HOSTILE = """\
 import os, subprocess
@@ -105,5 +105,5 @@ def test_git_runs_with_no_secrets_and_no_planted_fsmonitor(toy_repo, tmp_path, m
     git(toy_repo, "config", "core.fsmonitor", str(spy))
     ws.restore()
     assert not out.exists() and "fsmonitor" in (toy_repo / ".git" / "config").read_text()
-    from loop.gitsafe import git_env
+    from loop.repo.gitsafe import git_env
     assert "OPENAI_API_KEY" not in git_env() and git_env()["GIT_CONFIG_NOSYSTEM"] == "1"

@@ -8,12 +8,12 @@ import pytest
 
 from conftest import git, run_cli
 from graded_toy import EVALUATE, TASK, baseline_error, make_graded_repo, make_private
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.errors import TaskError
-from loop.grading import Guard, PRIVATE_ENV, check_task, copy_task
-from loop.runner import experiment_env, run_experiment
-from loop.task import load_task
+from loop.run.grading import Guard, PRIVATE_ENV, check_task, copy_task
+from loop.run.runner import experiment_env, run_experiment
+from loop.setup.task import load_task
 
 
 def rows(repo, tag="g"):
@@ -127,7 +127,7 @@ def test_private_dir_reaches_the_grader_only(tmp_path):
 
 
 def test_pass_env_reaches_both_steps_grader_env_only_the_grader(tmp_path, monkeypatch):
-    from loop.grading import task_env
+    from loop.run.grading import task_env
     monkeypatch.setenv("AGENT_API_KEY", "agent-secret")
     monkeypatch.setenv("JUDGE_API_KEY", "judge-secret")
     task = load_task(write_task(tmp_path / "t", BASE + "pass_env: [AGENT_API_KEY]\n"

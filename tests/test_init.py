@@ -15,8 +15,8 @@ from conftest import git, run_cli
 from karpathy_repo import FIXTURE, make_karpathy_repo, val_file
 from loop.proposers.base import Context
 from loop.proposers.mutate import MutateProposer
-from loop.search_space import constants, parse_space
-from loop.task import Metric, Task
+from loop.setup.search_space import constants, parse_space
+from loop.setup.task import Metric, Task
 
 PLAIN = """\
 import os, random
@@ -150,7 +150,7 @@ def shaped(tmp_path, monkeypatch):
 
 
 def test_karpathy_shape_plan(shaped):
-    from loop.onboard import analyse, task_yaml
+    from loop.setup.onboard import analyse, task_yaml
     repo, cache = shaped
     plan = analyse(repo)
     assert plan.shape == "lm" and plan.editable == ["train.py"]
@@ -179,7 +179,7 @@ def test_karpathy_shape_plan(shaped):
 
 
 def test_mutate_on_the_init_space_keeps_the_assert_and_reaches_powers(shaped):
-    from loop.onboard import analyse
+    from loop.setup.onboard import analyse
     repo, _ = shaped
     plan = analyse(repo)
     space = parse_space(plan.space, "task.yaml")
@@ -205,7 +205,7 @@ def test_mutate_on_the_init_space_keeps_the_assert_and_reaches_powers(shaped):
 
 
 @pytest.mark.skipif("grader" not in {f.name for f in fields(Task)},
-                    reason="task.yaml's `grader:` key is not in loop/task.py yet")
+                    reason="task.yaml's `grader:` key is not in loop/setup/task.py yet")
 def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
     repo, cache = shaped
     env = {**os.environ, "AUTORESEARCH_CACHE": str(cache)}

@@ -6,9 +6,9 @@ import textwrap
 import pytest
 
 from conftest import TOY_TASK, run_cli
-from loop.config import load_config
+from loop.setup.config import load_config
 from loop.errors import ConfigError, TaskError
-from loop.task import load_task
+from loop.setup.task import load_task
 
 
 def write_task(tmp_path, yaml_text, files=("train.py", "grade.py")):
@@ -134,7 +134,7 @@ def test_uncommitted_task_is_refused(tmp_path):
 
 
 def test_help_is_instant_and_imports_nothing_heavy():
-    code = ("import sys; from loop.cli import main\n"
+    code = ("import sys; from loop.ui.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('mlflow', 'torch', 'openai', 'git') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
@@ -143,7 +143,7 @@ def test_help_is_instant_and_imports_nothing_heavy():
 
 
 def test_every_option_says_what_it_does():
-    from loop.cli import build_parser
+    from loop.ui.cli import build_parser
     parser = build_parser()
     missing = []
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from loop.journal import Journal, JournalDamaged, replay
+from loop.state.journal import Journal, JournalDamaged, replay
 
 
 def _lines(*events):

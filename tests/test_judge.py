@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from loop.config import JudgeConfig, load_config
+from loop.setup.config import JudgeConfig, load_config
 from loop.errors import ConfigError
-from loop.judge import (DISCARD, KEEP, RERUN, best_value, estimate_noise, judge, noise_df,
+from loop.judge.judge import (DISCARD, KEEP, RERUN, best_value, estimate_noise, judge, noise_df,
                         should_remeasure_best)
-from loop.stats import t_cdf, t_ppf
+from loop.judge.stats import t_cdf, t_ppf
 
 NOISE = JudgeConfig(confirm_runs=3, confidence=0.985, plausible_p=0.2)  # unpaired tuning, R=3
 STRICT = JudgeConfig(rule="strict")

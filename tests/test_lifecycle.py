@@ -1,8 +1,8 @@
 """The candidate's life without git, MLflow or a scheduler: events in, steps out."""
-from loop.config import JudgeConfig
-from loop.journal import Record
-from loop.judge import KEEP, RERUN, Verdict, judge_baseline, max_runs
-from loop.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Run
+from loop.setup.config import JudgeConfig
+from loop.state.journal import Record
+from loop.judge.judge import KEEP, RERUN, Verdict, judge_baseline, max_runs
+from loop.engine.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Run
 from loop.words import FAILURES, RunKey, RunKind, Status
 
 C, P = RunKey.candidate, RunKey.pair

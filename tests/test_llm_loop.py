@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 from conftest import git, run_cli
-from loop.config import Config, JudgeConfig, ProposerConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig, ProposerConfig
+from loop.engine.engine import Engine
 from openai_server import Reply
 
 SEARCH_REPLACE = """I think X is too far from its optimum.

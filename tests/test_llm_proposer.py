@@ -8,11 +8,11 @@ import time
 import pytest
 from openai_server import Reply
 
-from loop.config import ProposerConfig
+from loop.setup.config import ProposerConfig
 from loop.proposers.base import Attempt, Context, ProposerFatal
 from loop.proposers.llm import LLMProposer
 from loop.proposers.prompts import render_journal
-from loop.task import load_task
+from loop.setup.task import load_task
 
 TRAIN = "import torch\n\nLR = 3e-4\nSTEPS = 100\n\n\ndef train():\n    return LR * STEPS\n"
 PROGRAM = "Focus on the optimizer. Never touch the data pipeline. (marker: zebra-42)"

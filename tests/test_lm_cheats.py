@@ -8,8 +8,8 @@ import csv
 import pytest
 
 from karpathy_repo import make_karpathy_repo, val_file
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
 from test_lm_task import LM_TASK
 

@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from loop.graders import HANDOVER, LM
-from loop.graders import handover, lm
+from loop.run.graders import HANDOVER, LM
+from loop.run.graders import handover, lm
 
 VOCAB, SHAPE = 11, (4, 8)
 

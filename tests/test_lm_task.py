@@ -6,9 +6,9 @@ import pytest
 
 from karpathy_repo import make_karpathy_repo, val_file
 from loop.errors import TaskError
-from loop.graders import HANDOVER, LM
-from loop.grading import Guard, check_task
-from loop.task import load_task
+from loop.run.graders import HANDOVER, LM
+from loop.run.grading import Guard, check_task
+from loop.setup.task import load_task
 
 LM_TASK = """\
 name: tinyshape
@@ -171,7 +171,7 @@ def test_read_only_data_is_named_to_both_steps_and_hashed(tmp_path, cache):
     task = load_task(folder_with(tmp_path, LM_TASK))
     tokenizer = cache / "tinyshape" / "tokenizer"
     assert task.read_only == (str(tokenizer),)
-    from loop.grading import task_env
+    from loop.run.grading import task_env
     assert str(tokenizer) in task_env(task).values()      # shown to both steps
     guard = Guard(task, task.root)
     assert guard.check_private() is None
@@ -181,7 +181,7 @@ def test_read_only_data_is_named_to_both_steps_and_hashed(tmp_path, cache):
 
 
 def test_a_read_only_folder_inside_a_writable_one_stays_read_only(tmp_path):
-    from loop import sandbox
+    from loop.run import sandbox
     cache, tokenizer = tmp_path / "cache", tmp_path / "cache" / "tokenizer"
     tokenizer.mkdir(parents=True)
     argv = sandbox.wrap(["true"], tmp_path, [cache], (), None, readonly=[str(tokenizer)])

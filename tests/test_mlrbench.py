@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from loop import sandbox
+from loop.run import sandbox
 from loop.adapters import mlrbench
 from loop.adapters.mlrbench_review import ReviewError, parse_review
 from loop.errors import UsageError
-from loop.grading import check_task
+from loop.run.grading import check_task
 
 SCORES = ("Consistency", "Clarity", "Completeness", "Soundness", "OverallAssessment")
 needs_bwrap = pytest.mark.skipif(sandbox.unavailable() is not None,

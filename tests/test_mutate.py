@@ -6,8 +6,8 @@ import pytest
 
 from loop.proposers.base import Attempt, Context
 from loop.proposers.mutate import MutateProposer, SpaceExhausted, candidates
-from loop.search_space import constants, parse_space, valid
-from loop.task import Metric, Task
+from loop.setup.search_space import constants, parse_space, valid
+from loop.setup.task import Metric, Task
 
 SOURCE = """\
 import torch
@@ -110,7 +110,7 @@ BUILT_IN = sorted(p.parent for p in (ROOT / "experiments").glob("*/task.yaml"))
 def test_50_iterations_on_every_built_in_task_without_running_out(folder):
     """A simulated night: 50 proposals, a random third of them kept (the parent moves),
     each valid in the declared space, none repeated from the same parent."""
-    from loop.task import load_task
+    from loop.setup.task import load_task
     task = load_task(folder)
     space = parse_space(task.search_space, "task.yaml")
     files = {p: (folder / p).read_text() for p in task.editable}
@@ -134,7 +134,7 @@ def test_50_iterations_on_every_built_in_task_without_running_out(folder):
 
 
 def test_fastsum_samples_its_whole_declared_range():
-    from loop.task import load_task
+    from loop.setup.task import load_task
     task = load_task(ROOT / "experiments" / "fastsum")
     files = {"kernel.py": (task.root / "kernel.py").read_text()}
     proposer, history = MutateProposer(seed=0), []

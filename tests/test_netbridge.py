@@ -1,5 +1,5 @@
 """A sandboxed step reaches the endpoints its task declares and nothing else
-(loop/netbridge.py): real bwrap, real listeners on this machine's loopback."""
+(loop/run/netbridge.py): real bwrap, real listeners on this machine's loopback."""
 import socket
 import threading
 from pathlib import Path
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loop import netbridge, sandbox
+from loop.run import netbridge, sandbox
 from loop.errors import TaskError
-from loop.grading import check_task
-from loop.task import load_task
+from loop.run.grading import check_task
+from loop.setup.task import load_task
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
                                 reason=f"no sandbox here: {sandbox.unavailable()}")
@@ -127,7 +127,7 @@ def test_host_names_get_a_loopback_address_of_their_own():
 
 
 def test_doctor_shows_what_the_task_opens_and_probes_it_from_inside(tmp_path, echoes):
-    from loop.doctor import check_endpoints
+    from loop.ui.doctor import check_endpoints
     run, judge, other = echoes
     judge.close()                                      # declared, but nothing answers now
     check = check_endpoints(True, write_task(tmp_path / "t", run.port, judge.port, other.port))

@@ -3,8 +3,8 @@ import csv
 import json
 
 from conftest import TOY_TRAIN
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
 
 NOISY = TOY_TRAIN.replace("NOISE = 0.0", "NOISE = 0.5")

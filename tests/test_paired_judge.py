@@ -2,11 +2,11 @@
 alongside its own (constructed samples, no I/O)."""
 import pytest
 
-from loop.config import JudgeConfig
-from loop.judge import (DISCARD, KEEP, RERUN, back_to_back, judge, period_residuals)
-from loop.scoreboard import BASELINE, Scoreboard
-from loop.journal import Record
-from loop.stats import trend_residuals
+from loop.setup.config import JudgeConfig
+from loop.judge.judge import (DISCARD, KEEP, RERUN, back_to_back, judge, period_residuals)
+from loop.judge.scoreboard import BASELINE, Scoreboard
+from loop.state.journal import Record
+from loop.judge.stats import trend_residuals
 
 CFG = JudgeConfig()                                 # paired by default
 OLD_BEST = [1.00, 1.01, 0.99]                       # measured at the start of the night

@@ -1,5 +1,5 @@
 """Processes an experiment starts: none outlives the engine, floods are capped, signals and
-memory limits are named. Each case runs with the sandbox and without it (loop/reap.py)."""
+memory limits are named. Each case runs with the sandbox and without it (loop/run/reap.py)."""
 from __future__ import annotations
 
 import os
@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from conftest import make_repo
-from loop import sandbox
-from loop.runner import Limits, experiment_env, run_experiment
+from loop.run import sandbox
+from loop.run.runner import Limits, experiment_env, run_experiment
 from test_runner import wait_gone
 
 NO_BWRAP = sandbox.unavailable()
@@ -115,7 +115,7 @@ def test_sigterm_to_the_reaper_ends_the_tree(tmp_path):
     """The reaper itself, stopped from outside (the engine's time box), takes its tree."""
     token = f"reaped{uuid.uuid4().hex[:10]}"
     sleeper = f"{sys.executable} -c 'import time; time.sleep(300)' {token}"
-    from loop.runner import REAPER
+    from loop.run.runner import REAPER
     proc = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "2",
                              "/bin/sh", "-c", f"setsid {sleeper} & exec {sleeper}"],
                             start_new_session=True)
@@ -129,7 +129,7 @@ def test_sigterm_to_the_reaper_ends_the_tree(tmp_path):
 
 
 def test_a_run_that_kills_its_supervisor_is_not_called_out_of_memory(tmp_path):
-    """Without the sandbox the run can SIGKILL loop/reap.py: that is its own doing, named
+    """Without the sandbox the run can SIGKILL loop/run/reap.py: that is its own doing, named
     as such, not the kernel's OOM killer."""
     res = run(tmp_path, """
         import os, signal

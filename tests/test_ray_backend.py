@@ -8,8 +8,8 @@ import pytest
 from conftest import make_repo
 from test_engine import _wait_for, assert_same_story
 from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, journal, run_in_thread
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 

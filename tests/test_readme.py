@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loop.cli import build_parser
-from loop.tracking import results_text
+from loop.ui.cli import build_parser
+from loop.state.tracking import results_text
 
 ROOT = Path(__file__).resolve().parent.parent
 README_PATH = ROOT / "README.md"

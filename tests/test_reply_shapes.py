@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loop.edits import EditError, apply_reply, parse_reply, split_thinking
+from loop.edits.edits import EditError, apply_reply, parse_reply, split_thinking
 
 TRAIN = "".join(f"W{i} = {i}\n" for i in range(40)) + "LR = 3e-4\n\n\ndef train():\n    return LR\n"
 FILES = {"train.py": TRAIN}

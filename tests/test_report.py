@@ -4,9 +4,9 @@ the colours of what must be drawn (kept points, failures on the axis, the noise 
 import numpy as np
 
 from conftest import run_cli
-from loop import report
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.ui import report
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from test_engine import mlflow_runs
 from test_story import Scripted, noisy_repo, rows, train
 

@@ -75,8 +75,8 @@ def _umask() -> int:
 
 
 def test_unknown_key_messages_offer_only_real_keys(tmp_path):
-    from loop.config import load_config
-    from loop.task import load_task
+    from loop.setup.config import load_config
+    from loop.setup.task import load_task
     folder = tmp_path / "task"
     folder.mkdir()
     (folder / "train.py").write_text("")
@@ -93,7 +93,7 @@ def test_unknown_key_messages_offer_only_real_keys(tmp_path):
 
 
 def test_ctrl_c_during_interpreter_exit_is_130():
-    code = ("from loop.cli import _exit_quietly_on_sigint\n_exit_quietly_on_sigint()\n"
+    code = ("from loop.ui.cli import _exit_quietly_on_sigint\n_exit_quietly_on_sigint()\n"
             "import atexit, os, signal\n"
             "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

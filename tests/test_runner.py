@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from loop import sandbox
-from loop.runner import (Limits, _alive, experiment_env, parse_metric, run_command,
+from loop.run import sandbox
+from loop.run.runner import (Limits, _alive, experiment_env, parse_metric, run_command,
                          run_experiment)
-from loop.task import Metric
+from loop.setup.task import Metric
 
 PATTERN = Metric("val_bpb").pattern
 NO_BWRAP = sandbox.unavailable()
@@ -17,7 +17,7 @@ NO_BWRAP = sandbox.unavailable()
 
 @pytest.fixture(params=["off", "required"], ids=["reaper", "bwrap"])
 def limits(request):
-    """Each process test runs without the sandbox (loop/reap.py) and inside it."""
+    """Each process test runs without the sandbox (loop/run/reap.py) and inside it."""
     if request.param == "required" and NO_BWRAP:
         pytest.skip(f"no sandbox here: {NO_BWRAP}")
     return Limits(sandbox=request.param)

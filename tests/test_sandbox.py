@@ -23,9 +23,9 @@ import pytest
 
 from conftest import git, run_cli
 from graded_toy import TRAIN, baseline_error, make_graded_repo
-from loop import sandbox
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.run import sandbox
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 
 NO_SANDBOX = sandbox.unavailable()
 needs_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"no sandbox here: {NO_SANDBOX}")
@@ -230,7 +230,7 @@ def test_auto_without_a_sandbox_warns_and_records_it(toy_repo, tmp_path, mlflow_
 @needs_sandbox
 def test_python_and_torch_work_inside(tmp_path):
     """The venv's interpreter and torch run under the read-only filesystem binding."""
-    from loop.runner import Limits, experiment_env, run_experiment
+    from loop.run.runner import Limits, experiment_env, run_experiment
     (tmp_path / "job.py").write_text(
         "import os, tempfile, torch\n"
         "x = torch.ones(4)\n"
@@ -247,7 +247,7 @@ def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
     credentials, ~/.npmrc, ~/.ssh) and anything else there are not readable inside; the data
     cache (writable to training), the model caches, a folder on PATH and a data folder the
     task's environment names are."""
-    from loop.runner import Limits, experiment_env, run_experiment
+    from loop.run.runner import Limits, experiment_env, run_experiment
     home = outside_tmp / "home"
     files = {".ssh/id_ed25519": "PRIVATE KEY", ".config/git/credentials": "https://u:tok@h",
              ".npmrc": "//registry.npmjs.org/:_authToken=npm_secret", "notes.txt": "private",

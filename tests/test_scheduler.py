@@ -12,11 +12,11 @@ import pytest
 
 from conftest import git, make_repo, processes_with_env, run_cli
 from test_engine import _wait_for, assert_same_story
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.proposers.base import Proposal
-from loop.scheduler import THREAD_VARS, slot_envs
+from loop.engine.scheduler import THREAD_VARS, slot_envs
 
 GATED_TASK = """\
 name: toy
@@ -201,7 +201,7 @@ def _edit_reply(name, old, new):
 def test_proposals_are_requested_ahead_from_a_slow_server(tmp_path, mlflow_uri, openai_server):
     """While both slots are busy, the next proposals are already being asked for, two at a
     time; no more are asked for than the iterations allow."""
-    from loop.config import ProposerConfig
+    from loop.setup.config import ProposerConfig
     repo, gates = gated_repo(tmp_path)
     openai_server.script(_edit_reply("A", "4.0", "3.0"), _edit_reply("B", "4.0", "3.5"),
                          _edit_reply("A", "4.0", "2.5"), _edit_reply("B", "4.0", "2.0"))

@@ -2,9 +2,9 @@
 as decided (constructed samples, no I/O)."""
 import pytest
 
-from loop.config import JudgeConfig, load_config
+from loop.setup.config import JudgeConfig, load_config
 from loop.errors import ConfigError
-from loop.judge import (DISCARD, KEEP, RERUN, back_to_back, drift_suspected, judge,
+from loop.judge.judge import (DISCARD, KEEP, RERUN, back_to_back, drift_suspected, judge,
                         should_remeasure_best)
 
 SEQ = JudgeConfig(rule="sequential")

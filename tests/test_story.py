@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from conftest import TOY_TRAIN, git, run_cli
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
-from loop.progress import LiveProgress, Progress, make_progress
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
+from loop.ui.progress import LiveProgress, Progress, make_progress
 from loop.proposers.base import Proposal
 
 
@@ -165,9 +165,9 @@ def test_progress_is_plain_off_a_terminal_and_live_on_one(toy_repo, mlflow_uri):
 def test_the_best_is_the_mean_of_all_its_runs_and_no_keep_is_no_gain(tmp_path):
     """status / the final line: the best's value moves as it is re-run (the judge's view),
     and a night that kept nothing has gained nothing, whatever its re-runs drifted to."""
-    from loop import status
-    from loop.journal import Journal, Record, record_dict
-    from loop.scoreboard import BASELINE
+    from loop.ui import status
+    from loop.state.journal import Journal, Record, record_dict
+    from loop.judge.scoreboard import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="score",
                   direction="minimize")
@@ -188,7 +188,7 @@ def test_the_final_review_lines_run_in_bash_and_show_the_kept_changes_only(toy_r
     """No `|` between hints (it reads as a pipe); the git log range starts at the commit the
     baseline ran on, so the user's own history is not listed, and a night without a keep
     lists nothing."""
-    from loop import status
+    from loop.ui import status
     Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=2,
                   judge=JudgeConfig(rule="strict")), out=lambda line: None,
            proposer=Scripted((train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9"))).run()
@@ -208,9 +208,9 @@ def test_the_final_review_lines_run_in_bash_and_show_the_kept_changes_only(toy_r
 def test_status_gain_is_the_difference_of_the_two_numbers_it_shows(tmp_path):
     """`best X (gain +G over the baseline B)`: G is B - X for a minimized metric, with B the
     baseline as the judge measured it (its re-runs included), not its first runs alone."""
-    from loop import status
-    from loop.journal import Journal, Record, record_dict
-    from loop.scoreboard import BASELINE
+    from loop.ui import status
+    from loop.state.journal import Journal, Record, record_dict
+    from loop.judge.scoreboard import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="time_ms",
                   direction="minimize")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loop.task import load_task
+from loop.setup.task import load_task
 
 TINYLM = Path(__file__).resolve().parent.parent / "experiments" / "tinylm"
 

@@ -2,10 +2,10 @@
 script prints: status, report, the run's final line and an MLflow tag say so."""
 from conftest import run_cli
 from graded_toy import make_graded_repo
-from loop import status
-from loop.config import Config, JudgeConfig
-from loop.engine import Engine
-from loop.task import load_task
+from loop.ui import status
+from loop.setup.config import Config, JudgeConfig
+from loop.engine.engine import Engine
+from loop.setup.task import load_task
 from test_engine import mlflow_runs
 
 SAYS = "unprotected metric"

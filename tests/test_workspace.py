@@ -5,7 +5,7 @@ import pytest
 
 from conftest import git
 from loop.errors import UsageError
-from loop.workspace import Workspace, worktree_path
+from loop.repo.workspace import Workspace, worktree_path
 
 
 @pytest.fixture

@@ -256,7 +256,7 @@ def evaluate_bpb(model, device, seq_len, max_bytes=EVAL_BYTES, batch_size=32, da
 
 
 def grader_check(model, val_bpb):
-    """Run by the lm grader after val_bpb (loop/graders/lm.py): the val split is fixed and
+    """Run by the lm grader after val_bpb (loop/run/graders/lm.py): the val split is fixed and
     this file is readable, so train.py could train on val itself. A model that did scores
     far better on val than on fresh text from the same grammar (a seed drawn now, that no
     run can have seen): refused with the reason returned. None: passed."""

@@ -5,7 +5,7 @@ the change only if val_bpb goes down. Data and the metric live in the protected 
 
 Contract with the protected grader (task.yaml's `grader: {kind: lm}`):
   - at the end, the run calls prepare.evaluate_bpb(model, device, seq_len) with its final
-    model; under the engine that call hands the model over (loop/graders/handover.py): it
+    model; under the engine that call hands the model over (loop/run/graders/handover.py): it
     is exported with torch.export at [32, prepare.EVAL_SEQ_LEN] and graded by protected
     code, so model(idx) must map (B, T) int64 bytes to (B, T, 256) logits, be causal, and
     be exportable (no Python branching on tensor values);

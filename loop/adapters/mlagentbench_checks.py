@@ -50,7 +50,7 @@ def self_reported_score(eval_py: Path, submission: str = "submission.csv") -> st
 
 
 def nothing_to_mutate(folder: Path, editable: list[str]) -> str | None:
-    from loop.search_space import constants
+    from loop.setup.search_space import constants
     files = {rel: (folder / rel).read_text(errors="replace") for rel in editable
              if rel.endswith(".py")}
     if constants(files):

@@ -16,7 +16,7 @@ Completeness, Soundness and an OverallAssessment, each 1-10.
 
 The judge's endpoint and key reach the grader alone (`grader_env`); the agent has its own
 (`pass_env`: AGENT_*). Endpoints named with --judge-endpoint / --agent-endpoint become the
-sandbox's `grader_network` / `network` (loop/netbridge.py)."""
+sandbox's `grader_network` / `network` (loop/run/netbridge.py)."""
 from __future__ import annotations
 
 import ast

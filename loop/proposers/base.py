@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from loop.task import Task
+from loop.setup.task import Task
 
 
 @dataclass

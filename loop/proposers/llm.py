@@ -22,8 +22,8 @@ import os
 import time
 import warnings
 
-from loop.config import ProposerConfig
-from loop.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
+from loop.setup.config import ProposerConfig
+from loop.edits.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
                         settle_named, split_thinking, try_edits)
 from loop.proposers import prompts
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage

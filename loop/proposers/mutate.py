@@ -23,7 +23,7 @@ import re
 import threading
 
 from loop.proposers.base import Context, Proposal, ProposerFatal
-from loop.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
+from loop.setup.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
                                 valid)
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]

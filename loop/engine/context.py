@@ -1,0 +1,98 @@
+"""What the proposer is shown and what its answer must pass: the prompt context (the best's
+files, every attempt so far, those in flight), the steering file program.md, and the checks
+on a proposal before it is staged."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from loop.judge import judge as judging
+from loop.state.journal import Record
+from loop.proposers.base import Attempt, Context, Proposal
+from loop.words import BASELINE, FAILURES
+
+
+class PromptContext:
+    def __init__(self, workspace, task, task_rel: str, program_path: Path, seed: int,
+                 proposer_kind: str, out):
+        self.workspace, self.task, self.task_rel = workspace, task, task_rel
+        self.program_path, self.seed = program_path, seed
+        self.proposer_kind, self.out = proposer_kind, out
+        self._program_sha: str | None = None   # the program.md the last iteration read
+        # a commit's files never change: read each once (the tip is read for every context,
+        # and again to check a proposal made on it); a few recent commits are enough
+        self._seen: dict[str, dict[str, str | None]] = {}
+        self._listed: dict[str, list[str]] = {}
+
+    def _list(self, commit: str) -> list[str]:
+        if commit not in self._listed:
+            self._forget(self._listed)
+            self._listed[commit] = self.workspace.list_at(commit, self.task_rel)
+        return self._listed[commit]
+
+    def _read(self, commit: str, paths: list[str]) -> dict[str, str]:
+        """Like Workspace.read_at (absent files skipped), each file read once."""
+        if commit not in self._seen:
+            self._forget(self._seen)
+        known = self._seen.setdefault(commit, {})
+        missing = [p for p in paths if p not in known]
+        if missing:
+            got = self.workspace.read_at(commit, self.task_rel, missing)
+            known.update({p: got.get(p) for p in missing})
+        return {p: text for p in paths if (text := known[p]) is not None}
+
+    @staticmethod
+    def _forget(cache: dict) -> None:
+        while len(cache) >= 8:
+            del cache[next(iter(cache))]
+
+    def program(self) -> tuple[str, str]:
+        """program.md's text and short hash ("none" when there is none)."""
+        try:
+            text = self.program_path.read_text()
+        except OSError:
+            return "", "none"
+        return text, hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def build(self, n: int, program: str, tip: str, records: list[Record],
+              in_flight: list[Record], score, tail) -> Context:
+        """What the proposer sees: the best's files (the main worktree is always the tip),
+        every finished attempt, and those in flight or queued (status `running`), so that
+        proposals made ahead do not repeat them. `tail(rec)`: the end of a run's log."""
+        files = self._read(tip, [p for p in self._list(tip) if self.task.is_editable(p)])
+        done = sorted(records, key=lambda r: r.iteration)
+        failures = [r for r in done if r.status in FAILURES][-2:]
+        history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
+                           tail(r) if r in failures else "")
+                   for r in done if r.description != BASELINE]
+        history += [Attempt(r.iteration, r.description, "running", None, None)
+                    for r in in_flight]
+        return Context(n, self.task, files, program, history, score.best_value(),
+                       self.seed + n, judging.estimate_noise(score.history))
+
+    def check(self, proposal: Proposal, base: str) -> str | None:
+        """Why a proposal cannot be staged (a `bad_edit`), or None."""
+        if not proposal.files:
+            return "the proposal changes nothing"
+        for rel in proposal.files:
+            reason = self.task.check_edit_path(rel)
+            if reason:
+                return reason
+            if "\x00" in proposal.files[rel]:
+                return f"{rel}: binary content"
+        current = self._read(base, list(proposal.files))
+        if all(current.get(p) == t for p, t in proposal.files.items()):
+            return "the edit changes nothing"
+        return None
+
+    def note_steering(self, n: int, sha: str, records: list[Record]) -> None:
+        """One line when program.md changed since the last iteration that read it."""
+        last = self._program_sha or next(
+            (r.program_sha for r in sorted(records, key=lambda r: -r.iteration)
+             if r.program_sha), None)
+        self._program_sha = sha
+        if last and sha != last:
+            who = (" (the mutate proposer does not read it)"
+                   if self.proposer_kind == "mutate" else "")
+            self.out(f"steering: {self.program_path.name} changed ({last} -> {sha}); "
+                     f"iteration {n} is the first to use it{who}")

@@ -1,0 +1,460 @@
+"""The loop: baseline, then propose -> apply -> run -> judge -> keep or restore -> log.
+
+With N slots (`workers`) several candidates are in flight at once: each is proposed against
+the best at the time, its runs go to free slots (loop/engine/scheduler.py), and it is judged when
+its runs are in. A would-be keep whose base is no longer the tip is replayed onto the tip
+and measured again there (a conflict is a discard). The main thread owns git, the journal,
+the judge and MLflow; runs and proposals finish on other threads and come back as events.
+
+What a candidate does next is decided by its state machine (loop/engine/lifecycle.py) and the
+judge (loop/judge/judge.py); `Loop` only carries the steps out. Its parts are built in one place
+(loop/engine/parts.py). Resume: the journal is the truth; `loop.engine.resume.recover` brings git,
+results.tsv and MLflow up to date before the loop carries on from the lowest free number."""
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+
+from loop.run import grading
+from loop.judge import judge as judging
+from loop.run.backends import RunJob
+from loop.setup.config import Config
+from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
+from loop.repo.gitsafe import DiskFull, RefSnapshot
+from loop.state.journal import Record, TagLock, record_dict
+from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
+from loop.engine.parts import Parts, locate, open_parts, state_dir
+from loop.ui.progress import Progress
+from loop.proposers.base import Proposal, ProposerFatal
+from loop.engine.resume import abandon, install_signals, recover
+from loop.run.runner import OK, read_tail
+from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
+
+__all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
+
+
+@dataclass
+class Stop:
+    # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
+    reason: str
+    message: str
+    exit_code: int = 0
+
+
+def default_tag() -> str:
+    return time.strftime("%b%d").lower()
+
+
+class Engine:
+    """One night of the loop on one tag: where it runs is found before the tag's lock
+    (clear errors, nothing created), its parts are opened under the lock, recovered from
+    the journal, and handed to the `Loop`; a full disk stops it cleanly."""
+
+    def __init__(self, config: Config, out=print, proposer=None, progress=None):
+        self.config = config
+        self.out = out
+        self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
+        self.tag = config.tag or default_tag()
+        self.site = locate(config, self.tag, out, self.progress, proposer)
+        self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
+        self.workspace, self.proposer = self.site.workspace, self.site.proposer
+        self.sandbox = self.site.sandbox
+        self.parts: Parts | None = None     # opened under the lock
+        self.loop: Loop | None = None
+
+    def best_value(self) -> float | None:
+        return self.parts.score.best_value() if self.parts else None
+
+    def run(self) -> Stop:
+        lock = TagLock(self.site.dir / "lock")
+        try:
+            lock.acquire()
+            install_signals()
+            self.parts = open_parts(self.site)
+            self.loop = Loop(self.parts, recover(self.parts))
+            return self.loop.run()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            return self._disk_full(exc)
+        finally:
+            lock.release()
+
+    def _disk_full(self, exc: Exception) -> Stop:
+        """Stop cleanly: the journal (if it can still be written) says why; every step in
+        flight is rolled back and redone on resume, as after a kill."""
+        stop = Stop("disk_full", disk_full_message(exc), 1)
+        parts, loop = self.parts, self.loop
+        for cleanup in (lambda: loop.interrupted() if loop else
+                        parts.backend.close() if parts else None,
+                        lambda: self.site.journal.write("stop", reason=stop.reason,
+                                                        message=stop.message),
+                        lambda: parts.tracker.close("FAILED", 5.0) if parts else None):
+            try:
+                cleanup()
+            except Exception:
+                pass
+        return stop
+
+
+class Loop:
+    """The event loop on the main thread: fill slots, hand each event to the candidate's
+    state machine, carry out what it asks for, stop on a budget."""
+
+    def __init__(self, parts: Parts, cost: float):
+        self.parts, site = parts, parts.site
+        self.config, self.out, self.progress = site.config, site.out, site.progress
+        self.tag, self.dir, self.task_rel = site.tag, site.dir, site.task_rel
+        self.journal, self.workspace, self.task = site.journal, site.workspace, parts.task
+        self.sched, self.proposals, self.backend = parts.sched, parts.proposals, parts.backend
+        self.tracker, self.sink, self.prompt = parts.tracker, parts.sink, parts.prompt
+        self.score, self.state_guard = parts.score, parts.state_guard
+        # Without the sandbox: refs and config as the engine leaves them (its own moves keep
+        # this current); what a run changes is tampering, undone and recorded when the run's
+        # result comes in. In the sandbox a run cannot write .git at all, so a change there
+        # is the user's own and is left alone.
+        self.watch = site.sandbox != "bwrap"
+        self.tip = self.workspace.tip()
+        self.cost = cost                  # LLM cost so far, dropped proposals included
+        self.cands: dict[int, Candidate] = {}
+        self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
+        self.held: set[int] = set()       # candidates whose runs are in, held for those
+        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
+        self.stop: Stop | None = None
+        self._snapshot: RefSnapshot | None = None
+        self.sched.on_start = self._started
+
+    def run(self) -> Stop:
+        self._snapshot = self.state_guard.watch() if self.watch else None
+        started = time.monotonic()
+        try:
+            while True:
+                if self.stop is None:
+                    self.stop = self._should_stop(started)
+                self._plan()
+                if not self.cands and not self.sched.busy() and not self.proposals.items:
+                    break
+                if self.sched.free() <= 0:      # every slot busy: MLflow's writes now
+                    self.sink.flush()
+                event = self.sched.next_event()
+                if event is None:               # idle: nothing waits on the main thread
+                    self.sink.flush()
+                else:
+                    self._handle(event)
+        except KeyboardInterrupt:
+            self.interrupted()
+            self.sink.flush()
+            self.tracker.close("KILLED")
+            return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
+        finally:
+            self.backend.close()
+        self.sink.flush()
+        stop = self.stop or Stop("iterations",
+                                 f"done: {plural(self.config.iterations, 'iteration')}"
+                                 f" after the baseline")
+        self.journal.write("stop", reason=stop.reason, message=stop.message)
+        self.tracker.close("FINISHED" if stop.exit_code == 0 else "FAILED")
+        return stop
+
+    def _should_stop(self, started: float) -> Stop | None:
+        """Budgets that stop new work; what is in flight finishes (nothing is lost)."""
+        cfg = self.config
+        if cfg.max_wall_s and time.monotonic() - started >= cfg.max_wall_s:
+            return Stop("wall_clock", f"stopped: wall-clock budget of {cfg.max_wall_s:g}s spent")
+        streak = 0
+        for rec in reversed(self.sink.records):
+            if rec.status not in FAILURES:
+                break
+            streak += 1
+        if streak >= cfg.max_consecutive_failures:
+            return Stop("failures", f"stopped: {plural(streak, 'failure')} in a row "
+                                    f"(see {self.dir / 'logs'})", 1)
+        if cfg.max_cost_usd is not None and self.cost >= cfg.max_cost_usd:
+            return Stop("cost", f"stopped: LLM cost ${self.cost:.2f} reached the budget "
+                                f"${cfg.max_cost_usd:.2f}")
+        stop_file = self.dir / "STOP"
+        if stop_file.exists():
+            stop_file.unlink()
+            return Stop("stop_file", f"stopped: {stop_file} was present")
+        return None
+
+    def _plan(self) -> None:
+        """Fill free slots: re-runs of the best, waiting runs, then new candidates, in
+        iteration order; ask for proposals ahead so no slot waits on the proposer."""
+        if self.stop is not None:
+            if self.proposals.items:
+                self._drop_proposals(wait=True)
+            self.sched.dispatch()
+            return
+        if self.score.best is None:           # nothing is judged before the baseline is in
+            if not self.cands:
+                self._start(self._number(), self.tip, "", Proposal(BASELINE), baseline=True)
+            self.sched.dispatch()
+            return
+        n = self._number()
+        wanted = self.score.best_runs_wanted(self.config.judge)
+        if not self.best_runs and n <= self.config.iterations and wanted:
+            self._remeasure_best(n, wanted)      # before the next proposal, as with one slot
+        self.sched.dispatch()
+        while self.sched.free() > 0 and self.proposals.items:
+            n = min(self.proposals.items)       # candidates start in iteration order
+            try:
+                taken = self.proposals.take(n)
+            except ProposerFatal as exc:
+                self.stop = Stop("proposer", f"stopped: {exc}", getattr(exc, "exit_code", 1))
+                return self._plan()
+            if taken is None:
+                break
+            self._start(n, *taken)
+            self.sched.dispatch()
+        self._request_proposals()
+
+    def _request_proposals(self) -> None:
+        cfg = self.config
+        ahead = cfg.proposer.ahead if cfg.proposer.ahead is not None else \
+            (0 if cfg.workers == 1 else cfg.workers)
+        want = max(0, self.sched.free()) + ahead - len(self.proposals.items)
+        while want > 0 and self.proposals.waiting() < cfg.proposer.concurrency:
+            n = self._number()
+            if n > cfg.iterations or self._cost_reserved() >= (cfg.max_cost_usd or float("inf")):
+                return
+            program, program_sha = self.prompt.program()
+            context = self.prompt.build(n, program, self.tip, self.sink.records,
+                                        [c.rec for c in self.cands.values() if not c.baseline],
+                                        self.score, self.sink.tail)
+            self.proposals.request(n, self.tip, program_sha, context)
+            want -= 1
+
+    def _cost_reserved(self) -> float:
+        """Cost so far plus the expected cost of the requests still being answered."""
+        paid = [r.usage.get("cost_usd", 0.0) for r in self.sink.records
+                if r.usage.get("requests")]
+        mean = sum(paid) / len(paid) if paid else 0.0
+        return self.cost + mean * self.proposals.waiting()
+
+    def _number(self) -> int:
+        """The lowest iteration number not done or in flight (numbers stay dense)."""
+        used = {r.iteration for r in self.sink.records} | set(self.cands) \
+            | self.proposals.numbers()
+        n = 0
+        while n in used:
+            n += 1
+        return n
+
+    def _start(self, n: int, base: str, program_sha: str, proposal: Proposal,
+               baseline: bool = False) -> None:
+        """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
+        problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
+        self.cost += proposal.usage.cost_usd
+        run_id = self.tracker.start_iteration(self.tag, n)
+        commit = base if baseline else ("" if problem else self.workspace.stage_on(
+            base, self.task_rel, proposal.files, proposal.description))
+        self.journal.write("begin", iteration=n, run_id=run_id, parent=base, commit=commit,
+                           description=proposal.description)
+        rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
+                     reason=problem or "", parent=base, run_id=run_id, commit=commit,
+                     program_sha=program_sha or self.prompt.program()[1], seed=self.config.seed,
+                     time=time.time(), best_before=self.score.best_value(),
+                     usage=vars(proposal.usage).copy())
+        cand = self.cands[n] = Candidate(rec, baseline, proposal)
+        if commit and not baseline:
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
+            cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
+        step = cand.begin(self.tip, problem)
+        if not problem:
+            self.prompt.note_steering(n, rec.program_sha, self.sink.records)
+        self._carry_out(cand, step)
+
+    def _carry_out(self, cand: Candidate, step: Step) -> None:
+        """Do what the candidate's life asks for next (loop/engine/lifecycle.py decides)."""
+        while step is not None:
+            if isinstance(step, Run):
+                for key in step.keys:
+                    commit = cand.rec.commit if key.kind is RunKind.CANDIDATE else self.tip
+                    self._queue(cand.iteration, key, commit, cand.rec.run_id)
+                self.sched.dispatch()
+                return
+            if isinstance(step, Cancel):
+                n = cand.iteration
+                # the predicates run inside drop() and cancel(), while n is this iteration
+                dropped = self.sched.drop(
+                    lambda j: j.iteration != n or j.kind is RunKind.BEST)  # noqa: B023
+                self.sched.cancel(
+                    lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)  # noqa: B023
+                step = cand.forget({self.keys.pop(j.job_id) for j in dropped})
+            elif isinstance(step, Judge):
+                if self.best_runs and not cand.baseline:  # the best's re-runs first
+                    self.held.add(cand.iteration)
+                    return
+                step = cand.judged(self._verdict(cand), self.tip, self.sched.free())
+            elif isinstance(step, Replay):
+                step = self._replay(cand, step.verdict)
+            else:
+                return self._finish(cand)
+
+    def _verdict(self, cand: Candidate) -> judging.Verdict:
+        if cand.baseline:
+            return judging.judge_baseline(cand.rec.samples, self.config.judge)
+        return self.score.judge(cand.rec, self.task.metric.direction, self.config.judge)
+
+    def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
+        # the id marks the run's processes: unique across engines, tags and restarts
+        k = key.number       # a fresh, reproducible seed for each run ($AUTORESEARCH_SEED)
+        job = RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
+                     {"AUTORESEARCH_SEED": str(self.config.seed + 1000 * n + k),
+                      "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
+                      "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
+                     self.sink.log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
+                     key.priority(n), pair_of=key.beside)
+        self.keys[job.job_id] = key
+        self.sched.add(job)
+
+    def _started(self, job: RunJob) -> None:
+        """A run got a slot (the scheduler calls this): the console or panel says so."""
+        cand = self.cands.get(job.iteration)
+        if job.kind is RunKind.CANDIDATE and cand is not None:
+            rec, planned = cand.rec, judging.max_runs(self.config.judge, cand.baseline)
+        else:
+            rec, planned = Record(iteration=job.iteration, status="remeasure",
+                                  description="re-measure the best"), None
+        self.progress.run_started(job.lane, rec, job.k,
+                                  planned, self.task.time_budget_s, self.config.iterations)
+
+    def _handle(self, event) -> None:
+        if event[0] != "run":
+            return                              # a proposal is ready: _plan takes it
+        _, job, result = event
+        self.sched.finished(job)
+        self.progress.run_finished(job.lane)
+        key = self.keys.pop(job.job_id)
+        if result.status != OK and log_says_disk_full(result.log_path):
+            raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
+        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
+                                              keep_watching=True) \
+            or grading.check_branch(self.workspace, self.tip, job.iteration)
+        if tampered:
+            result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        value = result.metric if result.status == OK else None
+        if key.kind is not RunKind.CANDIDATE:   # a run of the best
+            self._best_measured(job, result, value)
+            if key.kind is RunKind.BEST:
+                return self._best_runs_done(key)
+        else:
+            self._measured(self.cands[job.iteration].rec, job, result)
+        cand = self.cands[job.iteration]
+        self._carry_out(cand, cand.ran(key, value, result.status, result.detail))
+
+    def _measured(self, rec: Record, job: RunJob, result) -> None:
+        """What a run of the candidate says besides its metric: time, memory, throughput."""
+        if self.task.throughput_pattern and result.status == OK:   # the machine's speed
+            rec.throughput.append(self.task.throughput(read_tail(job.log_path)))
+        rec.wall_s += result.wall_s
+        if result.memory_gb is not None:
+            rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
+
+    def _replay(self, cand: Candidate, verdict) -> Step:
+        """The candidate's base is no longer the tip: apply its change 3-way on the tip and
+        measure it again there (a gain on an older base is not a gain on the new one)."""
+        rec = cand.rec
+        new = self.workspace.replay(rec.commit, self.tip)
+        if new is not None:
+            self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
+            self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
+                               commit=new, parent=self.tip, samples=rec.samples)
+            if verdict:
+                self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
+                         f"replayed onto {self.tip[:7]}, measuring it again")
+        step = cand.replayed(new, self.tip, verdict)
+        if new is not None:
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
+            rec.best_before = self.score.best_value()
+            cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
+        return step
+
+    def _finish(self, cand: Candidate) -> None:
+        """Settle the git side, journal the record, then move the branch (resume-safe order)."""
+        rec, metric = cand.rec, self.task.metric
+        if rec.samples:
+            rec.metric = sum(rec.samples) / len(rec.samples)
+        if rec.metric is not None and rec.best_before is not None:
+            rec.delta = judging.improvement(rec.metric, rec.best_before, metric.direction)
+        self.score.add(rec)
+        rec.best_after = self.score.best_value()
+        rec.run_id = self.tracker.resolve(rec.run_id, rec.iteration)
+        if rec.attempt_ref:
+            rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
+            rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
+        self.journal.write("end", **record_dict(rec))
+        if rec.kept and rec.commit != self.tip:
+            self.workspace.advance(rec.commit, self.tip)
+            self.tip = rec.commit
+        if rec.kept or self.config.workers == 1 or self.config.backend != "local":
+            self.workspace.restore()     # the main worktree shows the tip (with one slot,
+                                         # it is also where the run happened)
+        if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
+            for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
+                shutil.rmtree(run_dir, ignore_errors=True)
+        del self.cands[rec.iteration]
+        self.sink.add(rec, cand.patch, cand.proposal)
+        self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
+        if cand.baseline and not rec.kept:
+            self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
+                                         f"{rec.reason}); see {self.sink.log_path(rec.iteration)}",
+                             1)
+
+    def _remeasure_best(self, n: int, wanted: int) -> None:
+        """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs
+        refresh the noise estimate. Journalled, logged on the parent run; not a row. After a
+        keep it needs R runs: they go to free slots at once."""
+        have = len(self.score.best_samples)
+        for i in range(max(1, min(wanted, self.sched.free()))):
+            key = RunKey.best(have + i)
+            self.best_runs.add(key)
+            self._queue(n, key, self.tip, self.tracker.parent_id or "")
+
+    def _best_measured(self, job: RunJob, result, value: float | None) -> None:
+        """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
+        joins the best's runs."""
+        self.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
+                           value=value, status=result.status)
+        self.score.remeasured(value)
+        if value is None:
+            self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
+        else:
+            runs, best = len(self.score.best_samples), self.score.best_value()
+            assert best is not None   # value just joined the best's runs
+            self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
+            self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
+                     f"{runs} runs, {num(best)}")
+
+    def _best_runs_done(self, key: RunKey) -> None:
+        """Candidates held for the best's re-runs are judged once all of them are in."""
+        self.best_runs.discard(key)
+        if not self.best_runs:
+            for n in [n for n in self.cands if n in self.held]:   # in the order they began
+                self.held.discard(n)
+                cand = self.cands[n]
+                self._carry_out(cand, cand.judged(self._verdict(cand), self.tip,
+                                                  self.sched.free()))
+
+    def _drop_proposals(self, wait: bool) -> None:
+        """Proposals made but not started when the loop stops: their cost is journalled."""
+        for n, proposal in self.proposals.drop_all(wait):
+            cost = proposal.usage.cost_usd if proposal else 0.0
+            self.cost += cost
+            self.journal.write("drop", iteration=n, cost_usd=cost,
+                               description=proposal.description if proposal else "")
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""
+        self.sched.drop(lambda j: False)
+        self.sched.cancel(lambda j: True)
+        self.backend.close()
+        self._drop_proposals(wait=False)
+        for n, cand in sorted(self.cands.items()):   # the redo will reuse attempt-<n>
+            abandon(self.parts, n, cand.rec.time,
+                    "" if cand.baseline else cand.rec.commit, cand.rec.run_id)
+        self.cands.clear()
+        self.workspace.restore()

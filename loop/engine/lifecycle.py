@@ -1,0 +1,173 @@
+"""The life of one candidate (an iteration in flight), as a pure state machine.
+
+Each event the engine sees about a candidate goes in; what to do next comes out. No I/O:
+no git, journal, MLflow, clock or scheduler; the engine carries out each step and reports
+back. The judge decides; this decides only what follows from its verdict.
+
+    begin(tip, problem)            -> Finish (bad_edit) | Replay (its base moved) | Run
+    ran(key, value, status, detail) -> None (runs still out) | Cancel | Judge | Finish
+    forget(keys)                    -> None | Judge | Finish      (after Cancel)
+    judged(verdict, tip, free)      -> Run | Replay | Finish
+    replayed(commit, tip, verdict)  -> Run | Finish               (commit None: conflict)
+
+    Run(keys)        queue these runs (a pair's run of the best right before its partner)
+    Cancel()         a run failed: drop this candidate's waiting runs, kill its running
+                     ones, then call forget() with the keys dropped
+    Judge()          every run is in: judge it against the best now (the record holds its
+                     samples and pairs), then call judged()
+    Replay(verdict)  apply its change 3-way onto the tip, then call replayed()
+    Finish(..)       the record's status and reason are final: settle it
+
+Run numbers: a candidate's runs are 0, 1, 2, ... across replays (logs and seeds stay
+unique); after a replay only the runs on the new base count (`first`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from loop.state.journal import Record
+from loop.judge.judge import KEEP, RERUN, Verdict
+from loop.words import RunKey, RunKind, Status
+
+if TYPE_CHECKING:   # for the annotation only: the state machine imports no proposer
+    from loop.proposers.base import Proposal
+
+
+@dataclass(frozen=True)
+class Run:
+    keys: tuple[RunKey, ...]
+
+
+@dataclass(frozen=True)
+class Cancel:
+    pass
+
+
+@dataclass(frozen=True)
+class Judge:
+    pass
+
+
+@dataclass(frozen=True)
+class Replay:
+    verdict: Verdict | None      # the would-be keep; None: the proposal's base moved
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: Status
+    reason: str
+
+
+Step = Run | Cancel | Judge | Replay | Finish | None
+
+
+@dataclass
+class Candidate:
+    rec: Record                  # the record so far; final at Finish
+    baseline: bool = False
+    proposal: Proposal | None = None   # what the proposer returned (logged with the record)
+    patch: str = ""              # its diff against its base
+    next_k: int = 0              # its next run's number
+    first: int = 0               # its first run on the current base
+    next_pair: int = 0           # its next run of the best beside it
+    values: dict[int, float] = field(default_factory=dict)           # run k -> metric
+    pair_best: dict[int, float | None] = field(default_factory=dict)  # k -> the best beside k
+    out: set[RunKey] = field(default_factory=set)                     # runs not back yet
+    failed: tuple[int, str, str] | None = None   # (k, status, detail) of its first failure
+    stats: dict = field(default_factory=dict)    # the last verdict's numbers
+    replayed_onto: str = ""
+
+    @property
+    def iteration(self) -> int:
+        return self.rec.iteration
+
+    def begin(self, tip: str, problem: str | None = None) -> Step:
+        """Staged on its base (or not: `problem` says why it cannot run)."""
+        if problem:
+            return self._finish(Status.BAD_EDIT, problem)
+        if self.rec.parent != tip:      # the best moved while it was proposed
+            return Replay(None)
+        return self._runs(1, paired=False)
+
+    def ran(self, key: RunKey, value: float | None, status: str = "ok",
+            detail: str = "") -> Step:
+        """A run came back: `value` None when it failed (`status`, `detail` say how)."""
+        self.out.discard(key)
+        if key.kind is RunKind.PAIR:         # a failed run of the best leaves its pair out
+            self.pair_best[key.beside] = value
+        elif value is None:
+            if self.failed is None or key.index < self.failed[0]:
+                self.failed = (key.index, status, detail)
+            return Cancel()                  # its other runs are not needed now
+        else:
+            self.values[key.index] = value
+        return self.settle()
+
+    def forget(self, keys: set[RunKey]) -> Step:
+        """Runs dropped before they started (after Cancel)."""
+        self.out -= keys
+        return self.settle()
+
+    def settle(self) -> Step:
+        """None while runs are out; else finish a failure or ask for the verdict."""
+        if self.out:
+            return None
+        rec = self.rec
+        rec.samples = [self.values[k] for k in sorted(self.values)]
+        rec.pairs = [[self.values[k], b] for k, b in sorted(self.pair_best.items())
+                     if k in self.values and b is not None]
+        if self.failed:
+            k, status, detail = self.failed
+            if self.baseline or k == self.first:      # its first run: that is its status
+                return self._finish(Status(status), detail)
+            rec.stats = self.stats
+            return self._finish(Status.DISCARD, f"confirmation run: {status}")
+        return Judge()
+
+    def judged(self, verdict: Verdict, tip: str, free: int) -> Step:
+        """The verdict on its runs against the best now; `free`: slots nothing will take."""
+        if not self.baseline:
+            self.stats = verdict.stats
+        if verdict.action == RERUN:            # as many as free slots allow, at least one
+            share = free // 2 if verdict.paired else free
+            return self._runs(max(1, min(verdict.runs, share)), verdict.paired)
+        if verdict.action == KEEP and not self.baseline and self.rec.parent != tip:
+            return Replay(verdict)
+        reason = verdict.reason
+        if self.replayed_onto:
+            reason = f"replayed onto {self.replayed_onto[:7]}: {reason}"
+        if not self.baseline:
+            self.rec.stats = verdict.stats
+        return self._finish(Status(verdict.action), reason)
+
+    def replayed(self, commit: str | None, tip: str, verdict: Verdict | None) -> Step:
+        """Its change applied onto the tip as `commit` (None: it conflicts): measured again
+        there from scratch, since a gain on an older base is not a gain on the new one."""
+        rec = self.rec
+        if commit is None:
+            why = f"would be kept ({verdict.reason}), but" if verdict else "proposed on"
+            rec.stats = verdict.stats if verdict else {}
+            return self._finish(Status.DISCARD, (
+                f"{why} its change conflicts with the best kept since its base "
+                f"{rec.parent[:7]}: not replayed onto {tip[:7]}"))
+        rec.commit, rec.parent, rec.samples, rec.pairs = commit, tip, [], []
+        self.values, self.pair_best = {}, {}
+        self.first, self.replayed_onto = self.next_k, tip
+        return self._runs(1, paired=False)
+
+    def _runs(self, count: int, paired: bool) -> Run:
+        keys: list[RunKey] = []
+        for _ in range(count):
+            k, self.next_k = self.next_k, self.next_k + 1
+            if paired:      # the best runs in the same period as the candidate's run k
+                keys.append(RunKey.pair(self.next_pair, beside=k))
+                self.next_pair += 1
+            keys.append(RunKey.candidate(k))
+        self.out.update(keys)
+        return Run(tuple(keys))
+
+    def _finish(self, status: Status, reason: str) -> Finish:
+        # plain strings in the record: every serialiser sees what it saw before
+        self.rec.status, self.rec.reason = status.value, reason
+        return Finish(status, reason)

@@ -1,0 +1,163 @@
+"""The one place that builds the loop's parts and hands them to the engine.
+
+`locate` runs before the tag's lock and creates nothing: where the loop runs, that the task
+is committed and runnable, whether the sandbox works. `open_parts` runs under the lock: the
+journal's state, the main worktree, the task as the branch has it, grading's guard, the
+backend and its scheduler, the proposal queue, MLflow's tracker, the record sink and the
+prompt context. Recovery (loop/engine/resume.py) then makes them agree with the journal."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loop.run import grading, sandbox
+from loop.run.backends import Backend, make_backend
+from loop.setup.config import Config
+from loop.engine.context import PromptContext
+from loop.errors import UsageError
+from loop.state.integrity import StateGuard
+from loop.state.journal import Journal, State as JournalState, replay
+from loop.setup.preflight import check_run_command, check_same_task
+from loop.ui.progress import Progress
+from loop.proposers.base import make_proposer
+from loop.engine.records import RecordSink
+from loop.run.runner import Limits
+from loop.engine.scheduler import ProposalQueue, Scheduler, slot_envs
+from loop.judge.scoreboard import Scoreboard
+from loop.setup.task import Task, load_task, with_budget
+from loop.state.tracking import Tracker, resolve_uri, results_text, store_paths
+from loop.words import UNPROTECTED
+from loop.repo.workspace import Workspace, worktree_path
+
+
+def state_dir(repo_root: Path, tag: str) -> Path:
+    return repo_root / ".autoresearch" / tag
+
+
+@dataclass
+class Site:
+    """Where the loop runs, known before anything is created."""
+    config: Config
+    out: Callable[[str], None]
+    progress: Progress
+    user_task: Task              # the task as the user's checkout has it
+    repo_root: Path
+    task_rel: str                # the task folder, relative to the repository
+    tag: str
+    dir: Path                    # the tag's state folder
+    journal: Journal
+    workspace: Workspace
+    sandbox: str                 # bwrap | none
+    limits: Limits
+    proposer: object
+    program_path: Path
+
+
+@dataclass
+class Parts:
+    """Everything the loop works with, opened under the lock."""
+    site: Site
+    state: JournalState          # the journal as found (recovery reads it)
+    task: Task                   # the task as the branch has it (time budget applied)
+    guard: grading.Guard         # what grading trusts
+    state_guard: StateGuard      # refs, git config, journal and results.tsv after each run
+    backend: Backend
+    sched: Scheduler
+    proposals: ProposalQueue
+    tracker: Tracker
+    sink: RecordSink
+    prompt: PromptContext
+    score: Scoreboard
+
+
+def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> Site:
+    user_task = load_task(config.resolve(config.task))        # clear errors first
+    with_budget(user_task, config.time_budget_s)   # refused when the code holds it
+    repo_root = Workspace.find_repo_root(user_task.root)
+    task_rel = user_task.root.relative_to(repo_root).as_posix()
+    workspace = Workspace(repo_root, tag, worktree_path(repo_root, tag))
+    _check_committed(workspace, task_rel, user_task, out)
+    if not workspace.branch_exists():   # a resume runs the branch's files
+        check_run_command(user_task, task_rel, workspace.committed)
+    directory = state_dir(repo_root, tag)
+    return Site(config, out, progress, user_task, repo_root, task_rel, tag, directory,
+                Journal(directory / "journal.jsonl"), workspace,
+                # required without one stops here (exit 2); auto without one warns
+                sandbox.startup(config.sandbox, out), Limits.from_config(config),
+                proposer or make_proposer(config.proposer, seed=config.seed),
+                config.resolve(config.program))
+
+
+def _check_committed(workspace: Workspace, task_rel: str, task: Task, out) -> None:
+    if workspace.branch_exists():
+        return
+    if not workspace.committed(f"{task_rel}/task.yaml".lstrip("/")):
+        raise UsageError(f"{task_rel or '.'}/task.yaml is not committed: the loop runs "
+                         f"on a branch from HEAD, so commit the task first")
+    dirty = workspace.git.status("--porcelain", "--", task.root.as_posix())
+    if dirty:
+        out(f"note: uncommitted changes under {task_rel or '.'} are not part of "
+            f"this run (the branch starts at HEAD)")
+
+
+def open_parts(site: Site) -> Parts:
+    config, journal, workspace, task_rel = site.config, site.journal, site.workspace, site.task_rel
+    state = replay(journal.load())
+    check_same_task(state.start, task_rel, site.user_task.metric.name,
+                    site.user_task.metric.direction, site.tag)
+    for note in journal.notes:
+        site.out(f"resume: {note}")
+    workspace.open()
+    task = load_task(workspace.worktree / task_rel, origin=site.repo_root / task_rel)
+    task = with_budget(task, config.time_budget_s)
+    guard = grading.Guard.at_commit(task, workspace, task_rel, site.dir / "pristine")
+    start = state.start or {}
+    uri = resolve_uri(config.tracking.uri or start.get("tracking_uri"))
+    experiment = config.tracking.experiment or start.get("experiment") \
+        or f"autoresearch/{task.name}"
+    for path in store_paths(uri):       # keep the store out of the user's `git status`
+        workspace.ignore_path(path)
+    envs = slot_envs(config.workers, config.devices) \
+        if config.backend == "local" else [{}] * config.workers  # Ray: per node
+    backend = make_backend(config.backend, workspace=workspace, task=task, task_rel=task_rel,
+                           guard=guard, slot_envs=envs,
+                           slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
+                           limits=site.limits)   # out of the state folder
+    sched = Scheduler(backend)
+    proposals = ProposalQueue(site.proposer, config.proposer.concurrency, sched.events)
+    params = {"task": task.name, "task_path": task_rel, "branch": workspace.branch,
+              "proposer": config.proposer.kind, "model": config.proposer.model,
+              "judge": config.judge.rule, "metric": task.metric.name,
+              "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
+              "seed": config.seed, "workers": config.workers,
+              "backend": config.backend, "sandbox": site.sandbox}
+    if not state.start:         # journalled before MLflow creates anything (resume-safe)
+        journal.write("start", tag=site.tag, branch=workspace.branch,
+                      base_commit=workspace.tip(), task=task_rel,
+                      metric=task.metric.name, direction=task.metric.direction,
+                      protected=task.protected_metric, tracking_uri=uri,
+                      experiment=experiment, parent_run_id=None)
+    by_iter = {r.iteration: r for r in state.records}
+    sink: RecordSink
+    tracker = Tracker(    # opens MLflow in the background; writes queue and retry
+        uri, experiment, site.tag, hashlib.sha256(str(site.dir).encode()).hexdigest()[:12],
+        parent_run_id=start.get("parent_run_id"), params=params,
+        parent_tags={"git.branch": workspace.branch, "sandbox": site.sandbox,
+                     "metric_protection": "protected" if task.protected_metric
+                     else UNPROTECTED},
+        known_run_ids=[by_iter[n].run_id for n in state.untracked],
+        on_parent=lambda run_id: journal.write("start_tracking", parent_run_id=run_id),
+        on_tracked=lambda n, run_id: sink.tracked(n, run_id),   # once MLflow has it
+        warn=site.out)
+    sink = RecordSink(site.dir, task.metric.name, journal, tracker, workspace.branch,
+                      {"proposer": config.proposer.kind, "model": config.proposer.model,
+                       "time_budget_s": task.time_budget_s}, config.proposer.log_prompts)
+    state_guard = StateGuard(workspace, journal, sink.results_path, lambda: (
+        results_text(task.metric.name, sink.rows()) if sink.results_path.exists()
+        or sink.records else None))
+    prompt = PromptContext(workspace, task, task_rel, site.program_path, config.seed,
+                           config.proposer.kind, site.out)
+    return Parts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,
+                 sink, prompt, Scoreboard())

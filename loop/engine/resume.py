@@ -1,0 +1,70 @@
+"""Resume and interruption: make git, results.tsv and MLflow agree with the journal before
+the loop goes on (`recover`), and leave them agreeing when it is stopped (`abandon`).
+Plain functions over the loop's parts (loop/engine/parts.py)."""
+from __future__ import annotations
+
+import signal
+
+from loop.state.journal import Record
+from loop.engine.parts import Parts
+from loop.run.runner import kill_marked
+from loop.words import resume_line
+
+
+def recover(parts: Parts) -> float:
+    """Make git, results.tsv and MLflow agree with the journal; returns the LLM cost so
+    far. The scoreboard is rebuilt in the order measurements were made."""
+    state, site, workspace = parts.state, parts.site, parts.site.workspace
+    for n, b in sorted(state.open_begins.items()):   # steps cut off: roll each back
+        site.out(f"resume: iteration {n} was interrupted; redoing it")
+        if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
+            site.out("resume: killed the experiment processes the interrupted step left")
+        abandon(parts, n, b.get("time", 0), b.get("commit", ""), b.get("run_id", ""))
+    parent_id = (state.start or {}).get("parent_run_id")
+    if parent_id and kill_marked(f"AUTORESEARCH_RUN_ID={parent_id}"):
+        site.out("resume: killed re-runs of the best the interrupted loop left")
+    for rec in state.records:
+        if rec.kept and rec.commit != rec.parent and workspace.tip() == rec.parent:
+            workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
+            workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
+    workspace.restore()
+    cost = 0.0
+    for item in state.measured:   # every measurement again, in the order it was made
+        if isinstance(item, Record):
+            parts.score.add(item)
+            cost += item.usage.get("cost_usd", 0.0)
+        else:
+            parts.score.remeasured(item.get("value"))
+    cost += state.dropped_cost
+    parts.sink.restore(state.records)
+    by_iter = {r.iteration: r for r in state.records}
+    for n in state.untracked:                 # MLflow missed these: log them now
+        rec = by_iter[n]
+        patch = workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
+        parts.sink.track(rec, patch)
+    if state.records:
+        site.out(resume_line(site.tag, state.records, parts.task.metric.name,
+                             parts.score.best_value()))
+    return cost
+
+
+def abandon(parts: Parts, n: int, began: float, commit: str, run_id: str) -> None:
+    """Roll back an open step: its attempt kept as `interrupted-<n>-<time>` (the redo
+    reuses attempt-<n>), its MLflow run ended and deleted, `abandon` journalled."""
+    if commit:
+        parts.site.workspace.keep_ref(f"interrupted-{n}-{int(began)}", commit)
+    if run_id:
+        parts.tracker.abandon(run_id)
+    parts.site.journal.write("abandon", iteration=n)
+
+
+def install_signals() -> None:
+    """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal closed) stop like Ctrl-C:
+    cleanly, nothing lost."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGHUP, handler)
+    except ValueError:
+        pass  # not the main thread (tests): Ctrl-C handling still applies

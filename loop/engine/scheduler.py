@@ -1,0 +1,176 @@
+"""Slots and queues: which device each run slot owns, the queue of runs waiting for a slot,
+and the queue of proposals requested ahead of time. Decides no keep; runs nothing itself
+(a backend does, see loop/run/backends/).
+
+Runs are served in priority order: re-runs of the best state first, then the runs of
+candidates already in flight (oldest iteration first: their confirmation runs and the
+baseline's repeats), and only then a new candidate's first run."""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from loop.errors import ConfigError
+from loop.proposers.base import Proposal, ProposerFatal
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "AUTORESEARCH_NUM_THREADS")
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: $CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip().isdigit()] \
+        if out.returncode == 0 else []
+
+
+def slot_envs(workers: int, devices: tuple[str, ...] | None = None,
+              gpus: list[str] | None = None, cores: int | None = None) -> list[dict]:
+    """The environment each slot adds to its runs. GPUs: one per slot (`devices` may list
+    them, repeats allowed to share one); more slots than GPUs is an error. No GPU: each slot
+    gets an equal share of the cores. One slot and no `devices`: nothing is set (as before)."""
+    if devices:
+        if len(devices) < workers:
+            raise ConfigError(f"devices lists {len(devices)} device(s) for {workers} workers: "
+                              f"list one per worker (repeat an id to share a GPU)")
+        return [{"CUDA_VISIBLE_DEVICES": str(d)} for d in devices[:workers]]
+    if workers == 1:
+        return [{}]
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus:
+        if workers > len(gpus):
+            raise ConfigError(f"{workers} workers but {len(gpus)} visible GPU(s): use "
+                              f"--workers {len(gpus)}, or list devices (repeats share a GPU)")
+        return [{"CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(workers)]
+    share = str(max(1, (cores or os.cpu_count() or 1) // workers))
+    return [{var: share for var in THREAD_VARS} for _ in range(workers)]
+
+
+class Scheduler:
+    """Runs waiting for a slot, handed to the backend as slots free up; finished runs come
+    back as events on one queue, which also carries the proposal queue's events."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.pending: list = []
+        self.running: dict = {}         # job_id -> job
+        self.events: queue.Queue = queue.Queue()
+        self.on_start = None            # called with each job as it gets a slot
+
+    def add(self, job) -> None:
+        self.pending.append(job)
+        self.pending.sort(key=lambda j: j.priority)
+
+    def dispatch(self) -> None:
+        while self.pending and self.backend.free() > 0:
+            job = self.pending.pop(0)
+            lanes = {j.lane for j in self.running.values()}
+            job.lane = next(i for i in range(len(lanes) + 1) if i not in lanes)
+            self.running[job.job_id] = job
+            if self.on_start:
+                self.on_start(job)
+            self.backend.submit(job, lambda j, r: self.events.put(("run", j, r)))
+
+    def free(self) -> int:
+        """Slots that nothing running or waiting will take."""
+        return self.backend.free() - len(self.pending)
+
+    def busy(self) -> bool:
+        return bool(self.pending or self.running)
+
+    def finished(self, job) -> None:
+        self.running.pop(job.job_id, None)
+
+    def drop(self, keep) -> list:
+        """Forget waiting runs for which keep(job) is false; returns them."""
+        dropped = [j for j in self.pending if not keep(j)]
+        self.pending = [j for j in self.pending if keep(j)]
+        return dropped
+
+    def cancel(self, match) -> None:
+        for job in list(self.running.values()):
+            if match(job):
+                self.backend.cancel(job.job_id)
+
+    def next_event(self, timeout: float = 0.5):
+        """The next event, or None after `timeout` (so Ctrl-C is seen promptly)."""
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+class ProposalQueue:
+    """Proposals requested ahead, `concurrency` at a time, each against the best at request
+    time (its base). A proposal whose base has moved when it starts is replayed onto the
+    new best (see docs/design.md). A proposer bug costs that proposal (an error Proposal);
+    ProposerFatal stops the loop when the proposal is taken."""
+
+    def __init__(self, proposer, concurrency: int, events: queue.Queue):
+        self.proposer = proposer
+        self.pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="propose")
+        self.events = events
+        self.items: dict[int, tuple] = {}   # iteration -> (base, program_sha, future)
+        self._lock = threading.Lock()
+
+    def request(self, n: int, base: str, program_sha: str, context) -> None:
+        future = self.pool.submit(self._call, context)
+        self.items[n] = (base, program_sha, future)
+        future.add_done_callback(lambda f: self.events.put(("proposal", n, None)))
+
+    def _call(self, context) -> Proposal:
+        try:
+            return self.proposer.propose(context)
+        except ProposerFatal:
+            raise
+        except Exception as exc:     # a proposer bug costs an iteration, not the night
+            return Proposal("proposer error",
+                            error=f"proposer raised {type(exc).__name__}: {exc}")
+
+    def numbers(self) -> set[int]:
+        return set(self.items)
+
+    def waiting(self) -> int:
+        """Requests still being answered."""
+        return sum(1 for _, _, f in self.items.values() if not f.done())
+
+    def ready(self) -> int:
+        return sum(1 for _, _, f in self.items.values() if f.done())
+
+    def take(self, n: int):
+        """(base, program_sha, Proposal) for iteration n once answered, else None."""
+        item = self.items.get(n)
+        if item is None or not item[2].done():
+            return None
+        del self.items[n]
+        base, sha, future = item
+        return base, sha, future.result()      # re-raises ProposerFatal
+
+    def drop_all(self, wait: bool) -> list[tuple[int, Proposal | None]]:
+        """Forget every proposal not started; with `wait`, wait for answers (their cost)."""
+        out: list[tuple[int, Proposal | None]] = []
+        for n, (_, _, future) in sorted(self.items.items()):
+            if not wait and not future.done():
+                future.cancel()
+                out.append((n, None))
+                continue
+            try:
+                out.append((n, future.result()))
+            except Exception:
+                out.append((n, None))
+        self.items.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        return out

@@ -1,0 +1,92 @@
+"""What the loop knows of its measurements: the best state's runs, every state's runs (for
+the noise estimate), the noise measured within one period (drift-proof, for the paired
+judge) and how long ago the best was last run. Built the same way live and
+when replaying the journal on resume, so the two can never disagree."""
+from __future__ import annotations
+
+import math
+from statistics import fmean
+
+from loop.judge import judge as judging
+from loop.state.journal import Record
+from loop.judge.stats import pooled_sd
+from loop.words import BASELINE  # noqa: F401  (re-exported: older imports)
+
+
+class Scoreboard:
+    def __init__(self):
+        self.best: Record | None = None
+        self.best_samples: list[float] = []     # every run of the best state (one of history)
+        self.history: list[list[float]] = []    # the runs of every code state measured
+        self.since_best_run = 0                 # proposals since the best was last run
+        self.period_noise: list[tuple[float, int]] = []  # (ss, df) of runs made in one
+                                                # period: the baseline, each paired candidate
+        self.kept = 0                           # keeps, the baseline included
+        self.throughput_history: list[list[float]] = []  # per state, its runs' throughput
+
+    def add(self, rec: Record) -> None:
+        """A finished iteration."""
+        if rec.samples:
+            self.history.append(rec.samples)
+        if rec.description == BASELINE and len(rec.samples) > 1:
+            self.period_noise.append(judging.back_to_back(list(rec.samples)))
+        if [x for x in rec.throughput if x is not None]:
+            self.throughput_history.append([x for x in rec.throughput if x is not None])
+        if rec.pairs:
+            self.period_noise.append(judging.period_residuals(rec.samples[0], rec.pairs))
+        if rec.kept:
+            # a copy: re-runs of the best are not the record's runs
+            self.best, self.best_samples = rec, list(rec.samples)
+            self.kept += 1
+            self.since_best_run = 0
+        elif rec.description != BASELINE:
+            self.since_best_run += 1
+
+    def remeasured(self, value: float | None) -> None:
+        """The best state was run once more (value None: that run failed)."""
+        if value is not None:
+            self.best_samples.append(value)
+        self.since_best_run = 0
+
+    def best_value(self) -> float | None:
+        return judging.best_value(self.best_samples) if self.best_samples else None
+
+    def best_runs_wanted(self, config) -> int:
+        """Runs of the best to make before the next proposal (0: none)."""
+        if self.best is None:
+            return 0
+        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run)
+
+    def judge(self, rec: Record, direction: str, config) -> judging.Verdict:
+        v = judging.judge(rec.samples, self.best_samples, direction, config,
+                          rec.lines_added, rec.lines_removed,
+                          noise_sd=judging.estimate_noise(self.history),
+                          noise_df=judging.noise_df(self.history),
+                          pairs=rec.pairs, period_noise=self.period_noise)
+        note = self.throughput_shift(rec, v.stats)
+        if note:
+            v.reason += f"; warning: {note}"
+        return v
+
+    def throughput_shift(self, rec: Record, stats: dict) -> str | None:
+        """Whether the candidate's throughput (e.g. training steps in a wall-clock budget)
+        moved from the best's by more than its run-to-run noise: then the machine's speed,
+        not only the code, may be behind the metric. Adds `throughput_*` to `stats`."""
+        cand = [x for x in rec.throughput if x is not None]
+        best = [x for x in (self.best.throughput if self.best else []) if x is not None]
+        if not cand or not best:
+            return None
+        c, b = fmean(cand), fmean(best)
+        sd = pooled_sd(self.throughput_history + [cand])[0]
+        stats.update(throughput=c, throughput_best=b)
+        if sd:
+            se = sd * math.sqrt(1 / len(cand) + 1 / len(best))
+            stats["throughput_z"] = (c - b) / se
+            moved = abs(c - b) > 3 * se
+        else:                                   # no repeated runs yet: a 10% move
+            moved = abs(c - b) > 0.1 * abs(b)
+        if not moved:
+            return None
+        change = f" ({(c - b) / b:+.0%} vs the best)" if b else ""
+        return (f"throughput {b:.4g} -> {c:.4g}{change}, beyond its "
+                f"noise: with a wall-clock budget the metric follows the machine's speed too")

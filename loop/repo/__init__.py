@@ -1,0 +1,2 @@
+"""The git side: a branch per tag, worktrees, attempt commits, replay, restore; every git call
+hardened."""

@@ -1,0 +1,323 @@
+"""The git side of the loop: a branch per tag, a worktree to run in, kept commits on the
+branch, and a ref for every attempt so that nothing tried is ever lost.
+
+The user's own checkout is never touched: every command runs in the worktree or on refs.
+Every git call is hardened (loop/repo/gitsafe.py): no repository-configured program runs, and
+config, hooks and refs an experiment changed are put back. Knows nothing about metrics."""
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+from loop.errors import UsageError
+from loop.edits import sourcetext
+from loop.repo.gitsafe import DiskFull, Git, GitError, RefSnapshot, RepoGuard, run_git
+
+FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
+
+
+def git_toplevel(path: Path) -> Path | None:
+    """The root of the git repository holding `path`, or None outside any."""
+    out = run_git(["rev-parse", "--show-toplevel"], path, check=False)
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None
+
+
+def worktree_path(repo_root: Path, tag: str) -> Path:
+    """Where a tag's worktree lives: beside the state folders, not inside one (a tag never
+    starts with '.', so `.worktrees` cannot be a tag)."""
+    return Path(repo_root) / ".autoresearch" / ".worktrees" / tag
+
+
+class Workspace:
+    def __init__(self, repo_root: Path, tag: str, worktree: Path):
+        self.repo_root = Path(repo_root)
+        self.tag = tag
+        self.branch = f"autoresearch/{tag}"
+        self.worktree = Path(worktree)
+        common = Path(run_git(["rev-parse", "--git-common-dir"], self.repo_root).stdout.strip())
+        self.common_dir = common if common.is_absolute() else self.repo_root / common
+        self.guard = RepoGuard(self.common_dir, self.common_dir / "worktrees" / self.worktree.name,
+                               self.branch, tag)
+        self.git = Git(self.repo_root, before=self.guard.restore_files)
+        self._env = self._author_env()
+        self.watched: RefSnapshot | None = None   # see `watch`
+        self._wtgit = Git(self.worktree, self._env, before=self.guard.restore_files)
+
+    # -- set-up ------------------------------------------------------------------
+    @staticmethod
+    def find_repo_root(path: Path) -> Path:
+        root = git_toplevel(path)
+        if root is None:
+            raise UsageError(f"{path} is not inside a git repository (run `git init` and commit "
+                             f"the task first)")
+        return root
+
+    def open(self) -> bool:
+        """Create the branch (from HEAD) and its worktree if needed. True if the branch is new."""
+        created = False
+        if not self.branch_exists():
+            try:
+                self.git.rev_parse("--verify", "HEAD^{commit}")
+            except Exception:
+                raise UsageError(
+                    f"{self.repo_root} has no commits yet: commit the task first") from None
+            self.git.branch(self.branch, "HEAD")
+            created = True
+        self.ignore(".autoresearch/")
+        self._drop_other_worktrees()
+        if not (self.worktree / ".git").exists():
+            if self.worktree.exists():
+                shutil.rmtree(self.worktree)
+            self.git.worktree("prune")
+            self.worktree.parent.mkdir(parents=True, exist_ok=True)
+            self.git.worktree("add", "--quiet", str(self.worktree), self.branch)
+        self.restore()
+        return created
+
+    def _drop_other_worktrees(self) -> None:
+        """A worktree of our branch somewhere else (the layout of older versions put it
+        inside the state folder, in the experiment's reach) is removed: ours is recreated."""
+        current = None
+        for line in self.git.worktree("list", "--porcelain").splitlines():
+            if line.startswith("worktree "):
+                current = Path(line[len("worktree "):])
+            elif line == f"branch refs/heads/{self.branch}" and current is not None \
+                    and current.resolve() != self.worktree.resolve():
+                self.git.worktree("remove", "--force", str(current))
+
+    # -- tampering by a run ----------------------------------------------------------
+    def snapshot(self) -> RefSnapshot:
+        """Before a run: git config files, hooks and every ref but the loop's branch."""
+        return self.guard.snapshot(self.git)
+
+    def watch(self) -> RefSnapshot:
+        """While several runs are in flight (the loop): one snapshot, kept current with the
+        engine's own ref moves (`keep_ref`), checked as each run ends (`check_tamper(...,
+        keep_watching=True)`); config and hooks stay guarded the whole time."""
+        self.watched = self.guard.snapshot(self.git)
+        return self.watched
+
+    def check_tamper(self, before: RefSnapshot, label: str,
+                     keep_watching: bool = False) -> list[str]:
+        """After a run: put back config, hooks and refs it changed; what was undone."""
+        if keep_watching:
+            self.guard.restore_files()
+            self.guard.restore_refs(self.git, before, label)
+            displaced = f"refs/autoresearch/{self.tag}/displaced/"
+            for line in self.git("for-each-ref", "--format=%(objectname) %(refname)",
+                                 displaced).splitlines():
+                sha, ref = line.split(" ", 1)
+                before.refs[ref] = sha           # kept aside on purpose: not the next run's
+            return self.guard.take_notes()
+        try:
+            self.guard.restore_files()
+            self.guard.end_run()
+            self.guard.restore_refs(self.git, before, label)
+        finally:
+            self.guard.end_run()
+        return self.guard.take_notes()
+
+    def committed(self, path: str, ref: str = "HEAD") -> bool:
+        """Whether `path` (relative to the repo root) exists in commit `ref`."""
+        return self.git.ok("cat-file", "-e", f"{ref}:{path}")
+
+    def branch_exists(self) -> bool:
+        return self.git.ok("show-ref", "--verify", "--quiet", f"refs/heads/{self.branch}")
+
+    def ignore(self, pattern: str) -> None:
+        """Keep run state out of `git status` without editing any tracked file."""
+        exclude = self.common_dir / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        lines = exclude.read_text().splitlines() if exclude.exists() else []
+        if pattern not in lines:
+            with open(exclude, "a") as f:
+                f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
+
+    def ignore_path(self, path: Path) -> None:
+        """Exclude one file or folder of ours (e.g. the MLflow store) if it is in the repo."""
+        try:
+            rel = Path(path).resolve().relative_to(self.repo_root.resolve()).as_posix()
+        except ValueError:
+            return
+        if rel != ".":
+            self.ignore(f"/{rel}")
+
+    def _author_env(self) -> dict:
+        """Commit as the user when git knows who that is, else as `autoresearch`."""
+        env = {}
+        name = self._config("user.name")
+        email = self._config("user.email")
+        if not name or not email:
+            env = {"GIT_AUTHOR_NAME": name or FALLBACK_AUTHOR[0],
+                   "GIT_AUTHOR_EMAIL": email or FALLBACK_AUTHOR[1],
+                   "GIT_COMMITTER_NAME": name or FALLBACK_AUTHOR[0],
+                   "GIT_COMMITTER_EMAIL": email or FALLBACK_AUTHOR[1]}
+        return env
+
+    def _config(self, key: str) -> str:
+        return run_git(["config", "--get", key], self.repo_root, check=False).stdout.strip()
+
+    def _wt(self, *args) -> str:
+        """Run git in the worktree."""
+        return self._wtgit(*args)
+
+    # -- reading -----------------------------------------------------------------
+    def tip(self) -> str:
+        return self.git.rev_parse(f"refs/heads/{self.branch}")
+
+    def message(self, commit: str) -> str:
+        return self.git.log("-1", "--format=%B", commit)
+
+    def kept_commits(self, since: str) -> list[str]:
+        out = self.git.rev_list(f"{since}..refs/heads/{self.branch}")
+        return out.split() if out else []
+
+    # -- the loop's moves ---------------------------------------------------------
+    def stage(self, folder: str, files: dict[str, str], message: str) -> str:
+        """Write the proposal's files into the worktree and make an attempt commit of exactly
+        those changes on top of the tip (the branch does not move). Returns its sha."""
+        base = self.worktree / folder
+        paths = []
+        for rel, text in files.items():
+            target = base / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(sourcetext.encode(rel, text))
+            paths.append(str(Path(folder) / rel) if folder not in ("", ".") else rel)
+        self._wt("add", "--", *paths)
+        tree = self._wt("write-tree").strip()
+        return self._wt("commit-tree", tree, "-p", self.tip(), "-m", message).strip()
+
+    def diff(self, old: str, new: str) -> tuple[str, int, int]:
+        """The patch between two commits and its (lines added, lines removed)."""
+        patch = self.git.diff("--no-ext-diff", "--no-textconv", old, new)
+        patch = patch + "\n" if patch else ""
+        added = removed = 0
+        for line in self.git.diff("--no-ext-diff", "--no-textconv", "--numstat", old,
+                                  new).splitlines():
+            a, r, _ = line.split("\t", 2)
+            if a != "-":
+                added += int(a)
+                removed += int(r)
+        return patch, added, removed
+
+    def recommit(self, commit: str, message: str) -> str:
+        """The same tree and parent as `commit`, with a final message (trailers)."""
+        tree = self.git.rev_parse(f"{commit}^{{tree}}")
+        parent = self.git.rev_parse(f"{commit}^")
+        return self._wt("commit-tree", tree, "-p", parent, "-m", message).strip()
+
+    def advance(self, commit: str, expected_tip: str) -> None:
+        """Move the branch to `commit` (atomic: only if it still points at expected_tip)."""
+        self._wt("update-ref", f"refs/heads/{self.branch}", commit, expected_tip)
+
+    def keep_ref(self, name: str, commit: str) -> str:
+        ref = f"refs/autoresearch/{self.tag}/{name}"
+        self._wt("update-ref", ref, commit)
+        if self.watched is not None:       # the engine's own move: not tampering
+            self.watched.refs[ref] = commit
+        return ref
+
+    def restore(self) -> None:
+        """Make the worktree exactly the branch tip again (edits and run outputs dropped)."""
+        self._wt("reset", "--hard", "--quiet", f"refs/heads/{self.branch}")
+        self._wt("clean", "-fdq")
+
+    def materialize(self, commit: str) -> None:
+        """Make the worktree's files exactly `commit`'s tree (the branch does not move)."""
+        self._wt("read-tree", "--reset", "-u", commit)
+        self._wt("clean", "-fdq")
+
+    def modified_paths(self, folder: str) -> list[str]:
+        """Tracked files under `folder` the experiment changed or deleted at run time."""
+        out = self._wt("status", "--porcelain", "--untracked-files=no", "--", folder or ".")
+        return [line[3:] for line in out.splitlines() if line.strip()]
+
+    def export(self, commit: str, folder: str, dest: Path) -> Path:
+        """A pristine copy of `folder` as of `commit` (for grading); returns its path."""
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        self.guard.restore_files()
+        data = run_git(["archive", "--format=tar", commit, "--", folder or "."],
+                       self.repo_root, binary=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
+                else tar.extractall(dest)
+        return dest / folder if folder not in ("", ".") else dest
+
+    # -- several candidates at once (loop/engine/scheduler.py) ---------------------------
+    def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
+        """Like `stage`, but on top of `base` and without touching any worktree (a private
+        index): a proposal made against an older tip is staged against what it saw."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            git = lambda *a, **kw: run_git(list(a), self.repo_root, env, **kw)  # noqa: E731
+            git("read-tree", base)
+            for rel, text in files.items():
+                path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env, binary=True,
+                               stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
+                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            tree = git("write-tree").stdout.strip()
+            return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
+
+    def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
+        """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
+        out = {}
+        for rel in paths:
+            path = f"{folder}/{rel}" if folder not in ("", ".") else rel
+            got = run_git(["show", f"{commit}:{path}"], self.repo_root, check=False, binary=True)
+            if got.returncode == 0:
+                out[rel] = sourcetext.decode(rel, got.stdout)
+        return out
+
+    def replay(self, commit: str, onto: str) -> str | None:
+        """`commit`'s change (against its parent) applied 3-way on top of `onto`, as a new
+        commit with the same message; None when it conflicts. Touches no worktree."""
+        import tempfile
+        patch = run_git(["diff", "--no-ext-diff", "--no-textconv", "--binary", f"{commit}^",
+                         commit], self.repo_root,
+                        binary=True).stdout
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            run_git(["read-tree", onto], self.repo_root, env)
+            try:
+                run_git(["apply", "--3way", "--cached"], self.repo_root, env, binary=True,
+                        stdin=patch)
+            except DiskFull:
+                raise
+            except GitError:            # a conflict
+                return None
+            tree = run_git(["write-tree"], self.repo_root, env).stdout.strip()
+            return run_git(["commit-tree", tree, "-p", onto, "-m", self.message(commit)],
+                           self.repo_root, env).stdout.strip()
+
+    def head(self) -> str:
+        """The commit this worktree's HEAD points at."""
+        return self._wt("rev-parse", "HEAD").strip()
+
+    def list_at(self, commit: str, folder: str) -> list[str]:
+        """Files under `folder` in `commit`, relative to the folder."""
+        out = self.git.ls_tree("-r", "--name-only", commit, "--", folder or ".")
+        prefix = f"{folder}/" if folder not in ("", ".") else ""
+        return [p[len(prefix):] for p in out.splitlines() if p.startswith(prefix)]
+
+    def add_slot_worktree(self, path: Path) -> Workspace:
+        """A detached worktree for one run slot (same branch and refs; the branch is not
+        checked out there, so the slot never moves it)."""
+        path = Path(path)
+        if not (path / ".git").exists():
+            if path.exists():
+                shutil.rmtree(path)
+            self.git.worktree("prune")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.git.worktree("add", "--quiet", "--detach", str(path), self.tip())
+        slot = Workspace.__new__(Workspace)
+        slot.__dict__.update(self.__dict__)
+        slot.worktree = path
+        slot._wtgit = Git(path, self._env, before=self.guard.restore_files)   # its own tree
+        return slot
+

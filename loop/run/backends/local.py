@@ -1,0 +1,69 @@
+"""The local backend: N slots on this machine, each with its own git worktree and device
+(a GPU via CUDA_VISIBLE_DEVICES, or a share of the CPU cores; see loop/engine/scheduler.py).
+A run is a thread waiting on the runner's subprocess, so slots run at once."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from loop.run.backends import JOB_ENV, RunJob, failed, run_in_folder
+from loop.run.runner import CRASH, kill_marked
+
+
+class LocalBackend:
+    def __init__(self, workspace, task, task_rel: str, guard, slot_envs: list[dict],
+                 slot_root: Path, limits=None):
+        self.task, self.task_rel, self.guard, self.limits = task, task_rel, guard, limits
+        self.workspace = workspace
+        # One slot runs in the loop's worktree (as the loop always did); with more, each
+        # slot gets a detached worktree of its own.
+        self.slots = [(0, workspace, slot_envs[0])] if len(slot_envs) == 1 else \
+            [(i, workspace.add_slot_worktree(slot_root / str(i)), env)
+             for i, env in enumerate(slot_envs)]
+        self._free = list(self.slots)
+        self._lock = threading.Lock()
+        self._threads: dict[str, threading.Thread] = {}
+
+    def free(self) -> int:
+        with self._lock:
+            return len(self._free)
+
+    def submit(self, job: RunJob, done) -> None:
+        with self._lock:
+            slot = self._free.pop(0)
+        thread = threading.Thread(target=self._work, args=(job, slot, done),
+                                  name=f"slot-{slot[0]}", daemon=True)
+        self._threads[job.job_id] = thread
+        thread.start()
+
+    def _work(self, job: RunJob, slot, done) -> None:
+        _, ws, env = slot
+        try:
+            ws.materialize(job.commit)   # the slot's worktree holds exactly the attempt
+            head = ws.head()
+            result = run_in_folder(job, ws.worktree / self.task_rel, self.task, self.guard,
+                                   job.run_dir, job.log_path, self.task_rel,
+                                   lambda dest: self.workspace.export(job.commit,
+                                                                      self.task_rel, dest),
+                                   env, self.limits)
+            if ws is not self.workspace and ws.head() != head:   # a `git commit` in the run
+                ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.k}", ws.head())
+                ws.restore()
+                result.status, result.metric = CRASH, None
+                result.detail = f"tampered: the run committed in its worktree (kept as {ref})"
+        except Exception as exc:      # an engine-side failure costs this run, not the loop
+            result = failed(job, f"slot error: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._free.append(slot)
+            self._free.sort(key=lambda s: s[0])
+            self._threads.pop(job.job_id, None)
+        done(job, result)
+
+    def cancel(self, job_id: str) -> None:
+        kill_marked(f"{JOB_ENV}={job_id}")
+
+    def close(self, wait_s: float = 15.0) -> None:
+        for job_id in list(self._threads):
+            self.cancel(job_id)
+        for thread in list(self._threads.values()):
+            thread.join(wait_s)

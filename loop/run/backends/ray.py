@@ -1,0 +1,157 @@
+"""The Ray backend: each run is a Ray task on some node of a cluster (`--backend ray`).
+
+The head (where `autoresearch run` runs) keeps git, the journal, the judge and MLflow. A task
+receives the attempt commit's tree (a `git archive`), which is also the pristine copy its
+grader runs from, the task's private data when it has a grading step, and the digests the
+guard checks; it runs the same runner (`run_in_folder`: time limit, process-group kill,
+protected grading, tamper checks) in a temporary folder on its node, and returns status,
+metric, log and the artifacts folder. A worker that dies mid-run is retried once (Ray's
+`max_retries`, on any node); a second death is a `crash` with the reason, never the loop's.
+
+Each node needs Python with this package and Ray installed (`pip install 'autoresearch[ray]'`
+or the repo with `pip install -e '.[ray]'`) and whatever the task's commands need; it does
+not need git or the research repo. Cluster: $RAY_ADDRESS (or a local Ray started here)."""
+from __future__ import annotations
+
+import copy
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from loop.run.backends import RunJob, failed, run_in_folder
+from loop.repo.gitsafe import run_git
+from loop.run.runner import RunResult
+from loop.engine.scheduler import THREAD_VARS
+
+RETRIES = 1      # a run whose worker died is tried once more, then recorded as a crash
+
+
+def _tar(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if folder.is_dir():
+            tar.add(folder, arcname=".")
+    return buf.getvalue()
+
+
+def _untar(data: bytes, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
+            else tar.extractall(dest)
+    return dest
+
+
+def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private: bytes | None,
+               slot_env: dict, limits=None) -> dict:
+    """On a worker node: the job's commit in a temporary folder, run and graded there."""
+    tmp = Path(tempfile.mkdtemp(prefix="autoresearch-ray-"))
+    try:
+        work = _untar(archive, tmp / "work")
+        if private is not None:     # the held-out data, where only the grader is told
+            where = _untar(private, tmp / "private")
+            guard = copy.copy(guard)
+            guard.private = where
+            task = replace(task, private=str(where))
+            guard.task = task
+        run_dir, log = tmp / "run", tmp / "run" / "run.log"
+        folder = work / task_rel if task_rel not in ("", ".") else work
+        result = run_in_folder(job, folder, task, guard, run_dir, log, task_rel,
+                               lambda dest: _untar(archive, dest), slot_env, limits)
+        grade_log = log.with_name(log.stem + ".grade.log")
+        return {"status": result.status, "metric": result.metric,
+                "returncode": result.returncode, "wall_s": result.wall_s,
+                "memory_gb": result.memory_gb, "detail": result.detail,
+                "log": log.read_bytes() if log.exists() else b"",
+                "grade_log": grade_log.read_bytes() if grade_log.exists() else None,
+                "artifacts": _tar(run_dir / "artifacts"), "node": os.uname().nodename}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RayBackend:
+    def __init__(self, workspace, task, task_rel: str, guard, slot_envs: list[dict],
+                 slot_root: Path | None = None, limits=None):
+        try:
+            import ray
+        except ImportError:
+            from loop.errors import UsageError
+            raise UsageError("--backend ray needs Ray: pip install 'autoresearch[ray]' "
+                             "(or -e '.[ray]' in this repo)") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=False,
+                     include_dashboard=False)
+        self.workspace, self.task, self.task_rel, self.guard = workspace, task, task_rel, guard
+        self.limits = limits       # the sandbox is set up on the worker, where the run is
+        self.slots = len(slot_envs)
+        resources = ray.cluster_resources()
+        if resources.get("GPU", 0) >= 1:     # Ray sets CUDA_VISIBLE_DEVICES for the task
+            self.options, share = {"num_gpus": 1, "num_cpus": 1}, None
+        else:
+            cpus = int(resources.get("CPU", 1))
+            share = max(1, cpus // self.slots)
+            self.options = {"num_cpus": min(share, cpus)}
+        self.slot_env = {v: str(share) for v in THREAD_VARS} if share else {}
+        private = task.private_dir if task.grade_command else None
+        self.private = ray.put(_tar(private)) if private else None
+        self.remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(run_remote)
+        self._refs: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def free(self) -> int:
+        with self._lock:
+            return self.slots - len(self._refs)
+
+    def submit(self, job: RunJob, done) -> None:
+        archive = run_git(["archive", "--format=tar", job.commit, "--", self.task_rel or "."],
+                          self.workspace.repo_root, binary=True).stdout   # hardened git
+        ref = self.remote.options(**self.options).remote(
+            archive, job, self.task, self.task_rel, self.guard, self.private, self.slot_env,
+            self.limits)
+        with self._lock:
+            self._refs[job.job_id] = ref
+        threading.Thread(target=self._wait, args=(job, ref, done), daemon=True,
+                         name=f"ray-{job.job_id}").start()
+
+    def _wait(self, job: RunJob, ref, done) -> None:
+        try:
+            out = self.ray.get(ref)
+            result = self._land(job, out)
+        except self.ray.exceptions.TaskCancelledError:
+            result = failed(job, "cancelled")
+        except self.ray.exceptions.RayError as exc:   # the worker or its node died, twice
+            why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            result = failed(job, f"ray worker lost ({type(exc).__name__}, tried "
+                                 f"{1 + RETRIES} times){': ' + why if why else ''}")
+        except Exception as exc:
+            result = failed(job, f"ray backend error: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._refs.pop(job.job_id, None)
+        done(job, result)
+
+    def _land(self, job: RunJob, out: dict) -> RunResult:
+        """Write the run's log and artifacts where the head keeps them."""
+        job.log_path.parent.mkdir(parents=True, exist_ok=True)
+        job.log_path.write_bytes(out["log"])
+        if out["grade_log"] is not None:
+            job.log_path.with_name(job.log_path.stem + ".grade.log").write_bytes(out["grade_log"])
+        artifacts = job.run_dir / "artifacts"
+        shutil.rmtree(artifacts, ignore_errors=True)
+        _untar(out["artifacts"], artifacts)
+        return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
+                         out["memory_gb"], job.log_path, out["detail"])
+
+    def cancel(self, job_id: str) -> None:
+        ref = self._refs.get(job_id)
+        if ref is not None:
+            self.ray.cancel(ref, force=True)
+
+    def close(self, wait_s: float = 15.0) -> None:
+        for job_id in list(self._refs):
+            self.cancel(job_id)

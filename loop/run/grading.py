@@ -1,0 +1,274 @@
+"""Protected grading: the checks that stand between an experiment and its metric.
+
+A task with an `evaluate` command is graded where the edit cannot reach:
+
+- the grader runs from a pristine copy of the task folder, made from the attempt commit
+  *after* the training step has ended (the run cannot plant files in it), and that copy's
+  protected files must hash as they did when the loop started;
+- the training step hands over one thing, $AUTORESEARCH_ARTIFACT_DIR (and in it the
+  `artifact` file when the task names one); nothing else it writes is graded;
+- held-out data (`private`) lives outside the task folder and outside git; only the evaluate
+  step is told where ($AUTORESEARCH_PRIVATE_DIR), and its content is hashed when the loop
+  starts and verified before every grading;
+- a run that modified, deleted or replaced a protected file in its folder, or moved the
+  loop's branch, is a crash ("tampered: ..."), never kept.
+
+The OS side is loop/run/sandbox.py, applied by the runner to both steps: in the sandbox the
+training step does not see the private folder at all (an empty folder covers it; only the
+grader's sandbox shows it) and can write only its folder, the artifact folder and scratch.
+Without the sandbox (`sandbox: off`, or bwrap unavailable) the experiment runs as the
+engine's user and could read whatever that user can, the private folder included if it
+guesses the path; then the checks here are all that stands, and they verify what the run
+may not change rather than prevent it. docs/tasks.md has the details."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from loop.errors import UsageError
+from loop.run.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_marked,
+                         run_experiment)
+from loop.setup.task import Task, load_task, with_budget
+
+PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
+HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
+NETWORK_ENV = "AUTORESEARCH_NETWORK"     # loop/run/netbridge.py: the endpoints a step may reach
+SKIP = {".git", "__pycache__", ".autoresearch"}
+FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
+READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"
+READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes; a symlink is identified by its target, not followed."""
+    if path.is_symlink():
+        return "symlink:" + os.readlink(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digest_tree(folder: Path, full_bytes: int = FULL_HASH_BYTES) -> str:
+    """One digest of every file under `folder` (names and contents; bytecode caches skipped;
+    files over `full_bytes` by size and mtime)."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if SKIP.intersection(rel.parts) or path.is_dir() and not path.is_symlink():
+            continue
+        if not path.is_symlink() and path.stat().st_size > full_bytes:
+            st = path.stat()
+            h.update(f"{rel.as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        else:
+            h.update(f"{rel.as_posix()}\0{file_digest(path)}\n".encode())
+    return h.hexdigest()
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty folder at `path` (whatever an earlier try left there is removed)."""
+    if path.exists() or path.is_symlink():
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    path.mkdir(parents=True)
+    return path
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def copy_task(src: Path, dest: Path) -> Path:
+    """A plain copy of a task folder (no git, caches or run state)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, symlinks=True,
+                    ignore=shutil.ignore_patterns(*SKIP, "mlflow.db", "mlruns"))
+    return dest
+
+
+def task_env(task: Task) -> dict[str, str]:
+    """Variables both steps get: `pass_env` from the engine's environment, then `env`, and
+    the `read_only` paths (named, so the sandbox shows them, read-only)."""
+    passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
+    shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
+    network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
+    return {**passed, **task.env, **shown, **network}
+
+
+class Guard:
+    """What one loop (or one check) trusts: the protected files' hashes and the private
+    data's digest, taken from a pristine copy of the task before anything ran."""
+
+    def __init__(self, task: Task, pristine: Path, repo_root: Path | None = None):
+        self.task = task
+        self.protected = {rel: file_digest(pristine / rel)
+                          for rel in task.protected_files(pristine)}
+        self.private = task.private_dir
+        if self.private and repo_root is not None:
+            _check_untracked(self.private, repo_root)
+        self.private_digest = digest_tree(self.private) if self.private else None
+        self.held_out = [Path(p) for p in task.held_out]
+        for path in self.held_out:
+            if repo_root is not None:
+                _check_untracked(path, repo_root)
+        self.held_out_digest = [_digest_path(p) for p in self.held_out]
+        self.read_only = [Path(p) for p in task.read_only]
+        self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
+
+    @classmethod
+    def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> Guard:
+        """The guard for a loop: protected files as committed at the branch tip."""
+        pristine = workspace.export(workspace.tip(), folder, scratch)
+        try:
+            return cls(task, pristine, workspace.repo_root)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def grader_env(self, env: dict) -> dict:
+        """The evaluate step's environment: the run's, plus the private folder and the
+        variables named in `grader_env`. The training step never gets these."""
+        extra = {k: os.environ[k] for k in self.task.grader_env if k in os.environ}
+        extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
+        if self.private:
+            extra[PRIVATE_ENV] = str(self.private)
+        for i, path in enumerate(self.held_out):    # named only here: hidden from training
+            extra[f"{HELD_OUT_ENV}_{i}"] = str(path)
+        if self.task.network or self.task.grader_network:
+            extra[NETWORK_ENV] = " ".join([*self.task.network, *self.task.grader_network])
+        return {**env, **extra}
+
+    def check_folder(self, folder: Path) -> str | None:
+        """Why `folder`'s protected files differ from the pristine ones, or None."""
+        for rel, digest in self.protected.items():
+            path = folder / rel
+            if not path.exists() and not path.is_symlink():
+                return f"deleted protected file {rel}"
+            now = file_digest(path) if path.is_symlink() or path.is_file() else "not a file"
+            if now != digest:
+                same_kind = now.startswith("symlink:") == digest.startswith("symlink:")
+                how = "modified" if same_kind and now != "not a file" else "replaced"
+                return f"{how} protected file {rel}"
+        return None
+
+    def check_private(self) -> str | None:
+        for path, digest in zip(self.held_out, self.held_out_digest):
+            if _digest_path(path) != digest:
+                return f"the held-out data {path} changed since the loop started"
+        for path, digest in zip(self.read_only, self.read_only_digest):
+            if _digest_path(path, READ_ONLY_FULL_BYTES) != digest:
+                return f"the read-only data {path} changed since the loop started"
+        if self.private is None:
+            return None
+        if not self.private.is_dir() or digest_tree(self.private) != self.private_digest:
+            return f"the private data in {self.private} changed since the loop started"
+        return None
+
+    def check_artifact(self, artifact_dir: Path) -> str | None:
+        if not self.task.artifact:
+            return None
+        path = artifact_dir / self.task.artifact
+        if path.is_symlink() or not path.is_file():
+            return f"artifact {self.task.artifact} not written (expected in " \
+                   f"$AUTORESEARCH_ARTIFACT_DIR)"
+        return None
+
+    def before_grading(self, run_folder: Path, artifact_dir: Path,
+                       grader_copy: Callable[[], Path]) -> tuple[str, str] | None:
+        """After a training step that exited 0: None to go on to grading, else (status, why).
+        `grader_copy()` makes the pristine folder the grader will run in."""
+        tampered = self.check_folder(run_folder)
+        if tampered:
+            return CRASH, f"tampered: the run {tampered}"
+        missing = self.check_artifact(artifact_dir)
+        if missing:
+            return NO_METRIC, missing
+        if not self.task.grade_command:
+            return None
+        copy = grader_copy()
+        bad = self.check_folder(copy)
+        if bad:
+            return CRASH, f"tampered: the grader's copy: {bad}"
+        changed = self.check_private()
+        if changed:
+            return CRASH, f"tampered: {changed}"
+        return None
+
+
+def _digest_path(path: Path, full_bytes: int = FULL_HASH_BYTES) -> str | None:
+    """A held-out or read-only file's or folder's digest; None when it is gone."""
+    if path.is_dir() and not path.is_symlink():
+        return digest_tree(path, full_bytes)
+    return file_digest(path) if path.exists() or path.is_symlink() else None
+
+
+def _check_untracked(private: Path, repo_root: Path) -> None:
+    """Held-out data inside the research repo must not be tracked: it would be in every
+    worktree and commit the experiment sees."""
+    if private != repo_root and repo_root not in private.parents:
+        return
+    out = subprocess.run(["git", "ls-files", "--", str(private)], cwd=repo_root,
+                         capture_output=True, text=True)
+    if out.stdout.strip():
+        raise UsageError(f"private folder {private} holds files tracked by git "
+                         f"({out.stdout.split()[0]}): they would be in the experiment's "
+                         f"worktree; keep held-out data outside git")
+
+
+def check_branch(workspace, expected_tip: str, iteration: int) -> str | None:
+    """A run must not move the loop's branch (a `git commit` from inside the experiment).
+    If it did, the branch goes back and what it committed stays retrievable as a ref."""
+    tip = workspace.tip()
+    if tip == expected_tip:
+        return None
+    ref = workspace.keep_ref(f"tampered-{iteration}", tip)
+    workspace.advance(expected_tip, tip)
+    return f"tampered: the run moved branch {workspace.branch} (its commit is kept as {ref})"
+
+
+def check_task(path: str | Path, time_budget_s: float | None = None,
+               out: Callable[[str], None] = print) -> tuple[Task, RunResult]:
+    """Validate a task folder and run its baseline once in a temporary copy (no git needed),
+    graded exactly as the loop grades it."""
+    task = with_budget(load_task(path), time_budget_s)
+    tmp = Path(tempfile.mkdtemp(prefix="autoresearch-check-"))
+    try:
+        work = copy_task(task.root, tmp / "work")
+        guard = Guard(task, work)
+        artifacts = fresh_dir(tmp / "run" / "artifacts")
+        run_id = f"check-{uuid.uuid4().hex[:12]}"
+        env = experiment_env({**task_env(task), "AUTORESEARCH_SEED": "0",
+                              "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
+                              "AUTORESEARCH_ARTIFACT_DIR": str(artifacts),
+                              "AUTORESEARCH_ITERATION": "0", "AUTORESEARCH_RUN_ID": run_id})
+
+        def before_grading():
+            kill_marked(f"AUTORESEARCH_RUN_ID={run_id}")
+            return guard.before_grading(work, artifacts,
+                                        lambda: copy_task(task.root, tmp / "grader"))
+
+        grading = "the lm grader" if task.grader else f"`{task.evaluate}`"
+        out(f"check-task: {task.name}: running `{task.run}`"
+            + (f", then grading with {grading}" if task.grade_command else "")
+            + f" (budget {task.time_budget_s:g}s)")
+        log = tmp / "run" / "run.log"
+        result = run_experiment(task.train_command, work, env, task.time_budget_s + task.grace_s,
+                                log, task.metric.pattern, task.memory_pattern, task.grade_command,
+                                tmp / "grader", task.grade_timeout_s, guard.grader_env(env),
+                                before_grading)
+        tampered = guard.check_folder(work)
+        if tampered and result.status == OK:
+            result.status, result.metric = CRASH, None
+            result.detail = f"tampered: the run {tampered}"
+        if result.status != OK and log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-25:]
+            out("\n".join(f"  | {line}" for line in tail))
+        return task, result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

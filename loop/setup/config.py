@@ -1,0 +1,206 @@
+"""Run configuration: YAML -> typed dataclasses, one clear error per bad key.
+
+CLI flags override the file; see `Config.with_overrides`. Imports nothing heavy."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+from loop.errors import ConfigError
+from loop.setup.schema import build, load_yaml
+
+PROPOSER_KINDS = ("mutate", "llm")
+JUDGE_RULES = ("strict", "noise", "sequential")
+SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
+BACKENDS = ("local", "ray")
+
+
+@dataclass
+class ProposerConfig:
+    kind: str = "mutate"
+    model: str | None = None
+    base_url: str | None = None          # default: $OPENAI_BASE_URL, then the OpenAI API
+    api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
+    temperature: float = 0.7
+    max_tokens: int = 4096
+    timeout_s: float = 180.0
+    max_retries: int = 6                 # transient errors (connection, timeout, 429, 5xx)
+    patience_s: float = 1800.0           # then wait this long for the endpoint, then stop
+    repair_turns: int = 2                # edit errors sent back to the model per iteration
+    journal_chars: int = 6000            # bound on the research journal in the prompt
+    price_input_per_m: float = 0.0       # USD per million prompt tokens
+    price_output_per_m: float = 0.0      # USD per million completion tokens
+    price_cached_input_per_m: float | None = None
+    log_prompts: bool = True             # store prompt + reply as MLflow artifacts
+    tracing: bool = False                # MLflow OpenAI autolog tracing
+    concurrency: int = 1                 # proposals requested at once (parallel LLM calls)
+    ahead: int | None = None             # proposals kept ready beyond the free slots
+                                         # (default: 0 with one worker, else `workers`)
+
+
+@dataclass
+class JudgeConfig:
+    """How a candidate is judged (the protocol is in loop/judge/judge.py's docstring).
+
+    Repeated runs of one code state differ only by their seed: the engine passes each run
+    its seed in the environment variable AUTORESEARCH_SEED, and a task that honours it
+    (seeds torch/numpy/random from it) makes the noise measurable."""
+    rule: str = "noise"                  # noise: significance against measured run-to-run
+                                         # noise | strict: karpathy's "any gain", one run each
+    min_delta: float = 0.0               # a kept gain must exceed this (metric units, both rules)
+    baseline_runs: int = 3               # noise: R, runs of every best state: the baseline, and
+                                         # a candidate is only kept once it has R runs
+    confirm_runs: int = 4                # noise: extra runs of a candidate, at most; the first
+                                         # R - 1 double as the new best's re-measurement
+    confidence: float = 0.99             # noise: one-sided confidence that a kept gain is real
+    plausible_p: float = 0.3             # noise: p below this but not significant -> re-run
+    simplicity_weight: float = 0.01      # noise: extra margin per net added line, in noise sd;
+                                         # a net deletion is kept when the metric is within noise
+    paired: bool = True                  # noise: confirm a candidate only against runs of the
+                                         # best made next to its own (drift-proof; 2x runs)
+    remeasure_every: int = 0             # noise: re-run the best every N proposals (0: only
+                                         # after a keep, until it has baseline_runs samples)
+    screen_p: float = 0.15               # sequential: a candidate goes on (another pair) only
+                                         # while its p-value is below this; else it stops
+    fast_keep_p: float = 0.0             # sequential: keep on the first run alone when its
+                                         # p-value is below this (0: never; not drift-proof)
+
+
+@dataclass
+class TrackingConfig:
+    uri: str | None = None               # default: $MLFLOW_TRACKING_URI, else MLflow's default
+    experiment: str | None = None        # default: autoresearch/<task name>
+
+
+@dataclass
+class Config:
+    task: str = "experiments/tinylm"
+    tag: str | None = None
+    iterations: int = 20                 # proposals after the baseline (total for the tag)
+    time_budget_s: float | None = None   # per-experiment budget; overrides the task's
+    max_wall_s: float | None = None      # whole-loop wall clock; stop after it
+    max_consecutive_failures: int = 5
+    max_cost_usd: float | None = None
+    seed: int = 0
+    workers: int = 1                     # run slots: experiments at once
+    devices: tuple[str, ...] | None = None  # GPU ids, one per slot (default: all visible)
+    backend: str = "local"               # local | ray (a Ray cluster; pip install '.[ray]')
+    program: str = "program.md"          # steering file, re-read every iteration
+    sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
+                                         # required: refuse to start without it (README)
+    memory_limit_gb: float | None = None  # per experiment process (RLIMIT_DATA); None: none
+    log_cap_mb: float = 5.0              # kept log per run (head + tail); metrics read in full
+    proposer: ProposerConfig = field(default_factory=ProposerConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    # relative paths resolve here (the config's folder's repo); set by code, not a YAML key
+    base_dir: Path = field(default=Path("."), metadata={"internal": True})
+
+    def resolve(self, rel: str) -> Path:
+        p = Path(rel).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    def with_overrides(self, **flags) -> Config:
+        """Apply CLI flags (None = not given). Nested keys use '<section>_<key>'."""
+        cfg = dataclasses.replace(self, proposer=dataclasses.replace(self.proposer),
+                                  judge=dataclasses.replace(self.judge),
+                                  tracking=dataclasses.replace(self.tracking))
+        for key, value in flags.items():
+            if value is None:
+                continue
+            section, _, sub = key.partition("_")
+            if section in ("proposer", "judge", "tracking") and sub:
+                setattr(getattr(cfg, section), sub, value)
+            else:
+                setattr(cfg, key, value)
+        validate(cfg, "command line")
+        return cfg
+
+
+def validate(cfg: Config, where: str) -> None:
+    if cfg.proposer.kind not in PROPOSER_KINDS:
+        raise ConfigError(f"{where}: proposer.kind must be one of {', '.join(PROPOSER_KINDS)}, "
+                          f"got '{cfg.proposer.kind}'")
+    if cfg.judge.rule not in JUDGE_RULES:
+        raise ConfigError(f"{where}: judge.rule must be one of {', '.join(JUDGE_RULES)}, "
+                          f"got '{cfg.judge.rule}'")
+    j = cfg.judge
+    if j.baseline_runs < 1 or j.confirm_runs < 0 or j.remeasure_every < 0:
+        raise ConfigError(f"{where}: judge.baseline_runs must be >= 1, judge.confirm_runs and "
+                          f"judge.remeasure_every >= 0")
+    if not (0.5 < j.confidence < 1 and 0 < j.plausible_p < 1):
+        raise ConfigError(f"{where}: judge.confidence must be in (0.5, 1), "
+                          f"judge.plausible_p in (0, 1)")
+    if not (0 < j.screen_p < 1 and 0 <= j.fast_keep_p < 1):
+        raise ConfigError(f"{where}: judge.screen_p must be in (0, 1), "
+                          f"judge.fast_keep_p in [0, 1)")
+    if j.simplicity_weight < 0 or j.min_delta < 0:
+        raise ConfigError(f"{where}: judge.simplicity_weight and judge.min_delta must be >= 0")
+    if cfg.iterations < 0:
+        raise ConfigError(f"{where}: iterations must be >= 0")
+    for name in ("time_budget_s", "max_wall_s", "max_cost_usd", "memory_limit_gb"):
+        value = getattr(cfg, name)          # a flag's `nan` or `inf` is a float too
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"{where}: {name} must be a finite number, got {value}")
+    if cfg.time_budget_s is not None and cfg.time_budget_s <= 0:
+        raise ConfigError(f"{where}: time_budget_s must be > 0")
+    if cfg.proposer.patience_s < 0:
+        raise ConfigError(f"{where}: proposer.patience_s must be >= 0 (seconds)")
+    if cfg.max_consecutive_failures < 1:
+        raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
+    if cfg.proposer.kind == "llm" and not cfg.proposer.model:
+        raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
+                          f"(use --model M or proposer.model in the config)")
+    if cfg.sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOX_MODES)}, "
+                          f"got '{cfg.sandbox}'")
+    if cfg.memory_limit_gb is not None and cfg.memory_limit_gb <= 0 or cfg.log_cap_mb <= 0:
+        raise ConfigError(f"{where}: memory_limit_gb and log_cap_mb must be > 0")
+    if cfg.workers < 1 or cfg.proposer.concurrency < 1 or (cfg.proposer.ahead or 0) < 0:
+        raise ConfigError(f"{where}: workers and proposer.concurrency must be >= 1, "
+                          f"proposer.ahead >= 0")
+    if cfg.backend not in BACKENDS:
+        raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS)}, "
+                          f"got '{cfg.backend}'")
+    if cfg.devices is not None:
+        cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
+                            if d.strip())
+    if cfg.tag is not None and not _valid_tag(cfg.tag):
+        raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
+
+
+def _valid_tag(tag: str) -> bool:
+    import re
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", tag)) and ".." not in tag \
+        and not tag.endswith((".lock", "."))
+
+
+def load_config(path: str | Path | None, base_dir: Path | None = None) -> Config:
+    """Load a YAML config; `None` gives the defaults. Relative paths in it resolve against
+    `base_dir` (default: the git repo holding the config, else the config's folder)."""
+    if path is None:
+        cfg = Config(base_dir=(base_dir or Path.cwd()).resolve())
+        validate(cfg, "defaults")
+        return cfg
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    data = load_yaml(path, ConfigError) or {}
+    if isinstance(data, dict) and "base_dir" in data:
+        raise ConfigError(f"{path}: unknown key 'base_dir'")
+    if isinstance(data, dict) and isinstance(data.get("sandbox"), bool):
+        data["sandbox"] = "auto" if data["sandbox"] else "off"   # YAML reads `off` as false
+    cfg = build(Config, data, str(path), ConfigError)
+    cfg.base_dir = (base_dir or _repo_root(path.resolve().parent)).resolve()
+    validate(cfg, str(path))
+    return cfg
+
+
+def _repo_root(folder: Path) -> Path:
+    for p in (folder, *folder.parents):
+        if (p / ".git").exists():
+            return p
+    return folder

@@ -1,0 +1,505 @@
+"""What a task is: a folder with task.yaml, its editable and protected files, how to run
+and grade it, and the metric to optimize. Loading a task runs nothing."""
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+
+from loop.errors import TaskError
+from loop.setup.schema import build, load_yaml
+
+TASK_FILE = "task.yaml"
+DIRECTIONS = ("minimize", "maximize")
+NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    direction: str = "minimize"
+    pattern: str = ""  # regex with one group; default: a line "<name>: <number>"
+
+    def __post_init__(self):
+        if not self.pattern:
+            object.__setattr__(self, "pattern",
+                               rf"^\s*{re.escape(self.name)}\s*[:=]\s*{NUMBER}\s*$")
+
+    def better(self, a: float, b: float) -> bool:
+        """True when a is strictly better than b in this metric's direction."""
+        return a < b if self.direction == "minimize" else a > b
+
+    def improvement(self, candidate: float, best: float) -> float:
+        """How much better candidate is than best (positive = better), direction-aware."""
+        return best - candidate if self.direction == "minimize" else candidate - best
+
+
+@dataclass(frozen=True)
+class Grader:
+    """A protected grader the engine provides (loop/run/graders/); `lm`: a language model the
+    script hands over as a torch.export program, scored by protected code (docs/tasks.md)."""
+    kind: str
+    script: str                         # the (editable) training script, run via the handover
+    eval_function: str                  # protected `module.function` the script calls with
+                                        # its final model as first argument
+    eval_call: str                      # how the grader calls it: an expression over the
+                                        # protected module's names and `model`
+    input_shape: tuple[int, ...]        # (batch, seq) the model is exported at / called with
+    python: str = "python"              # the repo's own interpreter
+
+    @property
+    def module(self) -> str:
+        return self.eval_function.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    run: str
+    metric: Metric
+    editable: tuple[str, ...]
+    protected: tuple[str, ...] = ()
+    description: str = ""
+    evaluate: str = ""                  # optional protected grading step (see docs/tasks.md)
+    artifact: str = ""                  # file the run must write in $AUTORESEARCH_ARTIFACT_DIR
+    private: str = ""                   # held-out data folder, outside the task folder; only the
+                                        # evaluate step gets it ($AUTORESEARCH_PRIVATE_DIR)
+    grader: Grader | None = None        # a protected grader of ours instead of `evaluate`
+    held_out: tuple[str, ...] = ()      # files/folders outside git the training step cannot
+                                        # see and the grader can (absolute once loaded)
+    read_only: tuple[str, ...] = ()     # files/folders outside git both steps read and no run
+                                        # may change (a tokenizer the grader trusts)
+    grader_env: tuple[str, ...] = ()    # variables (e.g. a reviewer's API key) passed from the
+                                        # engine's environment to the evaluate step only
+    pass_env: tuple[str, ...] = ()      # variables passed to both steps (scrubbed otherwise)
+    network: tuple[str, ...] = ()       # host:port endpoints both steps may reach in the
+                                        # sandbox (e.g. the agent's model server)
+    grader_network: tuple[str, ...] = ()  # host:port endpoints only the grader may reach
+    unprotected: str = ""               # why the metric is not protected (e.g. the edited
+                                        # code writes the number the grader reads); shown
+    time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
+    grace_s: float = 30.0               # start-up allowance beyond the budget
+    grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
+    budget_constant: str = ""           # `prepare.py:TIME_BUDGET`: the training budget lives in
+                                        # the repo's code, which never reads
+                                        # AUTORESEARCH_TIME_BUDGET; --time-budget is refused
+    env: dict[str, str] = field(default_factory=dict)
+    memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
+    throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
+                                        # with one group; shown per run, warned on when it moves
+    search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
+    root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
+
+    @property
+    def train_command(self) -> str:
+        """What the training step runs: `run`, or the script through the lm handover."""
+        if self.grader is None:
+            return self.run
+        from loop.run.graders import HANDOVER
+        g = self.grader
+        return (f"{g.python} {shlex.quote(str(HANDOVER))} --eval-function "
+                f"{shlex.quote(g.eval_function)} --input-shape {_shape(g.input_shape)} "
+                f"{shlex.quote(g.script)}")
+
+    @property
+    def grade_command(self) -> str:
+        """What the grading step runs: `evaluate`, the lm grader, or nothing."""
+        if self.grader is None:
+            return self.evaluate
+        from loop.run.graders import LM
+        g = self.grader
+        protected = " ".join(shlex.quote(p) for p in self.protected)
+        return (f"{g.python} {shlex.quote(str(LM))} --eval-function "
+                f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
+                f"--input-shape {_shape(g.input_shape)} --metric {shlex.quote(self.metric.name)}"
+                f" --protected {protected}")
+
+    @property
+    def protected_metric(self) -> bool:
+        """Whether the metric comes from protected grading rather than the script's print
+        (an `evaluate` whose number the edited code writes, `unprotected:`, does not count)."""
+        return bool(self.evaluate or self.grader) and not self.unprotected
+
+    def throughput(self, output: str) -> float | None:
+        """The last number `throughput_pattern` captures in a run's output, or None."""
+        if not self.throughput_pattern:
+            return None
+        found = re.findall(throughput_regex(self.throughput_pattern), output, re.M)
+        try:
+            return float(found[-1]) if found else None
+        except ValueError:
+            return None
+
+    # -- files -----------------------------------------------------------------
+    def is_editable(self, rel: str) -> bool:
+        return _matches(rel, self.editable) and not self.is_protected(rel)
+
+    def is_protected(self, rel: str) -> bool:
+        return _matches(rel, self.protected) or rel == TASK_FILE
+
+    def editable_files(self, folder: Path | None = None) -> list[str]:
+        """Editable files present in `folder` (default: the task folder), relative paths."""
+        return [p for p in _list_files(folder or self.root) if self.is_editable(p)]
+
+    def protected_files(self, folder: Path | None = None) -> list[str]:
+        return [p for p in _list_files(folder or self.root) if self.is_protected(p)]
+
+    @property
+    def private_dir(self) -> Path | None:
+        """The held-out data folder (absolute once loaded), or None."""
+        return Path(self.private) if self.private else None
+
+    def check_edit_path(self, rel: str) -> str | None:
+        """Why an edit may not write `rel`, or None if it may."""
+        path = Path(rel)
+        if path.is_absolute() or ".." in path.parts or rel.startswith("~"):
+            return f"{rel}: outside the task folder"
+        if self.is_protected(rel):
+            return f"{rel}: protected file (the harness and grader may not be edited)"
+        if not self.is_editable(rel):
+            return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
+        return None
+
+
+def with_budget(task: Task, seconds: float | None) -> Task:
+    """The task with a --time-budget override, refused (one line) when the budget lives in
+    the repo's code: the deadline would then disagree with what the script trains for."""
+    if not seconds or seconds == task.time_budget_s:
+        return task
+    if task.budget_constant:
+        raise TaskError(f"--time-budget: {task.name} trains for {task.budget_constant} = "
+                        f"{task.time_budget_s:g}s, set in its code (the script does not read "
+                        f"AUTORESEARCH_TIME_BUDGET); change that constant and time_budget_s "
+                        f"in task.yaml instead")
+    return _replace(task, time_budget_s=seconds)
+
+
+def _shape(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def _matches(rel: str, globs) -> bool:
+    return any(fnmatch.fnmatchcase(rel, g) or rel == g.rstrip("/") for g in globs)
+
+
+def _list_files(folder: Path) -> list[str]:
+    skip = {".git", "__pycache__", ".autoresearch"}
+    out = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if p.is_file() and not skip.intersection(rel.parts):
+            out.append(rel.as_posix())
+    return out
+
+
+def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
+    """Load and validate a task folder (or its task.yaml). Raises TaskError with one line.
+
+    `origin`: the folder a relative `private` path resolves against (default: the task
+    folder itself; the engine passes the user's task folder when it loads the worktree copy)."""
+    path = Path(path).expanduser().resolve()
+    folder = path.parent if path.name == TASK_FILE else path
+    yaml_path = folder / TASK_FILE
+    if not folder.is_dir():
+        raise TaskError(f"task folder not found: {folder}")
+    if not yaml_path.is_file():
+        raise TaskError(f"{yaml_path}: no task.yaml in this folder")
+    data = load_yaml(yaml_path, TaskError) or {}
+    where = str(yaml_path)
+    if isinstance(data, dict) and isinstance(data.get("metric"), str):
+        data["metric"] = {"name": data["metric"]}
+    if isinstance(data, dict) and "root" in data:
+        raise TaskError(f"{where}: unknown key 'root'")
+    if isinstance(data, dict) and isinstance(data.get("grader"), dict):
+        if "run" in data:       # one source of truth for what the training step runs
+            raise TaskError(f"{where}: give either 'run' or 'grader', not both: with a grader "
+                            f"the engine builds the training command from grader.python and "
+                            f"grader.script")
+        grader = data["grader"]
+        data = {**data, "run": f"{grader.get('python', 'python')} {grader.get('script', '')}"}
+    task = build(Task, data, where, TaskError)
+    task = _replace(task, root=folder,
+                    env={k: _expand(str(v), f"env.{k}", where) for k, v in task.env.items()})
+    if task.private:
+        task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
+                                                           where)))
+    if task.grader is not None:
+        task = _replace(task, grader=_resolve_python(task.grader, Path(origin or folder), where))
+    if task.held_out:
+        task = _replace(task, held_out=tuple(
+            str(_resolve_held_out(value, where)) for value in task.held_out))
+    if task.read_only:
+        task = _replace(task, read_only=tuple(
+            str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
+    task = _local_interpreter(task, folder, Path(origin or folder).resolve())
+    _validate(task, where)
+    return task
+
+
+def _local_interpreter(task: Task, folder: Path, origin: Path) -> Task:
+    """`run`'s interpreter named by a relative path (`.venv/bin/python`) lives in an
+    ignored folder, which the loop's worktree (a checkout of HEAD) lacks: there it is the
+    one in the user's task folder, where it was made."""
+    def local(cmd: str) -> str:
+        program, _, rest = cmd.strip().partition(" ")
+        path = Path(program)
+        if "/" in program and not path.is_absolute() and not (folder / path).exists() \
+                and (origin / path).exists():
+            return f"{shlex.quote(str(origin / path))} {rest}".strip()
+        return cmd
+    if task.grader is not None:   # its interpreter is resolved by _resolve_python
+        return task
+    return _replace(task, run=local(task.run))
+
+
+def _resolve_private(value: str, origin: Path, where: str) -> Path:
+    """`private` may be absolute, `~/...`, use `$VARS` (kept out of task.yaml and of the
+    experiment's scrubbed environment), or be relative to the task folder."""
+    path = Path(os.path.expanduser(_expand(value, "private", where)))
+    return (path if path.is_absolute() else origin / path).resolve()
+
+
+def _resolve_python(grader: Grader, origin: Path, where: str) -> Grader:
+    """`python: .venv/bin/python` names the interpreter in the user's checkout: the steps
+    run in a worktree and a pristine copy, which hold only committed files (no venv)."""
+    words = grader.python.split()
+    if words[:2] == ["uv", "run"] and words[-1] in ("python", "python3"):
+        # `uv run` in a worktree or the grader's copy would build a new environment there
+        # (with no network in the sandbox); the project's environment is the checkout's.
+        venv = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or origin / ".venv")
+        exe = (venv if venv.is_absolute() else origin / venv) / "bin" / "python"
+        if not exe.exists():
+            raise TaskError(f"{where}: grader.python: '{grader.python}' needs the project's "
+                            f"environment: run `uv sync` in {origin} first ({exe} not found)")
+        return _replace(grader, python=shlex.quote(str(exe.absolute())))
+    if not words or "/" not in words[0] or Path(words[0]).is_absolute():
+        return grader
+    exe = (origin / words[0]).absolute()
+    if not exe.exists():
+        raise TaskError(f"{where}: grader.python: {words[0]} not found in {origin}")
+    return _replace(grader, python=" ".join([shlex.quote(str(exe)), *words[1:]]))
+
+
+def _resolve_held_out(value: str, where: str, key: str = "held_out") -> Path:
+    """A `held_out` or `read_only` path: absolute, `~/...` or with `$VARS`, never relative
+    (it lives outside the task folder and outside git)."""
+    path = Path(os.path.expanduser(_expand(value, key, where)))
+    if not path.is_absolute():
+        raise TaskError(f"{where}: {key}: '{value}' must be an absolute path, `~/...` or "
+                        f"use $VARS: such data lives outside the task folder")
+    return path.resolve()
+
+
+def _expand(value: str, key: str, where: str) -> str:
+    """$VARS in a path (e.g. a data root, so task.yaml holds no path of one machine)."""
+    expanded = os.path.expandvars(value)
+    unset = re.search(r"\$\{?(\w+)", expanded)     # a lone `$` (a regex's end) is no variable
+    if unset:
+        raise TaskError(f"{where}: {key}: '{value}' needs the environment variable "
+                        f"{unset.group(1)}, which is not set")
+    return expanded
+
+
+_Frozen = TypeVar("_Frozen", "Task", "Grader")
+
+
+def _replace(obj: _Frozen, **changes) -> _Frozen:
+    from dataclasses import replace
+    return replace(obj, **changes)
+
+
+def _validate(task: Task, where: str) -> None:
+    if task.metric.direction not in DIRECTIONS:
+        raise TaskError(f"{where}: metric.direction must be minimize or maximize, "
+                        f"got '{task.metric.direction}'")
+    try:
+        groups = re.compile(task.metric.pattern, re.M).groups
+    except re.error as exc:
+        raise TaskError(f"{where}: metric.pattern is not a valid regex: {exc}") from None
+    if groups < 1:
+        raise TaskError(f"{where}: metric.pattern needs one capture group for the number")
+    if not task.run.strip():
+        raise TaskError(f"{where}: 'run' is empty")
+    if not (math.isfinite(task.time_budget_s) and math.isfinite(task.grace_s)):
+        raise TaskError(f"{where}: time_budget_s and grace_s must be finite numbers")
+    if task.time_budget_s <= 0 or task.grace_s < 0:
+        raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
+    if not (0 < task.grade_timeout_s < math.inf):
+        raise TaskError(f"{where}: grade_timeout_s must be a number of seconds > 0, "
+                        f"got {task.grade_timeout_s}")
+    if task.budget_constant and not re.fullmatch(r"[\w./-]+\.py:[A-Za-z_]\w*",
+                                                 task.budget_constant):
+        raise TaskError(f"{where}: budget_constant must read FILE.py:NAME, got "
+                        f"'{task.budget_constant}'")
+    if not task.editable:
+        raise TaskError(f"{where}: 'editable' lists no files")
+    files = _list_files(task.root)
+    for key, globs in (("editable", task.editable), ("protected", task.protected)):
+        for g in globs:
+            if not any(_matches(f, [g]) for f in files):
+                raise TaskError(f"{where}: {key} file '{g}' not found in {task.root}")
+    if _matches(TASK_FILE, task.editable):    # its metric and commands define the grading
+        raise TaskError(f"{where}: editable names {TASK_FILE}, which is always protected; "
+                        f"list only the files the loop may change")
+    overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
+    if overlap:
+        raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
+    _validate_grading(task, where, files)
+    _validate_search(task, where)
+
+
+def throughput_regex(pattern: str) -> str:
+    """`num_steps`, `num_steps:` or a regex with one group -> the regex."""
+    if not pattern or re.fullmatch(r"[A-Za-z_][\w.]*\s*[:=]?", pattern.strip()):
+        name = pattern.strip().rstrip(":=").strip()
+        return rf"^\s*{re.escape(name)}\s*[:=]\s*{NUMBER}" if name else ""
+    return pattern
+
+
+def _validate_search(task: Task, where: str) -> None:
+    """`throughput_pattern` compiles with one group; `search_space` names constants the
+    editable files define, with ranges that are not empty."""
+    from loop.setup.search_space import SpaceError, constants, parse_space
+    if task.throughput_pattern:
+        try:
+            groups = re.compile(throughput_regex(task.throughput_pattern), re.M).groups
+        except re.error as exc:
+            raise TaskError(f"{where}: throughput_pattern is not a valid regex: {exc}") from None
+        if groups < 1:
+            raise TaskError(f"{where}: throughput_pattern needs one capture group")
+    if not task.search_space:
+        return
+    files = {rel: (task.root / rel).read_text(errors="replace")
+             for rel in task.editable_files() if rel.endswith(".py")}
+    try:
+        parse_space(task.search_space, where, set(constants(files)))
+    except SpaceError as exc:
+        raise TaskError(str(exc)) from None
+
+
+def _validate_grading(task: Task, where: str, files: list[str]) -> None:
+    """The keys of protected grading: the grader, its artifact, its held-out data."""
+    for word in task.evaluate.split():
+        if word in files and task.is_editable(word):
+            raise TaskError(f"{where}: evaluate runs '{word}', which is editable: a grader "
+                            f"must be a protected file")
+    art = Path(task.artifact)
+    if task.artifact and (art.is_absolute() or ".." in art.parts or task.artifact.startswith("~")):
+        raise TaskError(f"{where}: artifact must be a file name inside "
+                        f"$AUTORESEARCH_ARTIFACT_DIR, got '{task.artifact}'")
+    for key in ("grader_env", "pass_env"):
+        for name in getattr(task, key):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
+    _validate_grader(task, where, files)
+    _validate_held_out(task, where)
+    _validate_read_only(task, where)
+    for key in ("network", "grader_network"):
+        for value in getattr(task, key):
+            from loop.run.netbridge import parse
+            try:
+                parse(value)
+            except ValueError as exc:
+                raise TaskError(f"{where}: {key}: {exc}") from None
+    if not task.private:
+        return
+    private, root = Path(task.private), task.root.resolve()
+    if not private.exists():
+        raise TaskError(f"{where}: private folder not found: {private}")
+    if not private.is_dir():
+        raise TaskError(f"{where}: private: {private} is not a folder")
+    if private == root or root in private.parents:
+        raise TaskError(f"{where}: private folder {private} is inside the task folder; held-out "
+                        f"data must live outside it (the experiment runs in a copy of the task "
+                        f"folder)")
+    if private in root.parents:
+        raise TaskError(f"{where}: the task folder is inside the private folder {private}; "
+                        f"held-out data must live outside the experiment's reach")
+    if task.private in task.run or any(task.private in str(v) for v in task.env.values()):
+        raise TaskError(f"{where}: the private folder appears in 'run' or 'env': only the "
+                        f"evaluate step may know where it is")
+
+
+def _validate_grader(task: Task, where: str, files: list[str]) -> None:
+    """A `grader:` block: a known kind, an editable script, a protected module, a call that
+    parses, a (batch, seq) shape; `evaluate` and `artifact` belong to the other mode."""
+    from loop.run.graders import KINDS
+    g = task.grader
+    if g is None:
+        return
+    if g.kind not in KINDS:
+        raise TaskError(f"{where}: grader.kind must be one of {', '.join(KINDS)}, got "
+                        f"'{g.kind}'")
+    if task.evaluate:
+        raise TaskError(f"{where}: give either 'evaluate' or 'grader', not both")
+    if not g.python.strip():
+        raise TaskError(f"{where}: grader.python is empty")
+    if g.script not in files:
+        raise TaskError(f"{where}: grader.script '{g.script}' not found in {task.root}")
+    if not task.is_editable(g.script):
+        raise TaskError(f"{where}: grader.script '{g.script}' must be an editable file (it is "
+                        f"the training script)")
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*", g.eval_function):
+        raise TaskError(f"{where}: grader.eval_function must be module.function, got "
+                        f"'{g.eval_function}'")
+    module_file = g.module.replace(".", "/") + ".py"
+    if module_file not in files:
+        raise TaskError(f"{where}: grader.eval_function: module file '{module_file}' not "
+                        f"found in {task.root}")
+    if not task.is_protected(module_file):
+        raise TaskError(f"{where}: grader.eval_function lives in '{module_file}', which is "
+                        f"not protected: the evaluation must be a protected file")
+    try:
+        compile(g.eval_call, "eval_call", "eval")
+    except SyntaxError as exc:
+        raise TaskError(f"{where}: grader.eval_call is not a Python expression: "
+                        f"{exc.msg}") from None
+    if not re.search(r"\bmodel\b", g.eval_call):
+        raise TaskError(f"{where}: grader.eval_call must pass `model` (the graded model)")
+    if len(g.input_shape) != 2 or min(g.input_shape) < 1:
+        raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
+                        f"integers, got {list(g.input_shape)}")
+
+
+def _outside_the_task(task: Task, key: str, where: str, overlap_hint: str) -> None:
+    """`held_out` or `read_only` paths exist and live outside the task folder."""
+    root = task.root.resolve()
+    for value in getattr(task, key):
+        path = Path(value)
+        if not path.exists():
+            raise TaskError(f"{where}: {key}: {path} not found (prepare the data first)")
+        if path == root or root in path.parents or path in root.parents:
+            raise TaskError(f"{where}: {key}: {path} overlaps the task folder; {overlap_hint}")
+
+
+def _validate_read_only(task: Task, where: str) -> None:
+    _outside_the_task(task, "read_only", where,
+                      "list files of the task folder under 'protected'")
+
+
+def _validate_held_out(task: Task, where: str) -> None:
+    """Held-out paths exist, live outside the task folder, and appear nowhere the training
+    step is told about (its command and env)."""
+    if task.held_out and not task.protected_metric:
+        raise TaskError(f"{where}: held_out needs a protected grader ('grader' or 'evaluate'): "
+                        f"hidden data nobody grades on would only break the run")
+    _outside_the_task(task, "held_out", where,
+                      "held-out data must live outside it and outside git")
+    for value in task.held_out:
+        if value in task.run or any(value in str(v) for v in task.env.values()):
+            raise TaskError(f"{where}: held_out: {Path(value)} appears in 'run' or 'env': only "
+                            f"the grader may know where it is")
+
+
+def find_tasks(experiments: Path) -> list[Task]:
+    """Every valid task folder directly under `experiments`."""
+    tasks = []
+    for yaml_path in sorted(experiments.glob(f"*/{TASK_FILE}")):
+        tasks.append(load_task(yaml_path.parent))
+    return tasks

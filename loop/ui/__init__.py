@@ -1,0 +1,1 @@
+"""Commands and views: the CLI, the live progress, status, report, doctor."""
