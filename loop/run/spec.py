@@ -52,6 +52,11 @@ class RunJob:
                    base_seed + 1000 * iteration + k, log_path, run_dir)
 
     @property
+    def artifacts(self) -> Path:
+        """$AUTORESEARCH_ARTIFACT_DIR: what training hands the grader (kept with a keep)."""
+        return self.run_dir / "artifacts"
+
+    @property
     def priority(self) -> tuple:
         """Lower first: re-runs of the best, then older iterations (loop/words.py)."""
         return self.key.priority(self.iteration)
@@ -127,12 +132,11 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
               slot_env: dict[str, str] | None = None, limits: Limits | None = None) -> RunSpec:
     """`job` of `task`, run in `folder` (already holding the job's commit) and graded in
     `grader_folder` (made only after training); artifacts under the job's run folder."""
-    artifacts = job.run_dir / "artifacts"
-    env, grader_env = run_envs(task, job, artifacts, slot_env)
+    env, grader_env = run_envs(task, job, job.artifacts, slot_env)
     grade = GradeStep(task.grade_command, grader_folder, grader_env, task.grade_timeout_s) \
         if task.grade_command else None
     return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
-                   job.log_path, task.metric.pattern, task.memory_pattern, grade, artifacts,
+                   job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits())
 
 

@@ -47,7 +47,7 @@ def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_re
     grader_root = job.run_dir / "grader"
     grader_cwd = grader_root / task_rel if task_rel not in ("", ".") else grader_root
     spec = make_spec(job, task, folder, grader_cwd, slot_env, limits)
-    artifacts = grading.fresh_dir(job.run_dir / "artifacts")
+    artifacts = grading.fresh_dir(job.artifacts)
 
     def before_grading():  # the run has ended; the grader's copy is made only now
         kill_marked(f"{JOB_ENV}={job.job_id}")

@@ -71,7 +71,7 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
                 "memory_gb": result.memory_gb, "detail": result.detail,
                 "log": log.read_bytes() if log.exists() else b"",
                 "grade_log": graded.read_bytes() if graded.exists() else None,
-                "artifacts": _tar(job.run_dir / "artifacts"), "node": os.uname().nodename}
+                "artifacts": _tar(job.artifacts), "node": os.uname().nodename}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -144,9 +144,8 @@ class RayBackend:
         job.log_path.write_bytes(out["log"])
         if out["grade_log"] is not None:
             grade_log(job.log_path).write_bytes(out["grade_log"])
-        artifacts = job.run_dir / "artifacts"
-        shutil.rmtree(artifacts, ignore_errors=True)
-        _untar(out["artifacts"], artifacts)
+        shutil.rmtree(job.artifacts, ignore_errors=True)
+        _untar(out["artifacts"], job.artifacts)
         return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
                          out["memory_gb"], job.log_path, out["detail"])
 
