@@ -17,7 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loop.run import sandbox  # noqa: E402
-from loop.run.runner import Limits, execute, experiment_env, run_experiment  # noqa: E402
+from loop.run.process import Limits, execute, experiment_env  # noqa: E402
+from loop.run.runner import run_experiment  # noqa: E402
+from loop.run.spec import RunSpec  # noqa: E402
 
 FLOOD = ("import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(2_000_000): sys.stdout.write(line)\n"
          "print('score: 1.0')\n")     # 200 MB
@@ -48,9 +50,9 @@ def main() -> None:
         for mode in modes:
             trivial = per_run(mode, args.runs, folder)
             start = time.monotonic()
-            res = run_experiment(f"{sys.executable} flood.py", folder, experiment_env(), 600,
-                                 folder / "flood.log", r"^score:\s*([0-9.]+)", "",
-                                 limits=Limits(mode))
+            res = run_experiment(RunSpec(f"{sys.executable} flood.py", folder,
+                                         experiment_env(), 600, folder / "flood.log",
+                                         r"^score:\s*([0-9.]+)", limits=Limits(mode)))
             flood = time.monotonic() - start
             assert res.metric == 1.0, res
             size = (folder / "flood.log").stat().st_size / 2**20

@@ -11,9 +11,17 @@ from graded_toy import EVALUATE, TASK, baseline_error, make_graded_repo, make_pr
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.errors import TaskError
-from loop.run.grading import Guard, PRIVATE_ENV, check_task, copy_task
-from loop.run.runner import experiment_env, run_experiment
+from loop.run.check import check_task
+from loop.run.grading import Guard, copy_task
+from loop.run.process import experiment_env
+from loop.run.runner import run_experiment
+from loop.run.spec import PRIVATE_ENV, GradeStep, RunJob, RunSpec, make_spec, run_envs
 from loop.setup.task import load_task
+from loop.words import RunKey
+
+
+def a_job(tmp_path) -> RunJob:
+    return RunJob.make(0, RunKey.candidate(0), "", "run-x", 0, tmp_path / "log", tmp_path)
 
 
 def rows(repo, tag="g"):
@@ -120,21 +128,22 @@ def test_guard_refuses_private_data_tracked_by_git(tmp_path):
 
 def test_private_dir_reaches_the_grader_only(tmp_path):
     repo, private = make_graded_repo(tmp_path)
-    guard = Guard(load_task(repo / "task"), repo / "task")
-    env = experiment_env({"AUTORESEARCH_ARTIFACT_DIR": str(tmp_path)})
+    task = load_task(repo / "task")
+    env, grader = run_envs(task, a_job(tmp_path), tmp_path / "artifacts")
     assert PRIVATE_ENV not in env and not any(str(private) in v for v in env.values())
-    assert guard.grader_env(env)[PRIVATE_ENV] == str(private.resolve())
+    assert grader[PRIVATE_ENV] == str(private.resolve())
+    # what only the grader is told of is hidden from training by the sandbox
+    spec = make_spec(a_job(tmp_path), task, repo / "task", tmp_path / "grader")
+    assert str(private.resolve()) in spec.hidden
 
 
 def test_pass_env_reaches_both_steps_grader_env_only_the_grader(tmp_path, monkeypatch):
-    from loop.run.grading import task_env
     monkeypatch.setenv("AGENT_API_KEY", "agent-secret")
     monkeypatch.setenv("JUDGE_API_KEY", "judge-secret")
     task = load_task(write_task(tmp_path / "t", BASE + "pass_env: [AGENT_API_KEY]\n"
                                                       "grader_env: [JUDGE_API_KEY]\n"))
-    run_env = experiment_env(task_env(task))
+    run_env, grader = run_envs(task, a_job(tmp_path), tmp_path / "artifacts")
     assert run_env["AGENT_API_KEY"] == "agent-secret" and "JUDGE_API_KEY" not in run_env
-    grader = Guard(task, task.root).grader_env(run_env)
     assert grader["JUDGE_API_KEY"] == "judge-secret" and grader["AGENT_API_KEY"] == "agent-secret"
     assert "JUDGE_API_KEY" not in experiment_env({})            # scrubbed by default
 
@@ -147,9 +156,11 @@ def test_runner_stops_before_grading_when_the_check_says_so(tmp_path):
     def check():
         calls.append(1)
         return "no_metric", "artifact x not written"
-    res = run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), 10,
-                         tmp_path / "log", r"^score: (\S+)$", r"^mem: (\S+)$",
-                         f"{sys.executable} grade.py", tmp_path, 10, after_run=check)
+    env = experiment_env()
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, env, 10,
+                                 tmp_path / "log", r"^score: (\S+)$", r"^mem: (\S+)$",
+                                 GradeStep(f"{sys.executable} grade.py", tmp_path, env, 10)),
+                         after_run=check)
     assert (res.status, res.metric, res.detail) == ("no_metric", None, "artifact x not written")
     assert calls == [1] and "artifact x not written" in (tmp_path / "log").read_text()
 

@@ -7,8 +7,11 @@ import pytest
 from karpathy_repo import make_karpathy_repo, val_file
 from loop.errors import TaskError
 from loop.run.graders import HANDOVER, LM
-from loop.run.grading import Guard, check_task
+from loop.run.check import check_task
+from loop.run.grading import Guard
+from loop.run.spec import RunJob, run_envs
 from loop.setup.task import load_task
+from loop.words import RunKey
 
 LM_TASK = """\
 name: tinyshape
@@ -29,6 +32,10 @@ time_budget_s: 3
 grace_s: 60
 throughput_pattern: num_steps
 """
+
+
+def a_job(tmp_path) -> RunJob:
+    return RunJob.make(0, RunKey.candidate(0), "", "run-x", 0, tmp_path / "log", tmp_path)
 
 
 def folder_with(tmp_path, yaml_text: str):
@@ -115,8 +122,9 @@ def test_held_out_inside_the_task_folder_or_without_a_grader_is_refused(tmp_path
 def test_guard_hashes_held_out_and_names_it_to_the_grader_only(tmp_path, cache):
     task = load_task(folder_with(tmp_path, LM_TASK))
     guard = Guard(task, task.root)
-    env = guard.grader_env({"A": "1"})
+    train, env = run_envs(task, a_job(tmp_path), tmp_path / "artifacts")
     assert env["AUTORESEARCH_HELD_OUT_0"] == task.held_out[0]
+    assert "AUTORESEARCH_HELD_OUT_0" not in train
     assert guard.check_private() is None
     (cache / "tinyshape" / "data" / "shard_val.txt").write_text("changed\n")
     assert guard.check_private() == (f"the held-out data {task.held_out[0]} changed since the "
@@ -171,8 +179,8 @@ def test_read_only_data_is_named_to_both_steps_and_hashed(tmp_path, cache):
     task = load_task(folder_with(tmp_path, LM_TASK))
     tokenizer = cache / "tinyshape" / "tokenizer"
     assert task.read_only == (str(tokenizer),)
-    from loop.run.grading import task_env
-    assert str(tokenizer) in task_env(task).values()      # shown to both steps
+    train, grader = run_envs(task, a_job(tmp_path), tmp_path / "artifacts")
+    assert str(tokenizer) in train.values() and str(tokenizer) in grader.values()  # both steps
     guard = Guard(task, task.root)
     assert guard.check_private() is None
     (tokenizer / "token_bytes.pt").write_text("two bytes per token\n")

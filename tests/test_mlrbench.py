@@ -14,7 +14,7 @@ from loop.run import sandbox
 from loop.adapters import mlrbench
 from loop.adapters.mlrbench_review import ReviewError, parse_review
 from loop.errors import UsageError
-from loop.run.grading import check_task
+from loop.run.check import check_task
 
 SCORES = ("Consistency", "Clarity", "Completeness", "Soundness", "OverallAssessment")
 needs_bwrap = pytest.mark.skipif(sandbox.unavailable() is not None,

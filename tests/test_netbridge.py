@@ -9,7 +9,7 @@ import yaml
 
 from loop.run import netbridge, sandbox
 from loop.errors import TaskError
-from loop.run.grading import check_task
+from loop.run.check import check_task
 from loop.setup.task import load_task
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,

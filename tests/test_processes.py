@@ -14,7 +14,9 @@ import pytest
 
 from conftest import make_repo
 from loop.run import sandbox
-from loop.run.runner import Limits, experiment_env, run_experiment
+from loop.run.process import Limits, experiment_env
+from loop.run.runner import run_experiment
+from loop.run.spec import RunSpec
 from test_runner import wait_gone
 
 NO_BWRAP = sandbox.unavailable()
@@ -30,9 +32,10 @@ def mode(request):
 
 def run(tmp_path, body: str, mode: str, timeout=60.0, **limits):
     (tmp_path / "job.py").write_text(textwrap.dedent(body))
-    return run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), timeout,
-                          tmp_path / "log", METRIC, r"^peak_memory_mb:\s*([0-9.]+)",
-                          limits=Limits(sandbox=mode, **limits))
+    return run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(),
+                                  timeout, tmp_path / "log", METRIC,
+                                  r"^peak_memory_mb:\s*([0-9.]+)",
+                                  limits=Limits(sandbox=mode, **limits)))
 
 
 def test_kill_9_of_the_engine_ends_the_training_process_and_its_daemon(tmp_path, mode):
@@ -115,7 +118,7 @@ def test_sigterm_to_the_reaper_ends_the_tree(tmp_path):
     """The reaper itself, stopped from outside (the engine's time box), takes its tree."""
     token = f"reaped{uuid.uuid4().hex[:10]}"
     sleeper = f"{sys.executable} -c 'import time; time.sleep(300)' {token}"
-    from loop.run.runner import REAPER
+    from loop.run.process import REAPER
     proc = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "2",
                              "/bin/sh", "-c", f"setsid {sleeper} & exec {sleeper}"],
                             start_new_session=True)

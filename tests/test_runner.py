@@ -7,8 +7,9 @@ import time
 import pytest
 
 from loop.run import sandbox
-from loop.run.runner import (Limits, _alive, experiment_env, parse_metric, run_command,
-                         run_experiment)
+from loop.run.process import Limits, _alive, experiment_env, run_command
+from loop.run.runner import parse_metric, run_experiment
+from loop.run.spec import GradeStep, RunSpec
 from loop.setup.task import Metric
 
 PATTERN = Metric("val_bpb").pattern
@@ -78,9 +79,11 @@ def _script(tmp_path, name, body):
 
 def _run(tmp_path, body, timeout=10.0, evaluate="", limits=None):
     _script(tmp_path, "job.py", body)
-    return run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), timeout,
-                          tmp_path / "log.txt", PATTERN, r"^peak_memory_mb:\s*([0-9.]+)",
-                          evaluate, tmp_path, 10.0, limits=limits)
+    env = experiment_env()
+    grade = GradeStep(evaluate, tmp_path, env, 10.0) if evaluate else None
+    return run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, env, timeout,
+                                  tmp_path / "log.txt", PATTERN, r"^peak_memory_mb:\s*([0-9.]+)",
+                                  grade, limits=limits or Limits()))
 
 
 def test_statuses(tmp_path):

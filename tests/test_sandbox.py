@@ -230,14 +230,17 @@ def test_auto_without_a_sandbox_warns_and_records_it(toy_repo, tmp_path, mlflow_
 @needs_sandbox
 def test_python_and_torch_work_inside(tmp_path):
     """The venv's interpreter and torch run under the read-only filesystem binding."""
-    from loop.run.runner import Limits, experiment_env, run_experiment
+    from loop.run.process import Limits, experiment_env
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
     (tmp_path / "job.py").write_text(
         "import os, tempfile, torch\n"
         "x = torch.ones(4)\n"
         "open(os.path.join(tempfile.gettempdir(), 'scratch'), 'w').write('ok')\n"
         "print('score:', float(x.sum()))\n")
-    res = run_experiment(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
-                         tmp_path / "log", r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
+                                 tmp_path / "log", r"^score:\s*([0-9.]+)",
+                                 limits=Limits("required")))
     assert (res.status, res.metric) == ("ok", 4.0), (tmp_path / "log").read_text()
 
 
@@ -247,7 +250,9 @@ def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
     credentials, ~/.npmrc, ~/.ssh) and anything else there are not readable inside; the data
     cache (writable to training), the model caches, a folder on PATH and a data folder the
     task's environment names are."""
-    from loop.run.runner import Limits, experiment_env, run_experiment
+    from loop.run.process import Limits, experiment_env
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
     home = outside_tmp / "home"
     files = {".ssh/id_ed25519": "PRIVATE KEY", ".config/git/credentials": "https://u:tok@h",
              ".npmrc": "//registry.npmjs.org/:_authToken=npm_secret", "notes.txt": "private",
@@ -277,8 +282,8 @@ def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
         print("score: 1")
         """ % (list(files),)))
     env = experiment_env({"MY_DATA": str(home / "datasets" / "d1")})
-    res = run_experiment(f"{sys.executable} job.py", work, env, 60, work / "log",
-                         r"^score:\s*([0-9.]+)", "", limits=Limits("required"))
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", work, env, 60, work / "log",
+                                 r"^score:\s*([0-9.]+)", limits=Limits("required")))
     log = (work / "log").read_text()
     assert res.status == "ok", log
     for rel in (".ssh/id_ed25519", ".config/git/credentials", ".npmrc", "notes.txt"):

@@ -16,7 +16,7 @@ from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.proposers.base import Proposal
-from loop.engine.scheduler import THREAD_VARS, slot_envs
+from loop.run.backends.devices import THREAD_VARS, slot_envs
 
 GATED_TASK = """\
 name: toy

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 
 from loop.run import grading
 from loop.judge import judge as judging
-from loop.run.backends import RunJob
 from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.repo.gitsafe import DiskFull, RefSnapshot
@@ -30,6 +28,7 @@ from loop.ui.progress import Progress
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.engine.resume import abandon, install_signals, recover
 from loop.run.runner import OK, read_tail
+from loop.run.spec import RunJob
 from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
@@ -121,7 +120,6 @@ class Loop:
         self.cands: dict[int, Candidate] = {}
         self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
         self.held: set[int] = set()       # candidates whose runs are in, held for those
-        self.keys: dict[str, RunKey] = {}  # job id -> the run it is
         self.stop: Stop | None = None
         self._snapshot: RefSnapshot | None = None
         self.sched.on_start = self._started
@@ -280,10 +278,10 @@ class Loop:
                 n = cand.iteration
                 # the predicates run inside drop() and cancel(), while n is this iteration
                 dropped = self.sched.drop(
-                    lambda j: j.iteration != n or j.kind is RunKind.BEST)  # noqa: B023
+                    lambda j: j.iteration != n or j.key.kind is RunKind.BEST)  # noqa: B023
                 self.sched.cancel(
-                    lambda j: j.iteration == n and j.kind is RunKind.CANDIDATE)  # noqa: B023
-                step = cand.forget({self.keys.pop(j.job_id) for j in dropped})
+                    lambda j: j.iteration == n and j.key.kind is RunKind.CANDIDATE)  # noqa: B023
+                step = cand.forget({j.key for j in dropped})
             elif isinstance(step, Judge):
                 if self.best_runs and not cand.baseline:  # the best's re-runs first
                     self.held.add(cand.iteration)
@@ -300,26 +298,20 @@ class Loop:
         return self.score.judge(cand.rec, self.task.metric.direction, self.config.judge)
 
     def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
-        # the id marks the run's processes: unique across engines, tags and restarts
-        k = key.number       # a fresh, reproducible seed for each run ($AUTORESEARCH_SEED)
-        job = RunJob(f"{n}-{k}-{uuid.uuid4().hex[:10]}", n, k, commit, run_id,
-                     {"AUTORESEARCH_SEED": str(self.config.seed + 1000 * n + k),
-                      "AUTORESEARCH_TIME_BUDGET": f"{self.task.time_budget_s:g}",
-                      "AUTORESEARCH_ITERATION": str(n), "AUTORESEARCH_RUN_ID": run_id},
-                     self.sink.log_path(n, key), self.dir / "runs" / f"{n:04d}-{k}", key.kind,
-                     key.priority(n), pair_of=key.beside)
-        self.keys[job.job_id] = key
+        # its environment is made where it runs (loop/run/spec.py), from the job and the task
+        job = RunJob.make(n, key, commit, run_id, self.config.seed, self.sink.log_path(n, key),
+                          self.dir / "runs" / f"{n:04d}-{key.number}")
         self.sched.add(job)
 
     def _started(self, job: RunJob) -> None:
         """A run got a slot (the scheduler calls this): the console or panel says so."""
         cand = self.cands.get(job.iteration)
-        if job.kind is RunKind.CANDIDATE and cand is not None:
+        if job.key.kind is RunKind.CANDIDATE and cand is not None:
             rec, planned = cand.rec, judging.max_runs(self.config.judge, cand.baseline)
         else:
             rec, planned = Record(iteration=job.iteration, status="remeasure",
                                   description="re-measure the best"), None
-        self.progress.run_started(job.lane, rec, job.k,
+        self.progress.run_started(job.lane, rec, job.key.number,
                                   planned, self.task.time_budget_s, self.config.iterations)
 
     def _handle(self, event) -> None:
@@ -328,10 +320,10 @@ class Loop:
         _, job, result = event
         self.sched.finished(job)
         self.progress.run_finished(job.lane)
-        key = self.keys.pop(job.job_id)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
-        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
+        key = job.key
+        tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{key.number}",
                                               keep_watching=True) \
             or grading.check_branch(self.workspace, self.tip, job.iteration)
         if tampered:

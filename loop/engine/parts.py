@@ -23,8 +23,8 @@ from loop.setup.preflight import check_run_command, check_same_task
 from loop.ui.progress import Progress
 from loop.proposers.base import make_proposer
 from loop.engine.records import RecordSink
-from loop.run.runner import Limits
-from loop.engine.scheduler import ProposalQueue, Scheduler, slot_envs
+from loop.run.process import Limits
+from loop.engine.scheduler import ProposalQueue, Scheduler
 from loop.judge.scoreboard import Scoreboard
 from loop.setup.task import Task, load_task, with_budget
 from loop.state.tracking import Tracker, resolve_uri, results_text, store_paths
@@ -119,10 +119,8 @@ def open_parts(site: Site) -> Parts:
         or f"autoresearch/{task.name}"
     for path in store_paths(uri):       # keep the store out of the user's `git status`
         workspace.ignore_path(path)
-    envs = slot_envs(config.workers, config.devices) \
-        if config.backend == "local" else [{}] * config.workers  # Ray: per node
     backend = make_backend(config.backend, workspace=workspace, task=task, task_rel=task_rel,
-                           guard=guard, slot_envs=envs,
+                           guard=guard, workers=config.workers, devices=config.devices,
                            slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
                            limits=site.limits)   # out of the state folder
     sched = Scheduler(backend)

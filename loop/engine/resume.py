@@ -7,7 +7,8 @@ import signal
 
 from loop.state.journal import Record
 from loop.engine.parts import Parts
-from loop.run.runner import kill_marked
+from loop.run.process import kill_marked
+from loop.run.spec import RUN_ID_ENV
 from loop.words import resume_line
 
 
@@ -17,11 +18,11 @@ def recover(parts: Parts) -> float:
     state, site, workspace = parts.state, parts.site, parts.site.workspace
     for n, b in sorted(state.open_begins.items()):   # steps cut off: roll each back
         site.out(f"resume: iteration {n} was interrupted; redoing it")
-        if b.get("run_id") and kill_marked(f"AUTORESEARCH_RUN_ID={b['run_id']}"):
+        if b.get("run_id") and kill_marked(f"{RUN_ID_ENV}={b['run_id']}"):
             site.out("resume: killed the experiment processes the interrupted step left")
         abandon(parts, n, b.get("time", 0), b.get("commit", ""), b.get("run_id", ""))
     parent_id = (state.start or {}).get("parent_run_id")
-    if parent_id and kill_marked(f"AUTORESEARCH_RUN_ID={parent_id}"):
+    if parent_id and kill_marked(f"{RUN_ID_ENV}={parent_id}"):
         site.out("resume: killed re-runs of the best the interrupted loop left")
     for rec in state.records:
         if rec.kept and rec.commit != rec.parent and workspace.tip() == rec.parent:

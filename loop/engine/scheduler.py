@@ -1,62 +1,18 @@
-"""Slots and queues: which device each run slot owns, the queue of runs waiting for a slot,
-and the queue of proposals requested ahead of time. Decides no keep; runs nothing itself
-(a backend does, see loop/run/backends/).
+"""Queues: the runs waiting for a backend's slot, and the proposals requested ahead of time.
+Decides no keep; runs nothing itself and gives no slot its device (a backend does both, see
+loop/run/backends/).
 
 Runs are served in priority order: re-runs of the best state first, then the runs of
 candidates already in flight (oldest iteration first: their confirmation runs and the
 baseline's repeats), and only then a new candidate's first run."""
 from __future__ import annotations
 
-import os
 import queue
-import shutil
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from loop.errors import ConfigError
 from loop.proposers.base import Proposal, ProposerFatal
-
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "AUTORESEARCH_NUM_THREADS")
-
-
-def visible_gpus() -> list[str]:
-    """GPU ids this process may use: $CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip().isdigit()] \
-        if out.returncode == 0 else []
-
-
-def slot_envs(workers: int, devices: tuple[str, ...] | None = None,
-              gpus: list[str] | None = None, cores: int | None = None) -> list[dict]:
-    """The environment each slot adds to its runs. GPUs: one per slot (`devices` may list
-    them, repeats allowed to share one); more slots than GPUs is an error. No GPU: each slot
-    gets an equal share of the cores. One slot and no `devices`: nothing is set (as before)."""
-    if devices:
-        if len(devices) < workers:
-            raise ConfigError(f"devices lists {len(devices)} device(s) for {workers} workers: "
-                              f"list one per worker (repeat an id to share a GPU)")
-        return [{"CUDA_VISIBLE_DEVICES": str(d)} for d in devices[:workers]]
-    if workers == 1:
-        return [{}]
-    gpus = visible_gpus() if gpus is None else gpus
-    if gpus:
-        if workers > len(gpus):
-            raise ConfigError(f"{workers} workers but {len(gpus)} visible GPU(s): use "
-                              f"--workers {len(gpus)}, or list devices (repeats share a GPU)")
-        return [{"CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(workers)]
-    share = str(max(1, (cores or os.cpu_count() or 1) // workers))
-    return [{var: share for var in THREAD_VARS} for _ in range(workers)]
+from loop.run.spec import RunJob
 
 
 class Scheduler:
@@ -65,12 +21,12 @@ class Scheduler:
 
     def __init__(self, backend):
         self.backend = backend
-        self.pending: list = []
-        self.running: dict = {}         # job_id -> job
+        self.pending: list[RunJob] = []     # by the run key's priority (loop/words.py)
+        self.running: dict[str, RunJob] = {}
         self.events: queue.Queue = queue.Queue()
         self.on_start = None            # called with each job as it gets a slot
 
-    def add(self, job) -> None:
+    def add(self, job: RunJob) -> None:
         self.pending.append(job)
         self.pending.sort(key=lambda j: j.priority)
 
@@ -91,7 +47,7 @@ class Scheduler:
     def busy(self) -> bool:
         return bool(self.pending or self.running)
 
-    def finished(self, job) -> None:
+    def finished(self, job: RunJob) -> None:
         self.running.pop(job.job_id, None)
 
     def drop(self, keep) -> list:

@@ -1,2 +1,2 @@
-"""One experiment run, time-boxed and confined: the runner, the sandbox and the reaper, output
-capture, declared endpoints, protected grading, where runs execute (backends)."""
+"""One experiment run, defined once and run time-boxed and confined: spec, runner, processes,
+sandbox, output capture, endpoints, protected grading, check-task, backends."""

@@ -26,22 +26,15 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.run.runner import (CRASH, NO_METRIC, OK, RunResult, experiment_env, kill_marked,
-                         run_experiment)
-from loop.setup.task import Task, load_task, with_budget
+from loop.run.runner import CRASH, NO_METRIC
+from loop.setup.task import Task
 
-PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"
-HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
-NETWORK_ENV = "AUTORESEARCH_NETWORK"     # loop/run/netbridge.py: the endpoints a step may reach
 SKIP = {".git", "__pycache__", ".autoresearch"}
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
-READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"
 READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
 
 
@@ -93,15 +86,6 @@ def copy_task(src: Path, dest: Path) -> Path:
     return dest
 
 
-def task_env(task: Task) -> dict[str, str]:
-    """Variables both steps get: `pass_env` from the engine's environment, then `env`, and
-    the `read_only` paths (named, so the sandbox shows them, read-only)."""
-    passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
-    shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
-    network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
-    return {**passed, **task.env, **shown, **network}
-
-
 class Guard:
     """What one loop (or one check) trusts: the protected files' hashes and the private
     data's digest, taken from a pristine copy of the task before anything ran."""
@@ -130,19 +114,6 @@ class Guard:
             return cls(task, pristine, workspace.repo_root)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-
-    def grader_env(self, env: dict) -> dict:
-        """The evaluate step's environment: the run's, plus the private folder and the
-        variables named in `grader_env`. The training step never gets these."""
-        extra = {k: os.environ[k] for k in self.task.grader_env if k in os.environ}
-        extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
-        if self.private:
-            extra[PRIVATE_ENV] = str(self.private)
-        for i, path in enumerate(self.held_out):    # named only here: hidden from training
-            extra[f"{HELD_OUT_ENV}_{i}"] = str(path)
-        if self.task.network or self.task.grader_network:
-            extra[NETWORK_ENV] = " ".join([*self.task.network, *self.task.grader_network])
-        return {**env, **extra}
 
     def check_folder(self, folder: Path) -> str | None:
         """Why `folder`'s protected files differ from the pristine ones, or None."""
@@ -230,45 +201,3 @@ def check_branch(workspace, expected_tip: str, iteration: int) -> str | None:
     ref = workspace.keep_ref(f"tampered-{iteration}", tip)
     workspace.advance(expected_tip, tip)
     return f"tampered: the run moved branch {workspace.branch} (its commit is kept as {ref})"
-
-
-def check_task(path: str | Path, time_budget_s: float | None = None,
-               out: Callable[[str], None] = print) -> tuple[Task, RunResult]:
-    """Validate a task folder and run its baseline once in a temporary copy (no git needed),
-    graded exactly as the loop grades it."""
-    task = with_budget(load_task(path), time_budget_s)
-    tmp = Path(tempfile.mkdtemp(prefix="autoresearch-check-"))
-    try:
-        work = copy_task(task.root, tmp / "work")
-        guard = Guard(task, work)
-        artifacts = fresh_dir(tmp / "run" / "artifacts")
-        run_id = f"check-{uuid.uuid4().hex[:12]}"
-        env = experiment_env({**task_env(task), "AUTORESEARCH_SEED": "0",
-                              "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
-                              "AUTORESEARCH_ARTIFACT_DIR": str(artifacts),
-                              "AUTORESEARCH_ITERATION": "0", "AUTORESEARCH_RUN_ID": run_id})
-
-        def before_grading():
-            kill_marked(f"AUTORESEARCH_RUN_ID={run_id}")
-            return guard.before_grading(work, artifacts,
-                                        lambda: copy_task(task.root, tmp / "grader"))
-
-        grading = "the lm grader" if task.grader else f"`{task.evaluate}`"
-        out(f"check-task: {task.name}: running `{task.run}`"
-            + (f", then grading with {grading}" if task.grade_command else "")
-            + f" (budget {task.time_budget_s:g}s)")
-        log = tmp / "run" / "run.log"
-        result = run_experiment(task.train_command, work, env, task.time_budget_s + task.grace_s,
-                                log, task.metric.pattern, task.memory_pattern, task.grade_command,
-                                tmp / "grader", task.grade_timeout_s, guard.grader_env(env),
-                                before_grading)
-        tampered = guard.check_folder(work)
-        if tampered and result.status == OK:
-            result.status, result.metric = CRASH, None
-            result.detail = f"tampered: the run {tampered}"
-        if result.status != OK and log.exists():
-            tail = log.read_text(errors="replace").splitlines()[-25:]
-            out("\n".join(f"  | {line}" for line in tail))
-        return task, result
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -317,7 +317,7 @@ def cmd_init(args) -> int:
 
 
 def cmd_check_task(args) -> int:
-    from loop.run.grading import check_task
+    from loop.run.check import check_task
     task, result = check_task(args.path, args.time_budget_s,
                               out=lambda line: print(line, flush=True))
     metric = "n/a" if result.metric is None else f"{result.metric:.6f}"

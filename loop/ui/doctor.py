@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.run import sandbox
-from loop.run.runner import experiment_env
+from loop.run.process import experiment_env
 
 OK, WARN, MISSING = "ok", "warn", "MISSING"
 MIN_FREE_GB = 1.0          # below this a night of runs fails on writes: required

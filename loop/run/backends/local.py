@@ -1,25 +1,29 @@
 """The local backend: N slots on this machine, each with its own git worktree and device
-(a GPU via CUDA_VISIBLE_DEVICES, or a share of the CPU cores; see loop/engine/scheduler.py).
+(a GPU via CUDA_VISIBLE_DEVICES, or a share of the CPU cores; loop/run/backends/devices.py).
 A run is a thread waiting on the runner's subprocess, so slots run at once."""
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
-from loop.run.backends import JOB_ENV, RunJob, failed, run_in_folder
-from loop.run.runner import CRASH, kill_marked
+from loop.run.backends import failed, run_in_folder
+from loop.run.backends.devices import slot_envs
+from loop.run.process import kill_marked
+from loop.run.runner import CRASH
+from loop.run.spec import JOB_ENV, RunJob
 
 
 class LocalBackend:
-    def __init__(self, workspace, task, task_rel: str, guard, slot_envs: list[dict],
-                 slot_root: Path, limits=None):
+    def __init__(self, workspace, task, task_rel: str, guard, workers: int,
+                 slot_root: Path, devices: tuple[str, ...] | None = None, limits=None):
         self.task, self.task_rel, self.guard, self.limits = task, task_rel, guard, limits
         self.workspace = workspace
+        envs = slot_envs(workers, devices)   # a bad device list stops before any worktree
         # One slot runs in the loop's worktree (as the loop always did); with more, each
         # slot gets a detached worktree of its own.
-        self.slots = [(0, workspace, slot_envs[0])] if len(slot_envs) == 1 else \
+        self.slots = [(0, workspace, envs[0])] if len(envs) == 1 else \
             [(i, workspace.add_slot_worktree(slot_root / str(i)), env)
-             for i, env in enumerate(slot_envs)]
+             for i, env in enumerate(envs)]
         self._free = list(self.slots)
         self._lock = threading.Lock()
         self._threads: dict[str, threading.Thread] = {}
@@ -42,12 +46,13 @@ class LocalBackend:
             ws.materialize(job.commit)   # the slot's worktree holds exactly the attempt
             head = ws.head()
             result = run_in_folder(job, ws.worktree / self.task_rel, self.task, self.guard,
-                                   job.run_dir, job.log_path, self.task_rel,
+                                   self.task_rel,
                                    lambda dest: self.workspace.export(job.commit,
                                                                       self.task_rel, dest),
                                    env, self.limits)
             if ws is not self.workspace and ws.head() != head:   # a `git commit` in the run
-                ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.k}", ws.head())
+                ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.key.number}",
+                                              ws.head())
                 ws.restore()
                 result.status, result.metric = CRASH, None
                 result.detail = f"tampered: the run committed in its worktree (kept as {ref})"

@@ -23,10 +23,11 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from loop.run.backends import RunJob, failed, run_in_folder
 from loop.repo.gitsafe import run_git
+from loop.run.backends import failed, run_in_folder
+from loop.run.backends.devices import thread_env
 from loop.run.runner import RunResult
-from loop.engine.scheduler import THREAD_VARS
+from loop.run.spec import RunJob, grade_log
 
 RETRIES = 1      # a run whose worker died is tried once more, then recorded as a crash
 
@@ -48,8 +49,9 @@ def _untar(data: bytes, dest: Path) -> Path:
 
 
 def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private: bytes | None,
-               slot_env: dict, limits=None) -> dict:
-    """On a worker node: the job's commit in a temporary folder, run and graded there."""
+               slot_env: dict[str, str], limits=None) -> dict:
+    """On a worker node: the job's commit in a temporary folder, run and graded there (its
+    log and artifacts there too, sent back to the head)."""
     tmp = Path(tempfile.mkdtemp(prefix="autoresearch-ray-"))
     try:
         work = _untar(archive, tmp / "work")
@@ -59,24 +61,25 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
             guard.private = where
             task = replace(task, private=str(where))
             guard.task = task
-        run_dir, log = tmp / "run", tmp / "run" / "run.log"
+        job = replace(job, run_dir=tmp / "run", log_path=tmp / "run" / "run.log")
+        log, graded = job.log_path, grade_log(job.log_path)
         folder = work / task_rel if task_rel not in ("", ".") else work
-        result = run_in_folder(job, folder, task, guard, run_dir, log, task_rel,
+        result = run_in_folder(job, folder, task, guard, task_rel,
                                lambda dest: _untar(archive, dest), slot_env, limits)
-        grade_log = log.with_name(log.stem + ".grade.log")
         return {"status": result.status, "metric": result.metric,
                 "returncode": result.returncode, "wall_s": result.wall_s,
                 "memory_gb": result.memory_gb, "detail": result.detail,
                 "log": log.read_bytes() if log.exists() else b"",
-                "grade_log": grade_log.read_bytes() if grade_log.exists() else None,
-                "artifacts": _tar(run_dir / "artifacts"), "node": os.uname().nodename}
+                "grade_log": graded.read_bytes() if graded.exists() else None,
+                "artifacts": _tar(job.artifacts), "node": os.uname().nodename}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 class RayBackend:
-    def __init__(self, workspace, task, task_rel: str, guard, slot_envs: list[dict],
-                 slot_root: Path | None = None, limits=None):
+    def __init__(self, workspace, task, task_rel: str, guard, workers: int,
+                 slot_root: Path | None = None, devices: tuple[str, ...] | None = None,
+                 limits=None):
         try:
             import ray
         except ImportError:
@@ -89,7 +92,7 @@ class RayBackend:
                      include_dashboard=False)
         self.workspace, self.task, self.task_rel, self.guard = workspace, task, task_rel, guard
         self.limits = limits       # the sandbox is set up on the worker, where the run is
-        self.slots = len(slot_envs)
+        self.slots = workers      # `devices` is for local slots: Ray places GPUs itself
         resources = ray.cluster_resources()
         if resources.get("GPU", 0) >= 1:     # Ray sets CUDA_VISIBLE_DEVICES for the task
             self.options, share = {"num_gpus": 1, "num_cpus": 1}, None
@@ -97,7 +100,7 @@ class RayBackend:
             cpus = int(resources.get("CPU", 1))
             share = max(1, cpus // self.slots)
             self.options = {"num_cpus": min(share, cpus)}
-        self.slot_env = {v: str(share) for v in THREAD_VARS} if share else {}
+        self.slot_env = thread_env(share) if share else {}
         private = task.private_dir if task.grade_command else None
         self.private = ray.put(_tar(private)) if private else None
         self.remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(run_remote)
@@ -140,10 +143,9 @@ class RayBackend:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         job.log_path.write_bytes(out["log"])
         if out["grade_log"] is not None:
-            job.log_path.with_name(job.log_path.stem + ".grade.log").write_bytes(out["grade_log"])
-        artifacts = job.run_dir / "artifacts"
-        shutil.rmtree(artifacts, ignore_errors=True)
-        _untar(out["artifacts"], artifacts)
+            grade_log(job.log_path).write_bytes(out["grade_log"])
+        shutil.rmtree(job.artifacts, ignore_errors=True)
+        _untar(out["artifacts"], job.artifacts)
         return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
                          out["memory_gb"], job.log_path, out["detail"])
 

@@ -1,0 +1,147 @@
+"""One run, defined once: which run it is (`RunJob`), and what it runs with (`RunSpec`).
+
+`make_spec` is the one place a job and its task become a run: the commands, the folders, the
+time limits and the environment of both steps (`run_envs`, the only place the
+AUTORESEARCH_* variables are assembled). Every backend and `check-task` build their runs
+here (through loop/run/backends/__init__.py's `run_in_folder`), so a run on a slot, on a Ray
+node and in check-task's throwaway copy sees the same variables. Data only: nothing here
+starts a process (loop/run/process.py does) or reads a metric (loop/run/runner.py)."""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loop.run import netbridge
+from loop.run.process import Limits, experiment_env
+from loop.words import RunKey
+
+if TYPE_CHECKING:
+    from loop.setup.task import Task
+
+JOB_ENV = "AUTORESEARCH_JOB_ID"          # marks one run's processes (several share a run id)
+RUN_ID_ENV = "AUTORESEARCH_RUN_ID"       # marks an iteration's processes (resume kills them)
+PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"  # the grader's held-out folder
+HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
+READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"  # _0, _1, ...: read-only data both steps see
+NETWORK_ENV = netbridge.ENV              # the endpoints a step may reach
+
+
+@dataclass
+class RunJob:
+    """One experiment run: a candidate's run, a baseline run, or a run of the best."""
+    job_id: str                  # unique: "<iteration>-<number>-<random>" (marks its processes)
+    iteration: int
+    key: RunKey                  # which run of the iteration it is
+    commit: str                  # the tree to run
+    run_id: str                  # MLflow run of the iteration; also marks its processes
+    seed: int                    # $AUTORESEARCH_SEED
+    log_path: Path = Path("run.log")
+    run_dir: Path = Path("run")  # artifacts/ (kept) and grader/ (removed) go here
+    lane: int = 0                # the progress display's line for it (set when it starts)
+
+    @classmethod
+    def make(cls, iteration: int, key: RunKey, commit: str, run_id: str, base_seed: int,
+             log_path: Path, run_dir: Path) -> RunJob:
+        """A job with a fresh id (unique across engines, tags and restarts) and a fresh,
+        reproducible seed for each run: base + 1000 * iteration + the run's number."""
+        k = key.number
+        return cls(f"{iteration}-{k}-{uuid.uuid4().hex[:10]}", iteration, key, commit, run_id,
+                   base_seed + 1000 * iteration + k, log_path, run_dir)
+
+    @property
+    def artifacts(self) -> Path:
+        """$AUTORESEARCH_ARTIFACT_DIR: what training hands the grader (kept with a keep)."""
+        return self.run_dir / "artifacts"
+
+    @property
+    def priority(self) -> tuple:
+        """Lower first: re-runs of the best, then older iterations (loop/words.py)."""
+        return self.key.priority(self.iteration)
+
+
+@dataclass(frozen=True)
+class GradeStep:
+    """The protected grading step, run after training exited 0, from its own folder."""
+    command: str
+    folder: Path
+    env: dict[str, str]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What `runner.run_experiment` runs: the training step, then the grading step if any."""
+    command: str                 # the training step (`/bin/sh -c`)
+    folder: Path                 # where it runs: the task folder holding the job's commit
+    env: dict[str, str]          # its whole environment (`run_envs`)
+    timeout_s: float             # the training limit: budget + grace, then it is killed
+    log_path: Path               # one log per run; the grader's part is appended
+    metric_pattern: str
+    memory_pattern: str = ""
+    grade: GradeStep | None = None
+    artifacts: Path | None = None    # $AUTORESEARCH_ARTIFACT_DIR: writable to both steps
+    hidden: tuple[str, ...] = ()     # paths only the grader is told of: hidden from training
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def patterns(self) -> dict[str, str]:
+        return {"metric": self.metric_pattern, "memory": self.memory_pattern}
+
+    @property
+    def grade_log(self) -> Path:
+        return grade_log(self.log_path)
+
+
+def grade_log(log_path: Path) -> Path:
+    """Where a run's grader writes its own log, beside the run's."""
+    return log_path.with_name(log_path.stem + ".grade.log")
+
+
+def run_envs(task: Task, job: RunJob, artifacts: Path,
+             slot_env: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """The training step's environment and the grader's: the only place they are put
+    together. Training: the scrubbed parent environment, the task's `pass_env`, `env`,
+    `read_only` paths and `network`, then the run's own variables and the slot's devices.
+    The grader: all of that, plus what training must not see (the private folder, the
+    held-out paths, `grader_env`, `grader_network`)."""
+    passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
+    shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
+    network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
+    train = experiment_env({
+        **passed, **task.env, **shown, **network,
+        "AUTORESEARCH_SEED": str(job.seed),
+        "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
+        "AUTORESEARCH_ITERATION": str(job.iteration), RUN_ID_ENV: job.run_id,
+        **(slot_env or {}),
+        "AUTORESEARCH_ARTIFACT_DIR": str(artifacts), JOB_ENV: job.job_id})
+    extra = {k: os.environ[k] for k in task.grader_env if k in os.environ}
+    extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
+    if task.private_dir:
+        extra[PRIVATE_ENV] = str(task.private_dir)
+    for i, path in enumerate(task.held_out):    # named only here: hidden from training
+        extra[f"{HELD_OUT_ENV}_{i}"] = str(Path(path))
+    if task.network or task.grader_network:
+        extra[NETWORK_ENV] = " ".join([*task.network, *task.grader_network])
+    return train, {**train, **extra}
+
+
+def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
+              slot_env: dict[str, str] | None = None, limits: Limits | None = None) -> RunSpec:
+    """`job` of `task`, run in `folder` (already holding the job's commit) and graded in
+    `grader_folder` (made only after training); artifacts under the job's run folder."""
+    env, grader_env = run_envs(task, job, job.artifacts, slot_env)
+    grade = GradeStep(task.grade_command, grader_folder, grader_env, task.grade_timeout_s) \
+        if task.grade_command else None
+    return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
+                   job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
+                   grader_only(env, grader_env), limits or Limits())
+
+
+def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, ...]:
+    """Existing absolute paths the grader's environment names and training's does not (the
+    private data, held-out files): hidden from training, read-only to the grader."""
+    return tuple(v for k, v in grader_env.items()
+                 if env.get(k) != v and v.startswith("/") and os.path.exists(v))
