@@ -17,7 +17,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from loop.run import grading
 from loop.judge import judge as judging
 from loop.run.backends import RunJob
 from loop.setup.config import Config
@@ -331,10 +330,12 @@ class Loop:
         key = self.keys.pop(job.job_id)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
+        # every check, at this run's end: what one leaves would be blamed on the next run
         tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{job.k}",
-                                              keep_watching=True) \
-            or grading.check_branch(self.workspace, self.tip, job.iteration)
+                                              keep_watching=True, tip=self.tip)
         if tampered:
+            found = result.detail.startswith("tampered: ")    # its task folder, its worktree
+            tampered += "; " + result.detail.removeprefix("tampered: ") if found else ""
             result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
         value = result.metric if result.status == OK else None
         if key.kind is not RunKind.CANDIDATE:   # a run of the best
