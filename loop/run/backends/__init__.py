@@ -48,6 +48,12 @@ class Backend(Protocol):
     def close(self, wait_s: float = 15.0) -> None: ...
 
 
+def grader_folder(run_dir: Path) -> Path:
+    """Where a run's grader copy is made, once training has ended and passed its checks:
+    while it exists, the run is grading (what the progress panel shows, for local runs)."""
+    return run_dir / "grader"
+
+
 def failed(job: RunJob, why: str) -> RunResult:
     """A run that never produced a result (the engine or a worker failed, not the code)."""
     return RunResult(CRASH, None, None, 0.0, None, job.log_path, why)
@@ -62,7 +68,7 @@ def run_in_folder(job: RunJob, folder: Path, task, guard, run_dir: Path, log_pat
     artifacts = grading.fresh_dir(run_dir / "artifacts")
     env = experiment_env({**grading.task_env(task), **job.env, **slot_env,
                           "AUTORESEARCH_ARTIFACT_DIR": str(artifacts), JOB_ENV: job.job_id})
-    grader_root = run_dir / "grader"
+    grader_root = grader_folder(run_dir)
     grader_cwd = grader_root / task_rel if task_rel not in ("", ".") else grader_root
 
     def before_grading():  # the run has ended; the grader's copy is made only now
