@@ -120,3 +120,37 @@ def test_a_run_that_switches_a_slots_worktree_is_blamed(toy_repo, mlflow_uri):
     for slot in (repo / ".autoresearch/.slots/blame").iterdir():
         on = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=slot)
         assert on.returncode != 0                   # detached, as the engine keeps it
+
+
+def test_the_engines_own_rewrite_of_results_is_never_tampering(tmp_path, monkeypatch):
+    """MLflow's thread rewrites results.tsv when a late-created run gets its real id; a run
+    ending meanwhile must not find a 'changed' results.tsv and be blamed for it."""
+    import threading
+    import time
+    from loop.engine import records
+    from loop.engine.records import RecordSink
+    from loop.state.integrity import StateGuard
+    from loop.state.journal import Journal, Record
+    from loop.state.tracking import results_text, write_results
+
+    state = tmp_path / "state"
+    state.mkdir()
+    journal = Journal(state / "journal.jsonl")
+    sink = RecordSink(state, "score", journal, None, "b", {}, False)
+    sink.restore([Record(iteration=0, status="keep", description="baseline",
+                         run_id="pending-1", metric=1.0)])
+    guard = StateGuard(None, journal, sink.results_path,
+                       lambda: results_text("score", sink.rows()), lock=sink.lock)
+    writing = threading.Event()
+
+    def slow_write(*args):          # the real write, in a window as long as a busy disk's
+        writing.set()
+        time.sleep(0.3)
+        write_results(*args)
+    monkeypatch.setattr(records, "write_results", slow_write)
+    tracker = threading.Thread(target=sink.tracked, args=(0, "real-run-id"))
+    tracker.start()
+    assert writing.wait(5)
+    assert guard.after_run(None, "1-0") is None        # a run ends while it writes
+    tracker.join()
+    assert "real-run-id" in sink.results_path.read_text()

@@ -6,18 +6,22 @@ journal, results.tsv and the repository's config and refs. The engine cannot sto
 as tampering."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from loop.repo.gitsafe import RefSnapshot
 
 
 class StateGuard:
-    def __init__(self, workspace, journal, results_path: Path, expected_results):
-        """`expected_results()`: results.tsv's text as the engine last wrote it."""
+    def __init__(self, workspace, journal, results_path: Path, expected_results,
+                 lock=None):
+        """`expected_results()`: results.tsv's text as the engine last wrote it; `lock`:
+        held by whoever writes it (another thread may, while a run ends)."""
         self.workspace = workspace
         self.journal = journal
         self.results_path = Path(results_path)
         self.expected_results = expected_results
+        self.lock = lock or threading.RLock()
 
     def watch(self) -> RefSnapshot:
         """For the loop with runs in flight at any time: one snapshot, kept current."""
@@ -29,10 +33,12 @@ class StateGuard:
         Every check is made, whatever an earlier one found: what is left for later would be
         found at the end of the next run, and blamed on it. `tip`: where the loop's branch
         must be (None: not checked)."""
-        notes = [] if tip is None else self._branch(tip, label)
-        switched = self.workspace.reattach()    # the loop's worktree stays on the branch
-        if switched:
-            notes.append(switched)
+        notes = []
+        if tip is not None:
+            notes += self._branch(tip, label)
+            switched = self.workspace.reattach()    # the loop's worktree stays on the branch
+            if switched:
+                notes.append(switched)
         # before None: refs and config were not watched (the sandbox keeps runs out of .git)
         if before is not None:
             notes += self.workspace.check_tamper(before, label, keep_watching)
@@ -58,6 +64,10 @@ class StateGuard:
         return [f"the run moved branch {ws.branch} (its commit is kept as {ref})"]
 
     def _results(self) -> list[str]:
+        with self.lock:
+            return self._check_results()
+
+    def _check_results(self) -> list[str]:
         want = self.expected_results()
         if want is None:
             return []
