@@ -154,3 +154,51 @@ def test_the_engines_own_rewrite_of_results_is_never_tampering(tmp_path, monkeyp
     assert guard.after_run(None, "1-0") is None        # a run ends while it writes
     tracker.join()
     assert "real-run-id" in sink.results_path.read_text()
+
+
+class CtrlCAfterRun:
+    """Ctrl-C arriving when iteration `n`'s run has ended, before its result is checked."""
+
+    def __init__(self, n):
+        from loop.ui.progress import Progress
+        self.plain, self.n, self.slot_of = Progress(out=lambda s: None), n, {}
+
+    def __getattr__(self, name):
+        return getattr(self.plain, name)
+
+    def run_started(self, slot, rec, k, *args, **kw):
+        self.slot_of[slot] = rec.iteration
+
+    def run_finished(self, slot):
+        if self.slot_of.get(slot) == self.n:
+            raise KeyboardInterrupt
+
+
+def test_a_branch_moved_by_an_interrupted_run_is_put_back_on_resume(toy_repo, mlflow_uri):
+    """The run committed (moving the branch), then the loop was stopped before its check:
+    the resume puts the branch back where the journal says it is, instead of building
+    every later attempt on the run's commit."""
+    repo = toy_repo
+    commit = TRAIN.format(x=3.0) + textwrap.dedent("""\
+        import subprocess
+        open("train.py", "a").write("X = 1.0\\n")        # a forged best, committed
+        subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@x", "commit",
+                        "-qam", "sneaky"], check=True)
+        """)
+    cfg = Config(task="task", tag="blame", iterations=2, base_dir=repo, sandbox="off",
+                 judge=JudgeConfig(rule="strict"), max_consecutive_failures=5)
+    base = git(repo, "rev-parse", "HEAD")
+    stop = Engine(cfg, out=lambda s: None, proposer=Scripted([{"train.py": commit}]),
+                  progress=CtrlCAfterRun(1)).run()
+    assert stop.exit_code == 130
+    lines: list[str] = []
+    honest = [{"train.py": TRAIN.format(x=2.0)}, {"train.py": TRAIN.format(x=2.5)}]
+    Engine(cfg, out=lines.append, proposer=Scripted(honest)).run()
+    table = rows(repo)
+    assert [r["status"] for r in table] == ["keep", "keep", "discard"], table
+    assert float(table[1]["score"]) == 5.0           # measured on the baseline's code
+    assert git(repo, "rev-parse", "autoresearch/blame~1") == base
+    assert "sneaky" not in git(repo, "log", "--format=%s", "autoresearch/blame")
+    assert any("was past the last kept commit" in line and "put back" in line
+               for line in lines), lines
+    assert "tampered-resume-" in git(repo, "for-each-ref", "refs/autoresearch/blame/")

@@ -170,6 +170,9 @@ class Workspace:
     def message(self, commit: str) -> str:
         return self.git.log("-1", "--format=%B", commit)
 
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.git.ok("merge-base", "--is-ancestor", older, newer)
+
     def kept_commits(self, since: str) -> list[str]:
         out = self.git.rev_list(f"{since}..refs/heads/{self.branch}")
         return out.split() if out else []
