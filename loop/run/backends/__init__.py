@@ -69,6 +69,7 @@ def run_in_folder(job: RunJob, folder: Path, task, guard, run_dir: Path, log_pat
     env = experiment_env({**grading.task_env(task), **job.env, **slot_env,
                           "AUTORESEARCH_ARTIFACT_DIR": str(artifacts), JOB_ENV: job.job_id})
     grader_root = grader_folder(run_dir)
+    grading.remove(grader_root)     # one an interrupted try left would say "grading" now
     grader_cwd = grader_root / task_rel if task_rel not in ("", ".") else grader_root
 
     def before_grading():  # the run has ended; the grader's copy is made only now
