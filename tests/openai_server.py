@@ -55,7 +55,7 @@ class OpenAIServer:
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []   # request headers, same order as requests
-        self.models = ["test-model"]              # what GET /v1/models lists
+        self.models: list[str] | None = ["test-model"]   # GET /v1/models (None: 404)
         self.models_raw: str | None = None        # else GET /v1/models answers this 200 body
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -135,6 +135,8 @@ def _handler(server: OpenAIServer):
         def do_GET(self):
             if self.path.rstrip("/") != "/v1/models":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            if server.models is None:              # a server without a models list
+                return self._send(404, {"error": {"message": "no models list here"}}, {})
             if server.models_raw is not None:      # a proxy's or a web page's 200
                 return self._send(200, None, {}, server.models_raw.encode())
             self._send(200, {"object": "list", "data": [

@@ -121,3 +121,20 @@ def test_a_200_that_is_no_completion_stops_before_the_baseline_in_one_line(
     assert "answers no completion" in res.stderr and said in res.stderr, res.stderr
     assert "is not served" not in res.stderr       # the model is not the problem
     assert not (toy_repo / ".autoresearch" / "e" / "results.tsv").exists()   # nothing ran
+
+
+def test_an_outage_on_an_endpoint_without_a_models_list_ends_when_it_answers_again(
+        toy_repo, mlflow_uri, openai_server):
+    """Waiting out an outage polls the models list; a server that has none (404, as the
+    start's check allows) is back when it answers at all, not never: the night went on
+    waiting until `patience_s` ran out and stopped, though the server had answered."""
+    from openai_server import Reply
+    openai_server.models = None
+    openai_server.script(Reply(status=503), WHOLE_FILE)
+    cfg = llm_config(toy_repo, openai_server, iterations=1,
+                     proposer={"max_retries": 0, "patience_s": 8.0})
+    started = time.monotonic()
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    assert time.monotonic() - started < 8.0
+    assert len(openai_server.requests) == 2            # asked again once it answered

@@ -8,9 +8,10 @@
     one token of it instead; a 200 to that which is no completion (what mid-night is an
     outage) stops here too, in one line.
   * `wait_until_back`: mid-night, after the request's own retries ran out, poll the models
-    list with growing pauses up to `proposer.patience_s`; then stop the loop (ProposerFatal
-    -> exit 1). An outage (also a 200 that is no completion: garbage or an empty body,
-    `choices: []`, `content: null`) is never recorded as the code's `bad_edit`."""
+    list with growing pauses up to `proposer.patience_s` (an endpoint without one is asked
+    the request again after a pause); then stop the loop (ProposerFatal -> exit 1). An
+    outage (also a 200 that is no completion: garbage or an empty body, `choices: []`,
+    `content: null`) is never recorded as the code's `bad_edit`."""
 from __future__ import annotations
 
 import sys
@@ -108,8 +109,18 @@ def wait_until_back(client, base_url: str | None, patience_s: float, since: floa
             told = True
         time.sleep(min(pause * scale, left))
         pause = min(pause * 2, MAX_PAUSE_S)
-        try:
-            client.models.list()
+        if _answers(client):
             return
-        except Exception:          # still away: pause longer, until patience runs out
-            continue
+
+
+def _answers(client) -> bool:
+    """Whether the endpoint is back: it lists its models, or says it has no such list (as
+    `check` allows: then the request itself, asked again, is the probe)."""
+    import openai
+    try:
+        client.models.list()
+        return True
+    except openai.APIStatusError as exc:
+        return exc.status_code in (404, 405, 501)
+    except Exception:              # still away: pause longer, until patience runs out
+        return False
