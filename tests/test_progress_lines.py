@@ -188,3 +188,34 @@ def test_the_panel_shows_the_phase_and_its_limit(tmp_path, mlflow_uri):
     text = "\n".join(sorted(seen))
     assert any(re.search(r"\] training +\d+s / 15s  baseline", s) for s in seen), text
     assert any(re.search(r"\] grading +\d+s / 40s  baseline", s) for s in seen), text
+
+
+def test_the_panel_says_a_proposal_is_being_asked_for(toy_repo, mlflow_uri):
+    """An LLM's answer takes minutes: the panel said `(between runs)` all that time."""
+    import threading
+    import time
+    answer = threading.Event()
+
+    class Slow(Scripted):
+        def propose(self, context):
+            answer.wait(20)
+            return super().propose(context)
+    live = live_progress()
+    seen = []
+    try:
+        engine = Engine(Config(task="task", tag="t", iterations=1, base_dir=toy_repo,
+                               judge=JudgeConfig(rule="strict"), sandbox="off"),
+                        out=live.line, proposer=Slow([("X = 3.0", "X = 2.0")]), progress=live)
+        thread = threading.Thread(target=engine.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("proposing" in s for s in seen):
+            seen.append(panel_of(live))
+            time.sleep(0.05)
+        answer.set()
+        thread.join(30)
+        after = panel_of(live)
+    finally:
+        live.close()
+    assert any(re.search(r"^proposing iteration 1 \(\d+s\)$", s, re.M) for s in seen), seen[-1]
+    assert "proposing" not in after, after

@@ -136,6 +136,8 @@ class Loop:
                 if self.stop is None:
                     self.stop = self._should_stop(started)
                 self._plan()
+                self.progress.proposing([n for n, (_, _, answer) in self.proposals.items.items()
+                                         if not answer.done()])
                 if not self.cands and not self.sched.busy() and not self.proposals.items:
                     break
                 if self.sched.free() <= 0:      # every slot busy: MLflow's writes now

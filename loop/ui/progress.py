@@ -6,6 +6,7 @@
     run_finished(slot)               that run ended
     iteration_done(rec, metric, total)   an iteration's record is final
     best_measured(value)             a re-run of the best moved the best's value
+    proposing(numbers)               the iterations whose proposals are being asked for now
     resumed(records, metric, best)   the night so far, recovered from the journal
     line(text)                       any other message
 
@@ -77,6 +78,9 @@ class Progress:
 
     def resumed(self, records, metric, best: float | None) -> None:
         pass        # the resume line says it
+
+    def proposing(self, numbers: list[int]) -> None:
+        pass        # the `running` line follows
 
     def iteration_done(self, rec, metric, total: int) -> None:
         self.line(progress_line(rec, metric, total))
@@ -169,6 +173,7 @@ class LiveProgress(Progress):
         from rich.live import Live
         self.console = console or Console()
         self.slots: dict[int, _Slot] = {}
+        self.asked: dict[int, float] = {}      # iteration -> since when its proposal is asked
         self.night = _Night()
         super().__init__(out=self.console.print)
         self.live = Live(self, console=self.console, refresh_per_second=2, transient=True)
@@ -188,6 +193,10 @@ class LiveProgress(Progress):
 
     def best_measured(self, value: float) -> None:
         self.night.set_best(value, self.night.direction)
+
+    def proposing(self, numbers: list[int]) -> None:
+        now = time.monotonic()
+        self.asked = {n: self.asked.get(n, now) for n in sorted(numbers)}
 
     def resumed(self, records, metric, best: float | None) -> None:
         """Counts from the journal (tokens and cost too); runs per hour from this start."""
@@ -211,7 +220,12 @@ class LiveProgress(Progress):
             label = f" [{s.label}]" if s.label else ""
             lines.append(f"slot {n}  [{s.iteration:>3}/{s.total}] {s.timing(now)}  "
                          f"{desc}{label}")
-        if not self.slots:
+        if self.asked:          # an LLM's answer can take minutes: not hung, waiting on it
+            first = min(self.asked.values())
+            which = ", ".join(map(str, self.asked))
+            lines.append(f"proposing iteration{'s' if len(self.asked) > 1 else ''} {which} "
+                         f"({now - first:.0f}s)")
+        elif not self.slots:
             lines.append("(between runs)")
         lines.append(self.night.text())
         # one screen line each, cut with an ellipsis: a wrapped panel redraws badly
