@@ -184,7 +184,8 @@ class LiveProgress(Progress):
 
     def run_started(self, slot, rec, k, planned, budget_s, total, note="", phase=None) -> None:
         super().run_started(slot, rec, k, planned, budget_s, total, note, phase)
-        label = "; ".join(t for t in (run_label(rec, k, planned), note) if t)
+        run = "" if rec.status == "remeasure" else run_label(rec, k, planned)  # says it
+        label = "; ".join(t for t in (run, note) if t)
         self.slots[slot] = _Slot(rec.iteration, rec.description, label, budget_s, total,
                                  time.monotonic(), phase or Phase())
 
