@@ -158,7 +158,7 @@ class _Night:
 
     def text(self) -> str:
         hours = max(time.monotonic() - self.started, 1.0) / 3600
-        best = (f"best {self.metric_name} {num(self.best)}"
+        best = (" ".join(t for t in ("best", self.metric_name, num(self.best)) if t)
                 + (f" ({gain_text(self.gain)} vs baseline)" if self.gain is not None else ""))
         llm = f" | {self.tokens:,} tokens, ${self.cost:.2f}" if self.tokens or self.cost else ""
         return (f"{best} | kept {self.kept}, discarded {self.discarded}, failed {self.failed} | "
