@@ -131,8 +131,24 @@ def kept_changes(records) -> int:
 
 def resume_line(tag: str, records, metric_name: str, best: float | None) -> str:
     changes = sum(1 for r in records if not is_baseline(r))
+    failed = failed_baseline(records)
+    if failed is not None:      # nothing to go on from: the baseline is what runs next
+        return f"resume: tag {tag}, the baseline failed ({baseline_retry(failed)}); " \
+               f"running it again"
     return (f"resume: tag {tag}, baseline and {plural(changes, 'iteration')} done, "
             f"{kept_changes(records)} kept, best {metric_name} = {num(best)}")
+
+
+def failed_baseline(records):
+    """The last try of the baseline when none succeeded (the loop then runs it again)."""
+    if any(is_baseline(r) and r.kept for r in records):
+        return None
+    tries = [r for r in records if is_baseline(r)]
+    return max(tries, key=lambda r: r.iteration) if tries else None
+
+
+def baseline_retry(failed) -> str:
+    return f"iteration {failed.iteration} failed, {failed.status}: {failed.reason}"
 
 
 def commit_message(rec, metric) -> str:

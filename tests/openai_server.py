@@ -6,7 +6,8 @@ client end to end (retries, timeouts, status codes, usage) without mocking it.
     server.requests                      # the JSON bodies received, in order
 
 A 200 can also be broken, as a flapping proxy answers: `raw` sends a body verbatim (garbage,
-empty), `choices=[]` no choice, `null_content` a message whose content is null.
+empty), `choices=[]` no choice, `null_content` a message whose content is null;
+`server.models_raw` does the same to GET /v1/models.
 
 Each request consumes the next scripted Reply; an empty script answers 500 so a test that
 sends more requests than it expects fails loudly.
@@ -54,7 +55,8 @@ class OpenAIServer:
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []   # request headers, same order as requests
-        self.models = ["test-model"]              # what GET /v1/models lists
+        self.models: list[str] | None = ["test-model"]   # GET /v1/models (None: 404)
+        self.models_raw: str | None = None        # else GET /v1/models answers this 200 body
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -133,6 +135,10 @@ def _handler(server: OpenAIServer):
         def do_GET(self):
             if self.path.rstrip("/") != "/v1/models":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            if server.models is None:              # a server without a models list
+                return self._send(404, {"error": {"message": "no models list here"}}, {})
+            if server.models_raw is not None:      # a proxy's or a web page's 200
+                return self._send(200, None, {}, server.models_raw.encode())
             self._send(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "test"}
                 for m in server.models]}, {})

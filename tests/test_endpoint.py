@@ -6,7 +6,10 @@ import socket
 import threading
 import time
 
+import pytest
+
 from conftest import run_cli
+from openai_server import Reply
 from loop.engine.engine import Engine
 from test_llm_loop import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
 
@@ -95,3 +98,43 @@ def test_a_flapping_proxy_answering_broken_200s_is_waited_out_not_a_bad_edit(
         statuses = [r["status"] for r in csv.DictReader(f, delimiter="\t")]
     assert len(statuses) == 4 and "bad_edit" not in statuses, statuses
     assert len(openai_server.requests) == 7              # every broken answer was asked again
+
+
+@pytest.mark.parametrize("models_raw, reply, said", [
+    ("<html>login</html>", Reply(raw="<html>login</html>"), "a 200 whose body is not JSON"),
+    ("", Reply(raw=""), "a 200 whose body is not JSON"),
+    ('{"object": "list", "data": []}', Reply(choices=[]), "a 200 without choices"),
+    (None, Reply(null_content=True), "a 200 whose message content is null"),
+])
+def test_a_200_that_is_no_completion_stops_before_the_baseline_in_one_line(
+        toy_repo, mlflow_uri, openai_server, models_raw, reply, said):
+    """What mid-night is an outage (retried, waited out) is, at the start, one clear line
+    and exit 2, like an unreachable endpoint: not a traceback, not a night of bad_edits."""
+    openai_server.models_raw = models_raw
+    if models_raw is None:
+        openai_server.models = ["an-alias"]        # not listed: one token decides
+    openai_server.script(reply)
+    res = run_llm(toy_repo, openai_server.base_url)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, \
+        res.stderr
+    assert "answers no completion" in res.stderr and said in res.stderr, res.stderr
+    assert "is not served" not in res.stderr       # the model is not the problem
+    assert not (toy_repo / ".autoresearch" / "e" / "results.tsv").exists()   # nothing ran
+
+
+def test_an_outage_on_an_endpoint_without_a_models_list_ends_when_it_answers_again(
+        toy_repo, mlflow_uri, openai_server):
+    """Waiting out an outage polls the models list; a server that has none (404, as the
+    start's check allows) is back when it answers at all, not never: the night went on
+    waiting until `patience_s` ran out and stopped, though the server had answered."""
+    from openai_server import Reply
+    openai_server.models = None
+    openai_server.script(Reply(status=503), WHOLE_FILE)
+    cfg = llm_config(toy_repo, openai_server, iterations=1,
+                     proposer={"max_retries": 0, "patience_s": 8.0})
+    started = time.monotonic()
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    assert time.monotonic() - started < 8.0
+    assert len(openai_server.requests) == 2            # asked again once it answered

@@ -108,7 +108,7 @@ class InterruptAt(Progress):
         super().__init__(out=lambda s: None)
         self.n = n
 
-    def run_started(self, slot, rec, k, planned, budget_s, total):
+    def run_started(self, slot, rec, k, planned, budget_s, total, **kw):
         if rec.iteration == self.n:
             self.n = None
             raise KeyboardInterrupt

@@ -16,20 +16,21 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from loop.run import grading
 from loop.judge import judge as judging
+from loop.run.backends import grader_folder
 from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.repo.gitsafe import DiskFull, RefSnapshot
 from loop.state.journal import Record, TagLock, record_dict
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
 from loop.engine.parts import Parts, locate, open_parts, state_dir
-from loop.ui.progress import Progress
+from loop.ui.progress import Phase, Progress
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.engine.resume import abandon, install_signals, recover
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
-from loop.words import BASELINE, FAILURES, RunKey, RunKind, Status, commit_message, num, plural
+from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_retry,
+                        commit_message, failed_baseline, num, plural)
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
@@ -126,12 +127,16 @@ class Loop:
 
     def run(self) -> Stop:
         self._snapshot = self.state_guard.watch() if self.watch else None
+        if self.sink.records:          # a resume: the panel counts the night, not this start
+            self.progress.resumed(self.sink.records, self.task.metric, self.score.best_value())
         started = time.monotonic()
         try:
             while True:
                 if self.stop is None:
                     self.stop = self._should_stop(started)
                 self._plan()
+                self.progress.proposing([n for n, (_, _, answer) in self.proposals.items.items()
+                                         if not answer.done()])
                 if not self.cands and not self.sched.busy() and not self.proposals.items:
                     break
                 if self.sched.free() <= 0:      # every slot busy: MLflow's writes now
@@ -306,13 +311,25 @@ class Loop:
     def _started(self, job: RunJob) -> None:
         """A run got a slot (the scheduler calls this): the console or panel says so."""
         cand = self.cands.get(job.iteration)
+        note, k = "", job.key.number
         if job.key.kind is RunKind.CANDIDATE and cand is not None:
             rec, planned = cand.rec, judging.max_runs(self.config.judge, cand.baseline)
+            k -= cand.first               # runs on its current base: a replay starts anew
+            failed = failed_baseline(self.sink.records) if cand.baseline else None
+            if failed is not None and k == 0:
+                note = f"run again: {baseline_retry(failed)}"
+            elif cand.replayed_onto and k == 0:
+                note = f"replayed onto the new best {cand.replayed_onto[:7]}"
         else:
             rec, planned = Record(iteration=job.iteration, status="remeasure",
                                   description="re-measure the best"), None
-        self.progress.run_started(job.lane, rec, job.key.number,
-                                  planned, self.task.time_budget_s, self.config.iterations)
+            if job.key.kind is RunKind.PAIR:
+                note = f"beside iteration {job.iteration}'s run, paired"
+        task = self.task
+        probe = grader_folder(job.run_dir).exists if self.config.backend == "local" else None
+        phase = Phase(task.grade_timeout_s if task.grade_command else None, probe)
+        self.progress.run_started(job.lane, rec, k, planned, task.time_budget_s + task.grace_s,
+                                  self.config.iterations, note=note, phase=phase)
 
     def _handle(self, event) -> None:
         if event[0] != "run":
@@ -322,11 +339,13 @@ class Loop:
         self.progress.run_finished(job.lane)
         if result.status != OK and log_says_disk_full(result.log_path):
             raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
+        # every check, at this run's end: what one leaves would be blamed on the next run
         key = job.key
         tampered = self.state_guard.after_run(self._snapshot, f"{job.iteration}-{key.number}",
-                                              keep_watching=True) \
-            or grading.check_branch(self.workspace, self.tip, job.iteration)
+                                              keep_watching=True, tip=self.tip)
         if tampered:
+            found = result.detail.startswith("tampered: ")    # its task folder, its worktree
+            tampered += "; " + result.detail.removeprefix("tampered: ") if found else ""
             result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
         value = result.metric if result.status == OK else None
         if key.kind is not RunKind.CANDIDATE:   # a run of the best
@@ -418,6 +437,7 @@ class Loop:
             runs, best = len(self.score.best_samples), self.score.best_value()
             assert best is not None   # value just joined the best's runs
             self.tracker.log_best(self.task.metric.name, best, runs, job.iteration)
+            self.progress.best_measured(best)
             self.out(f"      re-measured the best: {num(value)}; best is now the mean of "
                      f"{runs} runs, {num(best)}")
 

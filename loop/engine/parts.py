@@ -154,7 +154,7 @@ def open_parts(site: Site) -> Parts:
                        "time_budget_s": task.time_budget_s}, config.proposer.log_prompts)
     state_guard = StateGuard(workspace, journal, sink.results_path, lambda: (
         results_text(task.metric.name, sink.rows()) if sink.results_path.exists()
-        or sink.records else None))
+        or sink.records else None), lock=sink.lock)
     prompt = PromptContext(workspace, task, task_rel, site.program_path, config.seed,
                            config.proposer.kind, site.out)
     return Parts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,

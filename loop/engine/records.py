@@ -8,6 +8,7 @@ ending and the next starting. A kill before they are handed over loses nothing: 
 journal has no `tracked` line for them, and the next start logs them."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from loop.state.journal import Journal, Record
@@ -32,6 +33,9 @@ class RecordSink:
         self.rows_written = 0                 # results.tsv holds iterations below this
         self._to_track: list[tuple] = []      # finished records MLflow has not been handed
         self._branch, self._params, self._log_prompts = branch, params, log_prompts
+        # results.tsv is written by the tracker's thread too (`tracked`): the state guard
+        # holds this while it compares, so the engine's own write is never "tampering"
+        self.lock = threading.RLock()
 
     def log_path(self, n: int, key: RunKey = RunKey.candidate(0)) -> Path:  # noqa: B008 (RunKey is frozen)
         return self.dir / "logs" / key.log_name(n)
@@ -55,13 +59,14 @@ class RecordSink:
 
     def add(self, rec: Record, patch: str = "", proposal: Proposal | None = None) -> None:
         """A finished record: its row (when every earlier one is in), then MLflow."""
-        self.records.append(rec)
-        by_iter = {r.iteration: r for r in self.records}
-        while self.rows_written in by_iter:
-            row = by_iter[self.rows_written]
-            append_result(self.results_path, self.metric_name, row,
-                          [by_iter[i] for i in range(self.rows_written + 1)])
-            self.rows_written += 1
+        with self.lock:
+            self.records.append(rec)
+            by_iter = {r.iteration: r for r in self.records}
+            while self.rows_written in by_iter:
+                row = by_iter[self.rows_written]
+                append_result(self.results_path, self.metric_name, row,
+                              [by_iter[i] for i in range(self.rows_written + 1)])
+                self.rows_written += 1
         self._to_track.append((rec, patch, proposal, kept_changes(self.records)))
 
     def flush(self) -> None:
@@ -97,7 +102,8 @@ class RecordSink:
         """An iteration is in MLflow (called from the tracker's thread); a run created late
         replaces its pending id in the journal and results.tsv."""
         self.journal.write("tracked", iteration=n, run_id=run_id)
-        for rec in self.records:
-            if rec.iteration == n and rec.run_id != run_id:
-                rec.run_id = run_id
-                write_results(self.results_path, self.metric_name, self.rows())
+        with self.lock:
+            for rec in self.records:
+                if rec.iteration == n and rec.run_id != run_id:
+                    rec.run_id = run_id
+                    write_results(self.results_path, self.metric_name, self.rows())

@@ -4,6 +4,7 @@ Plain functions over the loop's parts (loop/engine/parts.py)."""
 from __future__ import annotations
 
 import signal
+import time
 
 from loop.state.journal import Record
 from loop.engine.parts import Parts
@@ -28,6 +29,7 @@ def recover(parts: Parts) -> float:
         if rec.kept and rec.commit != rec.parent and workspace.tip() == rec.parent:
             workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
             workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
+    _branch_as_journalled(parts)
     workspace.restore()
     cost = 0.0
     for item in state.measured:   # every measurement again, in the order it was made
@@ -47,6 +49,24 @@ def recover(parts: Parts) -> float:
         site.out(resume_line(site.tag, state.records, parts.task.metric.name,
                              parts.score.best_value()))
     return cost
+
+
+def _branch_as_journalled(parts: Parts) -> None:
+    """Commits on top of the last kept one that the journal does not know (a run's `git
+    commit` whose check an interruption cut off): the branch goes back, they stay as a ref.
+    Left there, every later attempt would be built and measured on them."""
+    workspace, journal = parts.site.workspace, parts.site.journal
+    kept = [r for r in parts.state.records if r.kept]
+    tip = workspace.tip()
+    if not kept or tip == kept[-1].commit or not workspace.is_ancestor(kept[-1].commit, tip):
+        return
+    want = kept[-1].commit
+    ref = workspace.keep_ref(f"tampered-resume-{int(time.time())}", tip)
+    workspace.advance(want, tip)
+    note = (f"branch {workspace.branch} was past the last kept commit {want[:7]} by commits "
+            f"the journal does not know ({tip[:7]}, kept as {ref}); put back")
+    journal.write("tamper", run="resume", changes=[note])
+    parts.site.out(f"resume: {note}")
 
 
 def abandon(parts: Parts, n: int, began: float, commit: str, run_id: str) -> None:

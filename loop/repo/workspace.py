@@ -170,6 +170,9 @@ class Workspace:
     def message(self, commit: str) -> str:
         return self.git.log("-1", "--format=%B", commit)
 
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.git.ok("merge-base", "--is-ancestor", older, newer)
+
     def kept_commits(self, since: str) -> list[str]:
         out = self.git.rev_list(f"{since}..refs/heads/{self.branch}")
         return out.split() if out else []
@@ -298,6 +301,32 @@ class Workspace:
     def head(self) -> str:
         """The commit this worktree's HEAD points at."""
         return self._wt("rev-parse", "HEAD").strip()
+
+    def head_or_none(self) -> str | None:
+        """Like `head`, but None when HEAD names a branch that does not exist."""
+        self.guard.restore_files()
+        out = run_git(["rev-parse", "-q", "--verify", "HEAD"], self.worktree, self._env,
+                      check=False)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+
+    def reattach(self, detached_at: str | None = None) -> str | None:
+        """After a run: HEAD back where the engine keeps it, on the loop's branch (the
+        loop's worktree) or detached at `detached_at` (a slot's); what it was, or None.
+        A run's `git checkout` left in place would make the engine's next reset move the
+        branch it switched to, found (and blamed) at the next run's end."""
+        self.guard.restore_files()
+        on = run_git(["symbolic-ref", "-q", "HEAD"], self.worktree, self._env, check=False)
+        branch = on.stdout.strip() if on.returncode == 0 else ""
+        if detached_at is None:
+            want = f"refs/heads/{self.branch}"
+            if branch == want:
+                return None
+            self._wt("symbolic-ref", "HEAD", want)
+        else:
+            if not branch and self.head_or_none() == detached_at:
+                return None
+            self._wt("update-ref", "--no-deref", "HEAD", detached_at)
+        return f"the run switched its worktree to {branch or 'a detached HEAD'}; put back"
 
     def list_at(self, commit: str, folder: str) -> list[str]:
         """Files under `folder` in `commit`, relative to the folder."""

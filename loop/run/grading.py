@@ -10,8 +10,9 @@ A task with an `evaluate` command is graded where the edit cannot reach:
 - held-out data (`private`) lives outside the task folder and outside git; only the evaluate
   step is told where ($AUTORESEARCH_PRIVATE_DIR), and its content is hashed when the loop
   starts and verified before every grading;
-- a run that modified, deleted or replaced a protected file in its folder, or moved the
-  loop's branch, is a crash ("tampered: ..."), never kept.
+- a run that modified, deleted or replaced a protected file in its folder is a crash
+  ("tampered: ..."), never kept (a moved branch, refs, git config, the journal and
+  results.tsv are checked by loop/state/integrity.py at the same run's end).
 
 The OS side is loop/run/sandbox.py, applied by the runner to both steps: in the sandbox the
 training step does not see the private folder at all (an empty folder covers it; only the
@@ -190,14 +191,3 @@ def _check_untracked(private: Path, repo_root: Path) -> None:
         raise UsageError(f"private folder {private} holds files tracked by git "
                          f"({out.stdout.split()[0]}): they would be in the experiment's "
                          f"worktree; keep held-out data outside git")
-
-
-def check_branch(workspace, expected_tip: str, iteration: int) -> str | None:
-    """A run must not move the loop's branch (a `git commit` from inside the experiment).
-    If it did, the branch goes back and what it committed stays retrievable as a ref."""
-    tip = workspace.tip()
-    if tip == expected_tip:
-        return None
-    ref = workspace.keep_ref(f"tampered-{iteration}", tip)
-    workspace.advance(expected_tip, tip)
-    return f"tampered: the run moved branch {workspace.branch} (its commit is kept as {ref})"

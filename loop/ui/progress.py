@@ -1,9 +1,14 @@
-"""What the loop shows while it runs. The engine calls four methods:
+"""What the loop shows while it runs. The engine calls these methods:
 
-    run_started(slot, rec, k, planned, budget_s, total)  a run of an iteration begins
-    run_finished(slot)                                   that run ended
-    iteration_done(rec, metric, total)                   an iteration's record is final
-    line(text)                                           any other message
+    run_started(slot, rec, k, planned, budget_s, total, note=, phase=)
+                                     a run of an iteration begins (k: its run on this commit;
+                                     budget_s: training's limit; phase: see `Phase`)
+    run_finished(slot)               that run ended
+    iteration_done(rec, metric, total)   an iteration's record is final
+    best_measured(value)             a re-run of the best moved the best's value
+    proposing(numbers)               the iterations whose proposals are being asked for now
+    resumed(records, metric, best)   the night so far, recovered from the journal
+    line(text)                       any other message
 
 `Progress` prints plain lines (logs, CI, a pipe): the `running` line of an iteration, one
 line per extra run (baseline repeats, confirmations: which run of how many), the result
@@ -15,16 +20,26 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loop.words import FAILURES, gain_text, is_baseline, num, progress_line
+
+
+@dataclass
+class Phase:
+    """A run's two steps and the limit of each: training (its budget plus grace), then
+    grading (`grade_timeout_s`). `grading()` says whether grading has begun; None where
+    it cannot be seen from here (a remote backend): the run shows both limits added."""
+    grade_s: float | None = None        # None: the task has no grading step
+    grading: Callable[[], bool] | None = None
 
 
 def run_label(rec, k: int, planned: int | None) -> str:
     if rec.status == "remeasure":
         return "re-measuring the best"
     if planned is None or planned <= 1:
-        return ""
+        return f"run {k + 1}" if k else ""
     if is_baseline(rec):
         return f"run {k + 1} of {planned}"
     return f"run {k + 1} of up to {planned}" + (", confirming" if k else "")
@@ -40,19 +55,32 @@ class Progress:
         self.out(text)
 
     def run_started(self, slot: int, rec, k: int, planned: int | None, budget_s: float,
-                    total: int) -> None:
+                    total: int, note: str = "", phase: Phase | None = None) -> None:
+        """`note`: why this run is not what it looks like (a baseline run again, a change
+        replayed onto a new best, the best run beside a candidate's run)."""
+        head = f"[{rec.iteration:>3}/{total}]"
         if rec.status == "remeasure":   # before a proposal: say so, the run takes a while
-            self.line(f"[{rec.iteration:>3}/{total}] re-measuring the best (another run of it)")
+            self.line(f"{head} re-measuring the best ({note or 'another run of it'})")
             return
         label = run_label(rec, k, planned)
         if k == 0:
-            self.line(f"[{rec.iteration:>3}/{total}] running   {rec.description}"
-                      + (f"  ({label})" if label and is_baseline(rec) else ""))
+            notes = [t for t in (label if is_baseline(rec) else "", note) if t]
+            self.line(f"{head} running   {rec.description}"
+                      + "".join(f"  ({t})" for t in notes))
         else:   # a repeat: say so, or the console sits silent for a whole run
-            self.line(f"[{rec.iteration:>3}/{total}] {label}")
+            self.line(f"{head} {label}" + (f" ({note})" if note else ""))
 
     def run_finished(self, slot: int) -> None:
         pass
+
+    def best_measured(self, value: float) -> None:
+        pass        # the engine's own line says it
+
+    def resumed(self, records, metric, best: float | None) -> None:
+        pass        # the resume line says it
+
+    def proposing(self, numbers: list[int]) -> None:
+        pass        # the `running` line follows
 
     def iteration_done(self, rec, metric, total: int) -> None:
         self.line(progress_line(rec, metric, total))
@@ -69,6 +97,22 @@ class _Slot:
     budget_s: float
     total: int
     since: float
+    phase: Phase
+    grading_since: float | None = None
+
+    def timing(self, now: float) -> str:
+        """`training 12s / 70s`, `grading 3s / 300s`: the step, and the limit that applies
+        to it (a run past its training limit while grading is not hung)."""
+        grade_s, probe = self.phase.grade_s, self.phase.grading
+        if grade_s is None:
+            return f"{now - self.since:4.0f}s / {self.budget_s:g}s"
+        if probe is None:
+            return f"{now - self.since:4.0f}s / {self.budget_s + grade_s:g}s (train + grade)"
+        if self.grading_since is None and probe():
+            self.grading_since = now
+        if self.grading_since is None:
+            return f"training {now - self.since:4.0f}s / {self.budget_s:g}s"
+        return f"grading {now - self.grading_since:4.0f}s / {grade_s:g}s"
 
 
 class _Night:
@@ -78,12 +122,14 @@ class _Night:
         self.started = time.monotonic()
         self.metric_name = ""
         self.baseline = self.best = self.gain = None
+        self.direction = "minimize"
         self.kept = self.discarded = self.failed = self.runs = 0
         self.tokens, self.cost = 0, 0.0
 
-    def add(self, rec, metric) -> None:
+    def add(self, rec, metric, this_session: bool = True) -> None:
         self.metric_name = metric.name
-        self.runs += max(1, len(rec.samples))
+        if this_session:        # runs per hour: the runs made since this start
+            self.runs += max(1, len(rec.samples))
         usage = rec.usage
         self.tokens += int(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         self.cost += float(rec.usage.get("cost_usd", 0.0))
@@ -97,14 +143,22 @@ class _Night:
         else:
             self.discarded += 1
         if rec.best_after is not None:
-            self.best = rec.best_after
-            if self.baseline is not None:
-                sign = -1.0 if metric.direction == "minimize" else 1.0
-                self.gain = sign * (self.best - self.baseline)
+            self.set_best(rec.best_after, metric.direction)
+
+    def set_best(self, value: float, direction: str) -> None:
+        """The best's value now (a keep, or a re-run of the best moving its mean). Until a
+        change is kept the best is the baseline: its gain is 0, whatever re-runs drift to
+        (as `status` reports it)."""
+        self.best, self.direction = value, direction
+        if not self.kept:
+            self.baseline = value
+        if self.baseline is not None:
+            sign = -1.0 if direction == "minimize" else 1.0
+            self.gain = sign * (self.best - self.baseline)
 
     def text(self) -> str:
         hours = max(time.monotonic() - self.started, 1.0) / 3600
-        best = (f"best {self.metric_name} {num(self.best)}"
+        best = (" ".join(t for t in ("best", self.metric_name, num(self.best)) if t)
                 + (f" ({gain_text(self.gain)} vs baseline)" if self.gain is not None else ""))
         llm = f" | {self.tokens:,} tokens, ${self.cost:.2f}" if self.tokens or self.cost else ""
         return (f"{best} | kept {self.kept}, discarded {self.discarded}, failed {self.failed} | "
@@ -119,6 +173,7 @@ class LiveProgress(Progress):
         from rich.live import Live
         self.console = console or Console()
         self.slots: dict[int, _Slot] = {}
+        self.asked: dict[int, float] = {}      # iteration -> since when its proposal is asked
         self.night = _Night()
         super().__init__(out=self.console.print)
         self.live = Live(self, console=self.console, refresh_per_second=2, transient=True)
@@ -127,13 +182,29 @@ class LiveProgress(Progress):
     def line(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    def run_started(self, slot, rec, k, planned, budget_s, total) -> None:
-        super().run_started(slot, rec, k, planned, budget_s, total)
-        self.slots[slot] = _Slot(rec.iteration, rec.description, run_label(rec, k, planned),
-                                 budget_s, total, time.monotonic())
+    def run_started(self, slot, rec, k, planned, budget_s, total, note="", phase=None) -> None:
+        super().run_started(slot, rec, k, planned, budget_s, total, note, phase)
+        run = "" if rec.status == "remeasure" else run_label(rec, k, planned)  # says it
+        label = "; ".join(t for t in (run, note) if t)
+        self.slots[slot] = _Slot(rec.iteration, rec.description, label, budget_s, total,
+                                 time.monotonic(), phase or Phase())
 
     def run_finished(self, slot: int) -> None:
         self.slots.pop(slot, None)
+
+    def best_measured(self, value: float) -> None:
+        self.night.set_best(value, self.night.direction)
+
+    def proposing(self, numbers: list[int]) -> None:
+        now = time.monotonic()
+        self.asked = {n: self.asked.get(n, now) for n in sorted(numbers)}
+
+    def resumed(self, records, metric, best: float | None) -> None:
+        """Counts from the journal (tokens and cost too); runs per hour from this start."""
+        for rec in records:
+            self.night.add(rec, metric, this_session=False)
+        if best is not None:
+            self.night.set_best(best, metric.direction)
 
     def iteration_done(self, rec, metric, total: int) -> None:
         self.night.add(rec, metric)
@@ -148,9 +219,14 @@ class LiveProgress(Progress):
         for n, s in sorted(self.slots.items()):
             desc = s.description if len(s.description) <= 60 else s.description[:57] + "..."
             label = f" [{s.label}]" if s.label else ""
-            lines.append(f"slot {n}  [{s.iteration:>3}/{s.total}] {now - s.since:4.0f}s / "
-                         f"{s.budget_s:g}s  {desc}{label}")
-        if not self.slots:
+            lines.append(f"slot {n}  [{s.iteration:>3}/{s.total}] {s.timing(now)}  "
+                         f"{desc}{label}")
+        if self.asked:          # an LLM's answer can take minutes: not hung, waiting on it
+            first = min(self.asked.values())
+            which = ", ".join(map(str, self.asked))
+            lines.append(f"proposing iteration{'s' if len(self.asked) > 1 else ''} {which} "
+                         f"({now - first:.0f}s)")
+        elif not self.slots:
             lines.append("(between runs)")
         lines.append(self.night.text())
         # one screen line each, cut with an ellipsis: a wrapped panel redraws badly

@@ -32,6 +32,12 @@ class Backend(Protocol):
     def close(self, wait_s: float = 15.0) -> None: ...
 
 
+def grader_folder(run_dir: Path) -> Path:
+    """Where a run's grader copy is made, once training has ended and passed its checks:
+    while it exists, the run is grading (what the progress panel shows, for local runs)."""
+    return run_dir / "grader"
+
+
 def failed(job: RunJob, why: str) -> RunResult:
     """A run that never produced a result (the engine or a worker failed, not the code)."""
     return RunResult(CRASH, None, None, 0.0, None, job.log_path, why)
@@ -44,7 +50,8 @@ def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_re
     log and artifacts where the job says: training time-boxed, then protected grading from
     a pristine copy of the commit that `export_grader(dest)` writes (the task folder at
     dest/task_rel) only after training. Every backend and check-task run a job here."""
-    grader_root = job.run_dir / "grader"
+    grader_root = grader_folder(job.run_dir)
+    grading.remove(grader_root)     # one an interrupted try left would say "grading" now
     grader_cwd = grader_root / task_rel if task_rel not in ("", ".") else grader_root
     spec = make_spec(job, task, folder, grader_cwd, slot_env, limits)
     artifacts = grading.fresh_dir(job.artifacts)

@@ -50,12 +50,11 @@ class LocalBackend:
                                    lambda dest: self.workspace.export(job.commit,
                                                                       self.task_rel, dest),
                                    env, self.limits)
-            if ws is not self.workspace and ws.head() != head:   # a `git commit` in the run
-                ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.key.number}",
-                                              ws.head())
-                ws.restore()
-                result.status, result.metric = CRASH, None
-                result.detail = f"tampered: the run committed in its worktree (kept as {ref})"
+            if ws is not self.workspace:     # a `git commit` or `git checkout` in the run
+                problem = self._slot_head(ws, head, job)
+                if problem:
+                    result.status, result.metric = CRASH, None
+                    result.detail = f"tampered: the run {problem}"
         except Exception as exc:      # an engine-side failure costs this run, not the loop
             result = failed(job, f"slot error: {type(exc).__name__}: {exc}")
         with self._lock:
@@ -63,6 +62,17 @@ class LocalBackend:
             self._free.sort(key=lambda s: s[0])
             self._threads.pop(job.job_id, None)
         done(job, result)
+
+    def _slot_head(self, ws, head: str, job: RunJob) -> str | None:
+        """A slot's worktree stays detached at what it ran; what a run did to it is undone
+        now, at its end (left in place, the slot's next run would fail on it)."""
+        now = ws.head_or_none()
+        switched = ws.reattach(detached_at=head)
+        if now is not None and now != head:
+            ref = self.workspace.keep_ref(f"tampered-{job.iteration}-{job.key.number}", now)
+            ws.restore()
+            return f"committed in its worktree (kept as {ref})"
+        return switched and switched.removeprefix("the run ")
 
     def cancel(self, job_id: str) -> None:
         kill_marked(f"{JOB_ENV}={job_id}")
