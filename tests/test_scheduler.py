@@ -302,3 +302,129 @@ def test_a_commit_from_inside_a_slot_is_caught(tmp_path, mlflow_uri):
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
     assert any("/tampered-1-0" in r for r in refs)
     assert git(repo, "rev-list", "--count", "main..autoresearch/t") == "0"
+
+
+class Answers:
+    """The given edits in the order asked (from any thread), whatever the iteration; the
+    last one again once they run out. Records what each call was shown."""
+
+    def __init__(self, *edits):
+        self.edits, self.seen = list(edits), []
+        self.lock = threading.Lock()
+
+    def propose(self, context):
+        with self.lock:
+            old, new = self.edits.pop(0) if len(self.edits) > 1 else self.edits[0]
+            self.seen.append((context.iteration,
+                              [(a.iteration, a.status, a.description) for a in context.history]))
+        return Proposal(f"set {new}", files={"train.py": context.files["train.py"]
+                                             .replace(old, new)})
+
+
+def _changes(repo):
+    """(parent, diff) of every iteration that ran, from the journal's records."""
+    ends = {e["iteration"]: e for e in journal(repo) if e["event"] == "end"}
+    return [(e["parent"], git(repo, "diff", e["parent"], e["commit"]))
+            for n, e in sorted(ends.items()) if n > 0 and e["samples"]]
+
+
+def test_the_same_change_is_not_run_twice_the_proposer_is_asked_again(tmp_path, mlflow_uri):
+    """Issue 16: with two slots, iterations 1 and 2 were both `Set CHUNK to 6 (was 4)` on
+    one parent, and the second ended as a 0-run discard. The engine asks again instead."""
+    repo, gates = gated_repo(tmp_path)
+    proposer = Answers(("A = 4.0", "A = 3.0"), ("A = 4.0", "A = 3.0"), ("B = 4.0", "B = 3.0"))
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=proposer))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3), \
+        "\n".join(lines)
+    for n in (1, 2):
+        (gates / str(n)).write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 3 and all(int(r["runs"]) > 0 for r in table), table
+    changes = _changes(repo)
+    assert len(set(changes)) == len(changes) == 2       # two different changes, both run
+    assert sorted(r["description"] for r in table[1:]) == ["set A = 3.0", "set B = 3.0"]
+    assert len(proposer.seen) == 3                      # asked once more
+    # the repeat is journalled (its cost counts on resume) and said on the console
+    drops = [e for e in journal(repo) if e["event"] == "drop"]
+    assert [e["description"] for e in drops] == ["set A = 3.0"]
+    assert any("is iteration 1's change again" in l or "is iteration 2's change again" in l
+               for l in lines), "\n".join(lines)
+
+
+def test_a_proposer_that_only_repeats_itself_is_a_bad_edit_after_three_answers(
+        tmp_path, mlflow_uri):
+    repo, gates = gated_repo(tmp_path)
+    proposer = Answers(("A = 4.0", "A = 3.0"))
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=proposer))
+    # 2 ends while 1 is still running on the same base (its gate is closed)
+    assert _wait_for(lambda: ended(repo, 2) or ended(repo, 1)), "\n".join(lines)
+    (gates / "1").write_text("")
+    (gates / "2").write_text("")
+    thread.join(120)
+    table = assert_same_story(repo, mlflow_uri)
+    statuses = sorted((r["status"], int(r["runs"])) for r in table[1:])
+    assert statuses == [("bad_edit", 0), ("keep", 1)], table
+    bad = next(r for r in table if r["status"] == "bad_edit")
+    assert bad["reason"].startswith("the proposer answered 3 times with a change already "
+                                    "tried on this base"), bad["reason"]
+    assert len(proposer.seen) == 4
+
+
+ADJACENT_TASK = """\
+name: toy
+editable: [train.py]
+protected: [grade.py]
+run: python train.py
+metric: {name: score, direction: minimize}
+time_budget_s: 60
+grace_s: 5
+search_space:
+  DEPTH: {range: [1, 12], integer: true}
+  WIDTH: {range: [1, 12], integer: true}
+  HEADS: {range: [1, 12], integer: true}
+"""
+
+# every constant on the line next to another's: a line-based merge conflicts on any two
+ADJACENT_CONSTANTS = """\
+import time
+DEPTH = 1
+WIDTH = 1
+HEADS = 1
+time.sleep(0.4)
+print(f"score: {(12 - DEPTH) ** 2 + (12 - WIDTH) ** 2 + (12 - HEADS) ** 2:.6f}")
+"""
+
+
+def test_a_four_slot_mutate_night_repeats_nothing_and_loses_no_keep(tmp_path, mlflow_uri):
+    """Issue 16's done-when: 4 slots, mutate, constants on adjacent lines. No change is run
+    twice on one base, and no would-be keep is lost to a conflict: every one is measured
+    again on the best of its time."""
+    repo = make_repo(tmp_path / "repo", {"task.yaml": ADJACENT_TASK,
+                                         "train.py": ADJACENT_CONSTANTS,
+                                         "grade.py": "# protected\n"})
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=14, workers=4,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    stop = Engine(cfg, out=lines.append).run()
+    assert stop.reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 15
+    assert all(int(r["runs"]) > 0 for r in table), "\n".join(lines)   # no 0-run discard
+    assert not any("conflict" in r["reason"] or r["reason"].startswith("would be kept")
+                   for r in table), "\n".join(lines)
+    changes = _changes(repo)
+    assert len(set(changes)) == len(changes) == 14
+    descriptions = [r["description"] for r in table]
+    assert len(set(descriptions)) == len(descriptions)
+    # the night did replay would-be keeps onto a newer best (what conflicted before)
+    replays = [e for e in journal(repo) if e["event"] == "replay"]
+    assert replays and any(r["reason"].startswith("replayed onto") for r in table), \
+        "\n".join(lines)

@@ -240,9 +240,10 @@ class Loop:
         """Request a proposal for iteration n on the tip; the proposer is shown every
         attempt, those in flight included (status `running`), so it does not repeat them."""
         program, program_sha = self.prompt.program()
-        context = self.prompt.build(n, program, self.tip, self.sink.records,
-                                    [c.rec for c in self.cands.values()
-                                     if not c.baseline and c.iteration != n],
+        flying = [c.rec for c in self.cands.values() if not c.baseline and c.iteration != n]
+        flying += [Record(iteration=m, status="running", description=p.description)
+                   for m, p in self.proposals.answered() if m != n and not p.error]
+        context = self.prompt.build(n, program, self.tip, self.sink.records, flying,
                                     self.score, self.sink.tail, redo)
         self.proposals.request(n, self.tip, program_sha, context)
 
