@@ -428,3 +428,33 @@ def test_a_four_slot_mutate_night_repeats_nothing_and_loses_no_keep(tmp_path, ml
     replays = [e for e in journal(repo) if e["event"] == "replay"]
     assert replays and any(r["reason"].startswith("replayed onto") for r in table), \
         "\n".join(lines)
+
+
+def test_a_loop_that_stops_while_a_change_is_proposed_again_says_so(tmp_path, mlflow_uri):
+    """The proposer gives up (ProposerFatal) when asked to make a change again: the night
+    stops, and the would-be keep ends as a discard that says what happened, in words."""
+    from loop.proposers.base import ProposerFatal
+
+    class GivesUp(Scripted):
+        def propose(self, context):
+            if getattr(context, "redo", None):
+                raise ProposerFatal("the endpoint is gone")
+            return super().propose(context)
+    repo, gates = gated_repo(tmp_path)
+    edits = {1: [("A = 4.0", "A = 2.0")], 2: [("A = 4.0", "A = 1.0")]}   # one line
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=GivesUp(edits)))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    for n in (1, 2):
+        (gates / str(n)).write_text("")
+        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+    thread.join(120)
+    assert box["stop"].reason == "proposer", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "keep", "discard"]
+    assert table[2]["reason"] == (
+        f"would be kept (better by 1 (> 0)), but its change does not apply to the best kept "
+        f"since its base {table[0]['commit']} (train.py no longer has the line `A = 4.0`); "
+        f"the loop stopped before it was proposed again"), table[2]["reason"]

@@ -194,7 +194,7 @@ class Loop:
         """Fill free slots: re-runs of the best, waiting runs, then new candidates, in
         iteration order; ask for proposals ahead so no slot waits on the proposer."""
         if self.stop is not None:
-            if self.proposals.items:
+            if self.proposals.items or self.asking:
                 self._drop_proposals(wait=True)
             self.sched.dispatch()
             return
@@ -584,11 +584,11 @@ class Loop:
             self.cost += cost
             self.journal.write("drop", iteration=n, cost_usd=cost,
                                description=proposal.description if proposal else "")
-            if n in self.asking and wait:    # its change did not apply, and no time to redo
-                cand, step = self.asking.pop(n)
-                self._carry_out(cand, cand.replayed(
-                    None, self.tip, step.verdict, step.why,
-                    cannot_ask="the loop stopped before it was proposed again"))
+        # candidates whose change did not apply, waiting to be proposed again: no time now
+        for _, (cand, step) in sorted(self.asking.items()) if wait else []:
+            self._carry_out(cand, cand.replayed(
+                None, self.tip, step.verdict, step.why,
+                cannot_ask="the loop stopped before it was proposed again"))
         self.asking.clear()
 
     def interrupted(self) -> None:
