@@ -8,9 +8,10 @@ back. The judge decides; this decides only what follows from its verdict.
     ran(key, value, status, detail) -> None (runs still out) | Cancel | Judge | Finish
     forget(keys)                    -> None | Judge | Finish      (after Cancel)
     judged(verdict, tip, free)      -> Run | Replay | Finish
-    replayed(commit, tip, verdict, why, can_ask) -> Run | Repropose | Finish
-                                                        (commit None: the change failed)
-    reproposed(commit, tip, problem) -> Run | Finish
+    replayed(commit, tip, verdict, why, notes, cannot_ask) -> Run | Repropose | Finish
+                                    (commit None: its change does not apply to the tip)
+    reproposed(commit, tip, verdict, why, description, problem) -> Run | Finish
+                                    (commit None: the proposer's answer is not usable)
 
     Run(keys)        queue these runs (a pair's run of the best right before its partner)
     Cancel()         a run failed: drop this candidate's waiting runs, kill its running
@@ -22,8 +23,8 @@ back. The judge decides; this decides only what follows from its verdict.
                      tip, for this iteration, then call reproposed()
     Finish(..)       the record's status and reason are final: settle it
 
-Run numbers: a candidate's runs are 0, 1, 2, ... across replays (logs and seeds stay
-unique); after a replay only the runs on the new base count (`first`)."""
+Run numbers: a candidate's runs are 0, 1, 2, ... across replays and a new proposal (logs
+and seeds stay unique); after either only the runs on the new base count (`first`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
