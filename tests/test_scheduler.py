@@ -458,3 +458,31 @@ def test_a_loop_that_stops_while_a_change_is_proposed_again_says_so(tmp_path, ml
         f"would be kept (better by 1 (> 0)), but its change does not apply to the best kept "
         f"since its base {table[0]['commit']} (train.py no longer has the line `A = 4.0`); "
         f"the loop stopped before it was proposed again"), table[2]["reason"]
+
+
+def test_an_llm_change_that_no_longer_applies_is_proposed_again_with_what_it_was(
+        tmp_path, mlflow_uri, openai_server):
+    """2's block changes the line 1 kept: it would be kept, and the model is asked again on
+    the new best, shown the change and why it no longer applies; its answer is measured."""
+    from loop.setup.config import ProposerConfig
+    repo, gates = gated_repo(tmp_path)
+    openai_server.script(_edit_reply("A", "4.0", "2.0"), _edit_reply("A", "4.0", "1.0"),
+                         _edit_reply("A", "2.0", "1.0"))
+    proposer = ProposerConfig(kind="llm", model="m", base_url=openai_server.base_url)
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 proposer=proposer, judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    for n in (1, 2):
+        (gates / str(n)).write_text("")
+        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    assert len(openai_server.requests) == 3
+    asked = openai_server.requests[2]["messages"][1]["content"]
+    assert "# Make this change again" in asked and "train.py no longer has the line " \
+        "`A = 4.0`" in asked and "+A = 1.0" in asked
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "keep", "keep"], "\n".join(lines)
+    assert float(table[2]["score"]) == 5.0 and table[2]["reason"].startswith("proposed again")
