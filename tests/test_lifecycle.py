@@ -171,6 +171,21 @@ def test_a_keep_on_an_old_base_is_replayed_and_measured_again_from_scratch():
         "since its base base000 (block 1 was not found); proposed again, no usable change: "
         "no reply"))
     assert c.rec.stats == {"gain": 1.0}
+    # made again on the tip, it is another candidate's change: never run twice
+    c = cand(parent="base0000")
+    c.begin("base0000")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip99", free=2)
+    assert c.replayed(None, "newtip99", keep, same_as=7) == Finish(Status.DISCARD, (
+        "would be kept (better beyond noise), but made again on the best now newtip9 it is "
+        "iteration 7's change, measured there"))
+    c = cand(parent="oldbase1")      # one that never ran asks for another change
+    c.begin("tipsha99")
+    assert c.replayed(None, "tipsha99", None, same_as=7) == Repropose(None, "", 7)
+    assert c.reproposed("c3c", "tipsha99", None, "", "y", same_as=7) == Run((C(0),))
+    c.ran(C(0), 0.4)
+    assert c.judged(keep, "tipsha99", free=2) == Finish(Status.KEEP, (
+        "proposed again on tipsha9 ('x' was iteration 7's change there): better beyond noise"))
 
 
 def test_the_baseline_runs_until_the_judge_has_r_runs_and_is_kept_as_baseline():

@@ -486,3 +486,33 @@ def test_an_llm_change_that_no_longer_applies_is_proposed_again_with_what_it_was
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "keep", "keep"], "\n".join(lines)
     assert float(table[2]["score"]) == 5.0 and table[2]["reason"].startswith("proposed again")
+
+
+def test_a_keep_made_again_on_the_tip_as_a_change_in_flight_is_not_run_twice(
+        tmp_path, mlflow_uri):
+    """2 would be kept; made again on 1's keep it is exactly 3's change (in flight there):
+    not run a second time, it ends saying which iteration measures it."""
+    from loop.setup.config import ProposerConfig
+    repo, gates = gated_repo(tmp_path)
+    edits = {1: [("A = 4.0", "A = 2.0")], 2: [("B = 4.0", "B = 1.0")],
+             3: [("B = 4.0", "B = 1.0")]}             # 3 is proposed on 1's keep
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=3, workers=2,
+                 proposer=ProposerConfig(ahead=0), judge=JudgeConfig(rule="strict"))
+    lines = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    (gates / "1").write_text("")
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4), \
+        "\n".join(lines)
+    (gates / "2").write_text("")
+    assert _wait_for(lambda: ended(repo, 2)), "\n".join(lines)
+    (gates / "3").write_text("")
+    thread.join(120)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "keep", "discard", "keep"], table
+    assert table[2]["reason"] == (
+        f"would be kept (better by 1 (> 0)), but made again on the best now "
+        f"{table[1]['commit']} it is iteration 3's change, measured there")
+    assert int(table[2]["runs"]) == 1 and float(table[3]["score"]) == 3.0
+    changes = _changes(repo)
+    assert len(set(changes)) == len(changes)

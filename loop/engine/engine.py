@@ -399,6 +399,10 @@ class Loop:
             notes = "; ".join(made.notes)
             new = self.workspace.stage_on(self.tip, self.task_rel, made.files,
                                           self.workspace.message(rec.commit))
+            same = self._same_change(self.tip, new)
+            if same is not None:        # never run twice: see Candidate.replayed
+                return cand.replayed(None, self.tip, verdict, cannot_ask=self._cannot_ask(),
+                                     same_as=same)
             self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
             self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
                                commit=new, parent=self.tip, samples=rec.samples)
@@ -445,6 +449,11 @@ class Loop:
         rec = cand.rec
         self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
         self.asking[rec.iteration] = (cand, step)
+        if step.same_as is not None:    # on the tip it repeats a change: ask for another
+            self._ask(rec.iteration)
+            self.out(f"      iteration {rec.iteration} was proposed on an older best; on the "
+                     f"best now it is iteration {step.same_as}'s change: asking for another")
+            return
         self._ask(rec.iteration, Redo(rec.description, cand.patch, step.why,
                                       step.verdict.reason if step.verdict else ""))
         what = "would be kept, but its change" if step.verdict else "was proposed on an " \
@@ -469,11 +478,13 @@ class Loop:
                 problem, commit = f"it repeats iteration {same}'s change", ""
         if not commit:
             return self._carry_out(cand, cand.reproposed(None, base, step.verdict, step.why,
-                                                         problem=problem or ""))
+                                                         problem=problem or "",
+                                                         same_as=step.same_as))
         self.journal.write("replay", iteration=n, old_commit=rec.commit, commit=commit,
                            parent=base, samples=rec.samples, description=proposal.description)
         cand.proposal = proposal
-        next_step = cand.reproposed(commit, base, step.verdict, step.why, proposal.description)
+        next_step = cand.reproposed(commit, base, step.verdict, step.why, proposal.description,
+                                    same_as=step.same_as)
         rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
         rec.best_before = self.score.best_value()
         cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
@@ -587,7 +598,7 @@ class Loop:
         # candidates whose change did not apply, waiting to be proposed again: no time now
         for _, (cand, step) in sorted(self.asking.items()) if wait else []:
             self._carry_out(cand, cand.replayed(
-                None, self.tip, step.verdict, step.why,
+                None, self.tip, step.verdict, step.why, same_as=step.same_as,
                 cannot_ask="the loop stopped before it was proposed again"))
         self.asking.clear()
 

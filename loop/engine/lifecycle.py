@@ -8,9 +8,9 @@ back. The judge decides; this decides only what follows from its verdict.
     ran(key, value, status, detail) -> None (runs still out) | Cancel | Judge | Finish
     forget(keys)                    -> None | Judge | Finish      (after Cancel)
     judged(verdict, tip, free)      -> Run | Replay | Finish
-    replayed(commit, tip, verdict, why, notes, cannot_ask) -> Run | Repropose | Finish
+    replayed(commit, tip, verdict, why, notes, cannot_ask, same_as) -> Run | Repropose | Finish
                                     (commit None: its change does not apply to the tip)
-    reproposed(commit, tip, verdict, why, description, problem) -> Run | Finish
+    reproposed(commit, tip, verdict, why, description, problem, same_as) -> Run | Finish
                                     (commit None: the proposer's answer is not usable)
 
     Run(keys)        queue these runs (a pair's run of the best right before its partner)
@@ -62,6 +62,8 @@ class Replay:
 class Repropose:
     verdict: Verdict | None      # as in Replay
     why: str                     # why its change does not apply to the tip
+    same_as: int | None = None   # made again on the tip, it is this iteration's change: ask
+                                 # for another change (not the same one again)
 
 
 @dataclass(frozen=True)
@@ -159,42 +161,58 @@ class Candidate:
         return self._finish(Status(verdict.action), reason)
 
     def replayed(self, commit: str | None, tip: str, verdict: Verdict | None,
-                 why: str = "", notes: str = "", cannot_ask: str = "") -> Step:
+                 why: str = "", notes: str = "", cannot_ask: str = "",
+                 same_as: int | None = None) -> Step:
         """Its change made again on the tip as `commit` (`notes`: what differed there),
         measured again there from scratch (a gain on an older base is not a gain on the new
         one). None: the change does not apply there (`why`): the proposer is asked again on
-        the tip, once, unless `cannot_ask` says why not; else a discard that says so."""
-        if commit is None:
+        the tip, once, unless `cannot_ask` says why not; else a discard that says so.
+        `same_as`: made again, it is that iteration's change on the tip (never run twice):
+        a would-be keep ends, its idea measured there; one that never ran is asked again."""
+        if same_as is not None and verdict:
+            self.rec.stats = verdict.stats
+            return self._finish(Status.DISCARD, (
+                f"would be kept ({verdict.reason}), but made again on the best now {tip[:7]} "
+                f"it is iteration {same_as}'s change, measured there"))
+        if commit is None or same_as is not None:
             if not cannot_ask and not self.asked_again:
-                return Repropose(verdict, why)
+                return Repropose(verdict, why, same_as)
             self.rec.stats = verdict.stats if verdict else {}
             end = cannot_ask or "it was proposed again once already"
-            return self._finish(Status.DISCARD, f"{self._lost(verdict, tip, why)}; {end}")
+            return self._finish(Status.DISCARD,
+                                f"{self._lost(verdict, tip, why, same_as)}; {end}")
         self.notes = notes
         return self._moved(commit, tip)
 
     def reproposed(self, commit: str | None, tip: str, verdict: Verdict | None, why: str,
-                   description: str = "", problem: str = "") -> Step:
+                   description: str = "", problem: str = "",
+                   same_as: int | None = None) -> Step:
         """The proposer, asked again on `tip` (see Repropose), answered `commit` (None: no
         usable change, `problem` says why)."""
-        lost = self._lost(verdict, tip, why)
         if commit is None:
             self.rec.stats = verdict.stats if verdict else {}
             # an idea measured better is a discard (not the code's failure); one that never
             # ran is the proposer's bad edit, like any other proposal
             return self._finish(Status.DISCARD if verdict else Status.BAD_EDIT,
-                                f"{lost}; proposed again, no usable change: {problem}")
-        self.asked_again = f"{self.rec.description!r} did not apply there ({why})"
+                                f"{self._lost(verdict, tip, why, same_as)}; proposed again, "
+                                f"no usable change: {problem}")
+        self.asked_again = (f"{self.rec.description!r} was iteration {same_as}'s change there"
+                            if same_as is not None else
+                            f"{self.rec.description!r} did not apply there ({why})")
         self.notes = ""
         if description:
             self.rec.description = description
         return self._moved(commit, tip)
 
-    def _lost(self, verdict: Verdict | None, tip: str, why: str) -> str:
+    def _lost(self, verdict: Verdict | None, tip: str, why: str,
+              same_as: int | None = None) -> str:
         base = self.rec.parent[:7]
         if verdict:
             return (f"would be kept ({verdict.reason}), but its change does not apply to the "
                     f"best kept since its base {base} ({why})")
+        if same_as is not None:
+            return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, "
+                    f"where it is iteration {same_as}'s change")
         return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, and "
                 f"its change does not apply there ({why})")
 
