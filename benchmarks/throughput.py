@@ -39,8 +39,9 @@ print("score:", sum((v - 7) ** 2 for k, v in list(globals().items()) if k[:1] ==
 
 
 def consts(values) -> str:
-    """One constant per line with a blank line between (git's 3-way merge conflicts on
-    changes to adjacent lines, which would make most replays conflicts)."""
+    """One constant per line with a blank line between: a layout from when replays were git
+    3-way merges, which conflict on adjacent lines (replays now set the constants again,
+    docs/design.md "The replay rule"); kept so that numbers stay comparable."""
     return "\n\n".join(f"C{i} = {v}" for i, v in enumerate(values))
 
 

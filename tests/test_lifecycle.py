@@ -2,7 +2,7 @@
 from loop.setup.config import JudgeConfig
 from loop.state.journal import Record
 from loop.judge.judge import KEEP, RERUN, Verdict, judge_baseline, max_runs
-from loop.engine.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Run
+from loop.engine.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Repropose, Run
 from loop.words import FAILURES, RunKey, RunKind, Status
 
 C, P = RunKey.candidate, RunKey.pair
@@ -37,12 +37,30 @@ def test_a_proposal_whose_base_moved_is_replayed_before_its_first_run():
     assert c.begin("tip") == Replay(None)
     assert c.replayed("c3b", "tip", None) == Run((C(0),))
     assert (c.rec.commit, c.rec.parent) == ("c3b", "tip")
-    # and a conflict is a discard that says where it was proposed
+    # a change that does not apply there is proposed again on the tip, once
     c = cand(parent="oldbase1")
     c.begin("tipsha99")
-    assert c.replayed(None, "tipsha99", None) == Finish(Status.DISCARD, (
-        "proposed on its change conflicts with the best kept since its base oldbase: "
-        "not replayed onto tipsha9"))
+    assert c.replayed(None, "tipsha99", None, "A is no longer a constant") == \
+        Repropose(None, "A is no longer a constant")
+    assert c.reproposed("c3c", "tipsha99", None, "A is no longer a constant", "y") == \
+        Run((C(0),))
+    assert (c.rec.commit, c.rec.parent, c.rec.description) == ("c3c", "tipsha99", "y")
+    # the proposer cannot redo it: an edit that never ran is the proposer's bad edit, and
+    # the reason reads as one sentence
+    c = cand(parent="oldbase1")
+    c.begin("tipsha99")
+    c.replayed(None, "tipsha99", None, "block 1 was not found")
+    assert c.reproposed(None, "tipsha99", None, "block 1 was not found",
+                        problem="the edit changes nothing") == Finish(Status.BAD_EDIT, (
+        "its base oldbase was replaced by a new best tipsha9 before it ran, and its change "
+        "does not apply there (block 1 was not found); proposed again, no usable change: "
+        "the edit changes nothing"))
+    # a loop that is stopping does not ask
+    c = cand(parent="oldbase1")
+    c.begin("tipsha99")
+    assert c.replayed(None, "tipsha99", None, "why", cannot_ask="the loop stopped") == \
+        Finish(Status.DISCARD, "its base oldbase was replaced by a new best tipsha9 before it "
+                               "ran, and its change does not apply there (why); the loop stopped")
 
 
 def test_the_runs_a_verdict_asks_for_are_capped_by_free_slots_but_at_least_one():
@@ -118,15 +136,56 @@ def test_a_keep_on_an_old_base_is_replayed_and_measured_again_from_scratch():
     c.replayed("c3b", "newtip", keep)
     c.ran(C(1), None, "crash", "exit 1")
     assert c.forget(set()) == Finish(Status.CRASH, "exit 1")
-    # a conflict: the verdict's reason and numbers are kept
+    # what differed on the tip is said in the reason
+    c = cand()
+    c.begin("tip")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip1234", free=2)
+    c.replayed("c3b", "newtip1234", keep, notes="A was 2.0 there, not 4.0")
+    c.ran(C(1), 0.4)
+    assert c.judged(keep, "newtip1234", free=2) == Finish(
+        Status.KEEP, "replayed onto newtip1 (A was 2.0 there, not 4.0): better beyond noise")
+    # a change that does not apply: proposed again, measured again, and the reason says so
     c = cand(parent="base0000")
     c.begin("base0000")
     c.ran(C(0), 0.5)
     c.judged(keep, "newtip99", free=2)
-    assert c.replayed(None, "newtip99", keep) == Finish(Status.DISCARD, (
-        "would be kept (better beyond noise), but its change conflicts with the best kept "
-        "since its base base000: not replayed onto newtip9"))
+    assert c.replayed(None, "newtip99", keep, "block 1 was not found") == \
+        Repropose(keep, "block 1 was not found")
+    assert c.reproposed("c3c", "newtip99", keep, "block 1 was not found", "x again") == \
+        Run((C(1),))
+    c.ran(C(1), 0.4)
+    assert c.judged(keep, "newtip99", free=2) == Finish(Status.KEEP, (
+        "proposed again on newtip9 ('x' did not apply there (block 1 was not found)): "
+        "better beyond noise"))
+    # ... and if even that fails (or the loop stops first), a discard that keeps the
+    # verdict's reason and numbers, in plain words
+    c = cand(parent="base0000")
+    c.begin("base0000")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip99", free=2)
+    c.replayed(None, "newtip99", keep, "block 1 was not found")
+    assert c.reproposed(None, "newtip99", keep, "block 1 was not found",
+                        problem="no reply") == Finish(Status.DISCARD, (
+        "would be kept (better beyond noise), but its change does not apply to the best kept "
+        "since its base base000 (block 1 was not found); proposed again, no usable change: "
+        "no reply"))
     assert c.rec.stats == {"gain": 1.0}
+    # made again on the tip, it is another candidate's change: never run twice
+    c = cand(parent="base0000")
+    c.begin("base0000")
+    c.ran(C(0), 0.5)
+    c.judged(keep, "newtip99", free=2)
+    assert c.replayed(None, "newtip99", keep, same_as=7) == Finish(Status.DISCARD, (
+        "would be kept (better beyond noise), but made again on the best now newtip9 it is "
+        "iteration 7's change, measured there"))
+    c = cand(parent="oldbase1")      # one that never ran asks for another change
+    c.begin("tipsha99")
+    assert c.replayed(None, "tipsha99", None, same_as=7) == Repropose(None, "", 7)
+    assert c.reproposed("c3c", "tipsha99", None, "", "y", same_as=7) == Run((C(0),))
+    c.ran(C(0), 0.4)
+    assert c.judged(keep, "tipsha99", free=2) == Finish(Status.KEEP, (
+        "proposed again on tipsha9 ('x' was iteration 7's change there): better beyond noise"))
 
 
 def test_the_baseline_runs_until_the_judge_has_r_runs_and_is_kept_as_baseline():

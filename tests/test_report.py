@@ -109,3 +109,20 @@ def test_report_works_from_results_tsv_alone(tmp_path):
 def test_report_on_an_unknown_tag_is_one_line(toy_repo):
     res = run_cli("report", "--tag", "nope", cwd=toy_repo)
     assert res.returncode == 2 and "no run with tag 'nope'" in res.stderr
+
+
+def test_a_discard_without_a_run_is_no_red_failure_cross():
+    """Issue 16: a 0-run discard (a change not measured) was drawn as a failure."""
+    import matplotlib.pyplot as plt
+    rows = [report.Row(0, "keep", "baseline (unmodified code)", 1.0, None, 1, None),
+            report.Row(1, "discard", "not measured again", None, None, 0, None),
+            report.Row(2, "crash", "a crash", None, None, 1, None),
+            report.Row(3, "keep", "X to 1", 0.8, 0.2, 1, None)]
+    fig = report.figure("t", "loss", "minimize", rows)
+    try:
+        ax = fig.axes[0]
+        drawn = {c.get_label(): [int(x) for x, _ in c.get_offsets()] for c in ax.collections}
+    finally:
+        plt.close(fig)
+    assert drawn["failed (crash, timeout, ...)"] == [2]
+    assert drawn["discarded without a run"] == [1]

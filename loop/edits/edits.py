@@ -49,6 +49,9 @@ class EditOutcome:
     changed: dict[str, str] = field(default_factory=dict)  # only files whose text changed
     failures: list[str] = field(default_factory=list)      # one message per failed block
     applied: int = 0
+    # the blocks that changed a file, in order, each naming its file: made again on other
+    # files when the change is replayed (loop/proposers/change.py)
+    done: list[Edit] = field(default_factory=list)
 
 
 class _Failure(Exception):
@@ -101,9 +104,12 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
         try:
             path = _resolve_path(edit, texts)
             _check_path(path, check, texts)
-            new, shift = _apply_one(texts.get(path), edit, line_shift.get(path, 0),
+            before = texts.get(path)
+            new, shift = _apply_one(before, edit, line_shift.get(path, 0),
                                     allow_already_applied)
             texts[path] = new
+            if new != before:
+                outcome.done.append(replace(edit, path=path, named=(), line_hint=None))
             line_shift[path] = line_shift.get(path, 0) + shift
             outcome.applied += 1
         except _Failure as failure:

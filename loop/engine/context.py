@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loop.judge import judge as judging
 from loop.state.journal import Record
-from loop.proposers.base import Attempt, Context, Proposal
+from loop.proposers.base import Attempt, Context, Proposal, Redo
 from loop.words import BASELINE, FAILURES
 
 
@@ -54,12 +54,17 @@ class PromptContext:
             return "", "none"
         return text, hashlib.sha256(text.encode()).hexdigest()[:12]
 
+    def editable(self, commit: str) -> dict[str, str]:
+        """The editable files as of `commit`: path -> text."""
+        return self._read(commit, [p for p in self._list(commit) if self.task.is_editable(p)])
+
     def build(self, n: int, program: str, tip: str, records: list[Record],
-              in_flight: list[Record], score, tail) -> Context:
+              in_flight: list[Record], score, tail, redo: Redo | None = None) -> Context:
         """What the proposer sees: the best's files (the main worktree is always the tip),
         every finished attempt, and those in flight or queued (status `running`), so that
-        proposals made ahead do not repeat them. `tail(rec)`: the end of a run's log."""
-        files = self._read(tip, [p for p in self._list(tip) if self.task.is_editable(p)])
+        proposals made ahead do not repeat them. `tail(rec)`: the end of a run's log;
+        `redo`: a change to make again on the tip (it no longer applies there)."""
+        files = self.editable(tip)
         done = sorted(records, key=lambda r: r.iteration)
         failures = [r for r in done if r.status in FAILURES][-2:]
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
@@ -68,7 +73,7 @@ class PromptContext:
         history += [Attempt(r.iteration, r.description, "running", None, None)
                     for r in in_flight]
         return Context(n, self.task, files, program, history, score.best_value(),
-                       self.seed + n, judging.estimate_noise(score.history))
+                       self.seed + n, judging.estimate_noise(score.history), redo)
 
     def check(self, proposal: Proposal, base: str) -> str | None:
         """Why a proposal cannot be staged (a `bad_edit`), or None."""

@@ -2,8 +2,10 @@
 
 With N slots (`workers`) several candidates are in flight at once: each is proposed against
 the best at the time, its runs go to free slots (loop/engine/scheduler.py), and it is judged when
-its runs are in. A would-be keep whose base is no longer the tip is replayed onto the tip
-and measured again there (a conflict is a discard). The main thread owns git, the journal,
+its runs are in. A would-be keep whose base is no longer the tip is replayed: its change is made
+again on the tip and measured again there (when it does not apply, the proposer is asked
+again on the tip). A change already in flight or judged on the same base is not run twice:
+the proposer is asked again. The main thread owns git, the journal,
 the judge and MLflow; runs and proposals finish on other threads and come back as events.
 
 What a candidate does next is decided by its state machine (loop/engine/lifecycle.py) and the
@@ -22,10 +24,13 @@ from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.repo.gitsafe import DiskFull, RefSnapshot
 from loop.state.journal import Record, TagLock, record_dict
-from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Run, Step
+from loop.edits.hunks import hunks
+from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
 from loop.engine.parts import Parts, locate, open_parts, state_dir
 from loop.ui.progress import Phase, Progress
-from loop.proposers.base import Proposal, ProposerFatal
+from loop.proposers.base import Proposal, ProposerFatal, Redo
+from loop.proposers.change import Change, ChangeFailed, redo
+from loop.setup.search_space import SpaceError, parse_space
 from loop.engine.resume import abandon, install_signals, recover
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
@@ -33,6 +38,8 @@ from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_re
                         commit_message, failed_baseline, num, plural)
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
+
+ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
 
 
 @dataclass
@@ -122,6 +129,9 @@ class Loop:
         self.best_runs: set[RunKey] = set()   # re-runs of the best in flight
         self.held: set[int] = set()       # candidates whose runs are in, held for those
         self.stop: Stop | None = None
+        self.asking: dict[int, tuple[Candidate, Repropose]] = {}   # proposed again, waiting
+        self.repeats: dict[int, int] = {}   # iteration -> answers that repeated a change
+        self._trees: dict[str, str] = {}    # commit -> its tree (commits never change)
         self._snapshot: RefSnapshot | None = None
         self.sched.on_start = self._started
 
@@ -187,7 +197,7 @@ class Loop:
         """Fill free slots: re-runs of the best, waiting runs, then new candidates, in
         iteration order; ask for proposals ahead so no slot waits on the proposer."""
         if self.stop is not None:
-            if self.proposals.items:
+            if self.proposals.items or self.asking:
                 self._drop_proposals(wait=True)
             self.sched.dispatch()
             return
@@ -210,7 +220,10 @@ class Loop:
                 return self._plan()
             if taken is None:
                 break
-            self._start(n, *taken)
+            if n in self.asking:
+                self._restage(n, *taken)
+            else:
+                self._start(n, *taken)
             self.sched.dispatch()
         self._request_proposals()
 
@@ -223,12 +236,19 @@ class Loop:
             n = self._number()
             if n > cfg.iterations or self._cost_reserved() >= (cfg.max_cost_usd or float("inf")):
                 return
-            program, program_sha = self.prompt.program()
-            context = self.prompt.build(n, program, self.tip, self.sink.records,
-                                        [c.rec for c in self.cands.values() if not c.baseline],
-                                        self.score, self.sink.tail)
-            self.proposals.request(n, self.tip, program_sha, context)
+            self._ask(n)
             want -= 1
+
+    def _ask(self, n: int, redo: Redo | None = None) -> None:
+        """Request a proposal for iteration n on the tip; the proposer is shown every
+        attempt, those in flight included (status `running`), so it does not repeat them."""
+        program, program_sha = self.prompt.program()
+        flying = [c.rec for c in self.cands.values() if not c.baseline and c.iteration != n]
+        flying += [Record(iteration=m, status="running", description=p.description)
+                   for m, p in self.proposals.answered() if m != n and not p.error]
+        context = self.prompt.build(n, program, self.tip, self.sink.records, flying,
+                                    self.score, self.sink.tail, redo)
+        self.proposals.request(n, self.tip, program_sha, context)
 
     def _cost_reserved(self) -> float:
         """Cost so far plus the expected cost of the requests still being answered."""
@@ -250,10 +270,17 @@ class Loop:
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
         problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
-        self.cost += proposal.usage.cost_usd
-        run_id = self.tracker.start_iteration(self.tag, n)
         commit = base if baseline else ("" if problem else self.workspace.stage_on(
             base, self.task_rel, proposal.files, proposal.description))
+        if commit and not baseline:
+            same = self._same_change(base, commit)
+            if same is not None:
+                problem = self._repeated(n, same, proposal)
+                if problem is None:
+                    return              # asked again; this answer is not run
+                commit = ""
+        self.cost += proposal.usage.cost_usd
+        run_id = self.tracker.start_iteration(self.tag, n)
         self.journal.write("begin", iteration=n, run_id=run_id, parent=base, commit=commit,
                            description=proposal.description)
         rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
@@ -294,6 +321,8 @@ class Loop:
                 step = cand.judged(self._verdict(cand), self.tip, self.sched.free())
             elif isinstance(step, Replay):
                 step = self._replay(cand, step.verdict)
+            elif isinstance(step, Repropose):
+                return self._repropose(cand, step)
             else:
                 return self._finish(cand)
 
@@ -366,23 +395,143 @@ class Loop:
             rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
 
     def _replay(self, cand: Candidate, verdict) -> Step:
-        """The candidate's base is no longer the tip: apply its change 3-way on the tip and
-        measure it again there (a gain on an older base is not a gain on the new one)."""
+        """The candidate's base is no longer the tip: make its change again on the tip (set
+        the same constants, apply the same edits) and measure it again there (a gain on an
+        older base is not a gain on the new one). When the change does not apply there, the
+        proposer is asked again on the tip (`Repropose`)."""
         rec = cand.rec
-        new = self.workspace.replay(rec.commit, self.tip)
-        if new is not None:
+        new, why, notes = None, "", ""
+        try:
+            made = redo(self._change(cand), self.prompt.editable(self.tip), self.task,
+                        self._space())
+        except ChangeFailed as exc:
+            why = str(exc)
+        else:
+            notes = "; ".join(made.notes)
+            new = self.workspace.stage_on(self.tip, self.task_rel, made.files,
+                                          self.workspace.message(rec.commit))
+            same = self._same_change(self.tip, new)
+            if same is not None:        # never run twice: see Candidate.replayed
+                return cand.replayed(None, self.tip, verdict, cannot_ask=self._cannot_ask(),
+                                     same_as=same)
             self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
             self.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
                                commit=new, parent=self.tip, samples=rec.samples)
             if verdict:
                 self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
-                         f"replayed onto {self.tip[:7]}, measuring it again")
-        step = cand.replayed(new, self.tip, verdict)
+                         f"replayed onto {self.tip[:7]}{f' ({notes})' if notes else ''}, "
+                         f"measuring it again")
+        step = cand.replayed(new, self.tip, verdict, why, notes, self._cannot_ask())
         if new is not None:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", new)
             rec.best_before = self.score.best_value()
             cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(rec.parent, new)
         return step
+
+    def _change(self, cand: Candidate) -> Change:
+        """The candidate's change as data: what its proposer said, else the hunks of its diff
+        (a proposer that gives none, or a candidate left from before it was recorded)."""
+        given = cand.proposal.change if cand.proposal is not None else None
+        if given:
+            return given
+        rec = cand.rec
+        paths = self.workspace.changed_paths(rec.parent, rec.commit, self.task_rel)
+        return Change(edits=tuple(hunks(
+            self.workspace.read_at(rec.parent, self.task_rel, paths),
+            self.workspace.read_at(rec.commit, self.task_rel, paths))))
+
+    def _space(self):
+        try:
+            return parse_space(self.task.search_space or {}, "task.yaml")
+        except SpaceError:          # check-task reports it; a replay only skips the check
+            return {}
+
+    def _cannot_ask(self) -> str:
+        """Why the proposer cannot be asked again now ("" when it can)."""
+        if self.stop is not None:
+            return "the loop stopped before it could be proposed again"
+        if self._cost_reserved() >= (self.config.max_cost_usd or float("inf")):
+            return "the LLM cost budget leaves no room to propose it again"
+        return ""
+
+    def _repropose(self, cand: Candidate, step: Repropose) -> None:
+        """Its change does not apply to the tip: ask the proposer again, on the tip, for the
+        same iteration (told what the change was); `_restage` stages the answer."""
+        rec = cand.rec
+        self.workspace.keep_ref(f"attempt-{rec.iteration}-on-{rec.parent[:7]}", rec.commit)
+        self.asking[rec.iteration] = (cand, step)
+        if step.same_as is not None:    # on the tip it repeats a change: ask for another
+            self._ask(rec.iteration)
+            self.out(f"      iteration {rec.iteration} was proposed on an older best; on the "
+                     f"best now it is iteration {step.same_as}'s change: asking for another")
+            return
+        self._ask(rec.iteration, Redo(rec.description, cand.patch, step.why,
+                                      step.verdict.reason if step.verdict else ""))
+        what = "would be kept, but its change" if step.verdict else "was proposed on an " \
+            "older best, and its change"
+        self.out(f"      iteration {rec.iteration} {what} does not apply to the best now "
+                 f"({step.why}): proposing it again on {self.tip[:7]}")
+
+    def _restage(self, n: int, base: str, program_sha: str, proposal: Proposal) -> None:
+        """The proposer's answer for a candidate proposed again: staged on `base` (the tip
+        when asked) and measured there from scratch, or the candidate ends saying why not."""
+        cand, step = self.asking.pop(n)
+        rec = cand.rec
+        self.cost += proposal.usage.cost_usd
+        for key, value in vars(proposal.usage).items():
+            rec.usage[key] = rec.usage.get(key, 0) + value
+        problem = proposal.error or self.prompt.check(proposal, base)
+        commit = "" if problem else self.workspace.stage_on(
+            base, self.task_rel, proposal.files, proposal.description)
+        if commit:
+            same = self._same_change(base, commit)
+            if same is not None:
+                problem, commit = f"it repeats iteration {same}'s change", ""
+        if not commit:
+            return self._carry_out(cand, cand.reproposed(None, base, step.verdict, step.why,
+                                                         problem=problem or "",
+                                                         same_as=step.same_as))
+        self.journal.write("replay", iteration=n, old_commit=rec.commit, commit=commit,
+                           parent=base, samples=rec.samples, description=proposal.description)
+        cand.proposal = proposal
+        next_step = cand.reproposed(commit, base, step.verdict, step.why, proposal.description,
+                                    same_as=step.same_as)
+        rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)
+        rec.best_before = self.score.best_value()
+        cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
+        self._carry_out(cand, next_step)
+
+    def _same_change(self, base: str, commit: str) -> int | None:
+        """The iteration whose change on `base` is exactly `commit`'s (same parent, same
+        tree), in flight or judged; None when there is none."""
+        others = [(c.iteration, c.rec.commit) for c in self.cands.values()
+                  if not c.baseline and c.rec.parent == base and c.rec.commit
+                  and c.rec.commit != commit]
+        others += [(r.iteration, r.commit) for r in self.sink.records
+                   if r.parent == base and r.commit and r.attempt_ref]
+        if not others:
+            return None
+        unknown = [c for c in {commit, *(c for _, c in others)} if c not in self._trees]
+        if unknown:
+            self._trees.update(zip(unknown, self.workspace.trees(unknown)))
+        tree = self._trees[commit]
+        return next((i for i, c in sorted(others) if self._trees[c] == tree), None)
+
+    def _repeated(self, n: int, same: int, proposal: Proposal) -> str | None:
+        """An answer that repeats iteration `same`'s change: asked again (its cost counted,
+        journalled as a `drop`), at most ASKS times, then a bad_edit saying so."""
+        self.cost += proposal.usage.cost_usd
+        self.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
+                           description=proposal.description)
+        self.repeats[n] = self.repeats.get(n, 0) + 1
+        if self.repeats[n] >= ASKS:
+            return (f"the proposer answered {plural(self.repeats[n], 'time')} with a change "
+                    f"already tried on this base (iteration {same}'s): "
+                    f"{proposal.description}")
+        self.out(f"      iteration {n}: {proposal.description!r} is iteration {same}'s change "
+                 f"again; asking the proposer for another")
+        self._ask(n)
+        return None
 
     def _finish(self, cand: Candidate) -> None:
         """Settle the git side, journal the record, then move the branch (resume-safe order)."""
@@ -458,6 +607,12 @@ class Loop:
             self.cost += cost
             self.journal.write("drop", iteration=n, cost_usd=cost,
                                description=proposal.description if proposal else "")
+        # candidates whose change did not apply, waiting to be proposed again: no time now
+        for _, (cand, step) in sorted(self.asking.items()) if wait else []:
+            self._carry_out(cand, cand.replayed(
+                None, self.tip, step.verdict, step.why, same_as=step.same_as,
+                cannot_ask="the loop stopped before it was proposed again"))
+        self.asking.clear()
 
     def interrupted(self) -> None:
         """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""

@@ -8,18 +8,23 @@ back. The judge decides; this decides only what follows from its verdict.
     ran(key, value, status, detail) -> None (runs still out) | Cancel | Judge | Finish
     forget(keys)                    -> None | Judge | Finish      (after Cancel)
     judged(verdict, tip, free)      -> Run | Replay | Finish
-    replayed(commit, tip, verdict)  -> Run | Finish               (commit None: conflict)
+    replayed(commit, tip, verdict, why, notes, cannot_ask, same_as) -> Run | Repropose | Finish
+                                    (commit None: its change does not apply to the tip)
+    reproposed(commit, tip, verdict, why, description, problem, same_as) -> Run | Finish
+                                    (commit None: the proposer's answer is not usable)
 
     Run(keys)        queue these runs (a pair's run of the best right before its partner)
     Cancel()         a run failed: drop this candidate's waiting runs, kill its running
                      ones, then call forget() with the keys dropped
     Judge()          every run is in: judge it against the best now (the record holds its
                      samples and pairs), then call judged()
-    Replay(verdict)  apply its change 3-way onto the tip, then call replayed()
+    Replay(verdict)  make its change again on the tip, then call replayed()
+    Repropose(..)    its change does not apply to the tip: ask the proposer again, on the
+                     tip, for this iteration, then call reproposed()
     Finish(..)       the record's status and reason are final: settle it
 
-Run numbers: a candidate's runs are 0, 1, 2, ... across replays (logs and seeds stay
-unique); after a replay only the runs on the new base count (`first`)."""
+Run numbers: a candidate's runs are 0, 1, 2, ... across replays and a new proposal (logs
+and seeds stay unique); after either only the runs on the new base count (`first`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,12 +59,20 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class Repropose:
+    verdict: Verdict | None      # as in Replay
+    why: str                     # why its change does not apply to the tip
+    same_as: int | None = None   # made again on the tip, it is this iteration's change: ask
+                                 # for another change (not the same one again)
+
+
+@dataclass(frozen=True)
 class Finish:
     status: Status
     reason: str
 
 
-Step = Run | Cancel | Judge | Replay | Finish | None
+Step = Run | Cancel | Judge | Replay | Repropose | Finish | None
 
 
 @dataclass
@@ -77,6 +90,8 @@ class Candidate:
     failed: tuple[int, str, str] | None = None   # (k, status, detail) of its first failure
     stats: dict = field(default_factory=dict)    # the last verdict's numbers
     replayed_onto: str = ""
+    asked_again: str = ""        # set when proposed again: what did not apply, and why
+    notes: str = ""              # what differed on the tip when its change was made again
 
     @property
     def iteration(self) -> int:
@@ -135,22 +150,74 @@ class Candidate:
         if verdict.action == KEEP and not self.baseline and self.rec.parent != tip:
             return Replay(verdict)
         reason = verdict.reason
-        if self.replayed_onto:
-            reason = f"replayed onto {self.replayed_onto[:7]}: {reason}"
+        if self.asked_again:
+            reason = (f"proposed again on {self.replayed_onto[:7]} ({self.asked_again}): "
+                      f"{reason}")
+        elif self.replayed_onto:
+            notes = f" ({self.notes})" if self.notes else ""
+            reason = f"replayed onto {self.replayed_onto[:7]}{notes}: {reason}"
         if not self.baseline:
             self.rec.stats = verdict.stats
         return self._finish(Status(verdict.action), reason)
 
-    def replayed(self, commit: str | None, tip: str, verdict: Verdict | None) -> Step:
-        """Its change applied onto the tip as `commit` (None: it conflicts): measured again
-        there from scratch, since a gain on an older base is not a gain on the new one."""
-        rec = self.rec
-        if commit is None:
-            why = f"would be kept ({verdict.reason}), but" if verdict else "proposed on"
-            rec.stats = verdict.stats if verdict else {}
+    def replayed(self, commit: str | None, tip: str, verdict: Verdict | None,
+                 why: str = "", notes: str = "", cannot_ask: str = "",
+                 same_as: int | None = None) -> Step:
+        """Its change made again on the tip as `commit` (`notes`: what differed there),
+        measured again there from scratch (a gain on an older base is not a gain on the new
+        one). None: the change does not apply there (`why`): the proposer is asked again on
+        the tip, once, unless `cannot_ask` says why not; else a discard that says so.
+        `same_as`: made again, it is that iteration's change on the tip (never run twice):
+        a would-be keep ends, its idea measured there; one that never ran is asked again."""
+        if same_as is not None and verdict:
+            self.rec.stats = verdict.stats
             return self._finish(Status.DISCARD, (
-                f"{why} its change conflicts with the best kept since its base "
-                f"{rec.parent[:7]}: not replayed onto {tip[:7]}"))
+                f"would be kept ({verdict.reason}), but made again on the best now {tip[:7]} "
+                f"it is iteration {same_as}'s change, measured there"))
+        if commit is None or same_as is not None:
+            if not cannot_ask and not self.asked_again:
+                return Repropose(verdict, why, same_as)
+            self.rec.stats = verdict.stats if verdict else {}
+            end = cannot_ask or "it was proposed again once already"
+            return self._finish(Status.DISCARD,
+                                f"{self._lost(verdict, tip, why, same_as)}; {end}")
+        self.notes = notes
+        return self._moved(commit, tip)
+
+    def reproposed(self, commit: str | None, tip: str, verdict: Verdict | None, why: str,
+                   description: str = "", problem: str = "",
+                   same_as: int | None = None) -> Step:
+        """The proposer, asked again on `tip` (see Repropose), answered `commit` (None: no
+        usable change, `problem` says why)."""
+        if commit is None:
+            self.rec.stats = verdict.stats if verdict else {}
+            # an idea measured better is a discard (not the code's failure); one that never
+            # ran is the proposer's bad edit, like any other proposal
+            return self._finish(Status.DISCARD if verdict else Status.BAD_EDIT,
+                                f"{self._lost(verdict, tip, why, same_as)}; proposed again, "
+                                f"no usable change: {problem}")
+        self.asked_again = (f"{self.rec.description!r} was iteration {same_as}'s change there"
+                            if same_as is not None else
+                            f"{self.rec.description!r} did not apply there ({why})")
+        self.notes = ""
+        if description:
+            self.rec.description = description
+        return self._moved(commit, tip)
+
+    def _lost(self, verdict: Verdict | None, tip: str, why: str,
+              same_as: int | None = None) -> str:
+        base = self.rec.parent[:7]
+        if verdict:
+            return (f"would be kept ({verdict.reason}), but its change does not apply to the "
+                    f"best kept since its base {base} ({why})")
+        if same_as is not None:
+            return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, "
+                    f"where it is iteration {same_as}'s change")
+        return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, and "
+                f"its change does not apply there ({why})")
+
+    def _moved(self, commit: str, tip: str) -> Run:
+        rec = self.rec
         rec.commit, rec.parent, rec.samples, rec.pairs = commit, tip, [], []
         self.values, self.pair_best = {}, {}
         self.first, self.replayed_onto = self.next_k, tip

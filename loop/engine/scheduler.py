@@ -103,6 +103,14 @@ class ProposalQueue:
         """Requests still being answered."""
         return sum(1 for _, _, f in self.items.values() if not f.done())
 
+    def answered(self) -> list[tuple[int, Proposal]]:
+        """Proposals answered but not started yet (a proposal asked for next is told)."""
+        out = []
+        for n, (_, _, future) in sorted(self.items.items()):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                out.append((n, future.result()))
+        return out
+
     def ready(self) -> int:
         return sum(1 for _, _, f in self.items.values() if f.done())
 

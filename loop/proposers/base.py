@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from loop.setup.task import Task
+
+if TYPE_CHECKING:
+    from loop.proposers.change import Change
 
 
 @dataclass
@@ -20,6 +23,16 @@ class Attempt:
 
 
 @dataclass
+class Redo:
+    """A change that no longer applies: another one was kept since it was proposed. The
+    proposer is asked to make it again on the current files."""
+    description: str
+    patch: str                  # its diff against the older files it was proposed on
+    why: str                    # why it does not apply to the current files
+    verdict: str = ""           # what its runs showed there ("" when it never ran)
+
+
+@dataclass
 class Context:
     iteration: int
     task: Task
@@ -29,6 +42,7 @@ class Context:
     best_metric: float | None
     seed: int                   # proposer seed for this iteration (reproducible)
     noise_sd: float | None = None  # measured run-to-run noise of the metric, when known
+    redo: Redo | None = None    # make this change again on `files` (see Redo)
 
 
 @dataclass
@@ -53,6 +67,9 @@ class Proposal:
     usage: Usage = field(default_factory=Usage)
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> text (prompt, reply)
     reasoning: str = ""                          # a reasoning model's thinking, never parsed
+    # the change as data, to make it again on a newer best (loop/proposers/change.py);
+    # None: the engine derives it from the diff
+    change: Change | None = None
 
 
 class Proposer(Protocol):

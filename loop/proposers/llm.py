@@ -26,7 +26,9 @@ from loop.setup.config import ProposerConfig
 from loop.edits.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
                         settle_named, split_thinking, try_edits)
 from loop.proposers import prompts
+from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
+from loop.proposers.change import Change
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ class LLMProposer:
                         context, self.config.journal_chars)}]
         usage, replies, thoughts = Usage(), [], []
         working = dict(context.files)   # blocks that applied, kept across repair turns
+        done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
             try:
@@ -103,13 +106,16 @@ class LLMProposer:
                 resent_ok = working != context.files  # earlier blocks applied: resends are fine
                 outcome = try_edits(working, edits, context.task, resent_ok)
                 working.update(outcome.changed)
+                done += outcome.done
                 failures = parsed.problems + outcome.failures
                 if not edits and not failures:
                     failures = [NO_EDITS]
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
                 if not failures and changed:
-                    return self._proposal(description, changed, None, usage, messages,
-                                          replies, thoughts)
+                    proposal = self._proposal(description, changed, None, usage, messages,
+                                              replies, thoughts)
+                    proposal.change = _change(done, context.files, changed)
+                    return proposal
                 error = describe_failures(failures or [NOTHING_CHANGED],
                                           len(edits) + len(parsed.problems))
                 partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
@@ -262,6 +268,18 @@ class LLMProposer:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+def _change(done: list, before: dict[str, str], after: dict[str, str]) -> Change:
+    """The reply's blocks that applied, in order; a file that a whole-file block rewrote is
+    made again by the hunks of its diff instead (the whole text would undo what was kept
+    meanwhile)."""
+    whole = {e.path for e in done if e.kind == "whole"}
+    kept = [e for e in done if e.path not in whole]
+    derived = hunks({p: before[p] for p in whole if p in before},
+                    {p: after[p] for p in whole if p in after})
+    return Change(edits=tuple(kept + derived))
+
+
 
 def _check_completion(response) -> None:
     """_Garbled unless `response` has a first choice with a message that says something

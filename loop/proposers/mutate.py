@@ -23,6 +23,7 @@ import re
 import threading
 
 from loop.proposers.base import Context, Proposal, ProposerFatal
+from loop.proposers import change as recorded
 from loop.setup.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
                                 valid)
 
@@ -226,7 +227,9 @@ class MutateProposer:
         new_files: dict[str, str] = {}
         for path, name, old, new in changes:
             new_files[path] = _apply(new_files.get(path, files[path]), name, old, new)
-        return Proposal(description, files=new_files)
+        # "set these constants": made again as such on a newer best (a replay)
+        settings = tuple(recorded.Setting(*c) for c in changes)
+        return Proposal(description, files=new_files, change=recorded.Change(settings=settings))
 
     @staticmethod
     def _draw(axes, values, rules, space, tried, rng) -> list[Change] | None:

@@ -63,9 +63,23 @@ Each experiment runs for about {budget:g} s. This is iteration {iteration}.
 
 {journal}
 
-# Your turn
+{redo}# Your turn
 
 Propose one change that you expect to improve {metric}, following the reply format."""
+
+REDO = """\
+# Make this change again
+
+Your change "{description}" was proposed on an older version of the code{verdict}, but
+another change was kept since, and it no longer applies to the current code ({why}).
+Make the same change on the current best code above (its diff on the older code is below),
+keeping what was kept since. Reply in the usual format.
+
+```diff
+{patch}
+```
+
+"""
 
 LENGTH_REPAIR = ("Your reply was cut off: it reached the output token limit before the edit "
                  "was complete. Reply again, shorter: the `Description:` line, then only the "
@@ -104,7 +118,16 @@ def user_prompt(context: Context, journal_chars: int) -> str:
         better="lower" if metric.direction == "minimize" else "higher",
         best=_num(context.best_metric), budget=task.time_budget_s, noise=_noise(context),
         iteration=context.iteration, files=render_files(context.files),
-        journal=render_journal(context.history, journal_chars))
+        journal=render_journal(context.history, journal_chars), redo=_redo(context))
+
+
+def _redo(context: Context) -> str:
+    r = context.redo
+    if r is None:
+        return ""
+    return REDO.format(description=r.description, why=r.why, patch=r.patch.strip()[:6000],
+                       verdict=f" and measured better than the best there ({r.verdict})"
+                       if r.verdict else "")
 
 
 def _noise(context: Context) -> str:
@@ -158,9 +181,12 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     summary = (f"{len(history)} attempts so far: "
                + ", ".join(f"{n} {s}" for s, n in counts.most_common())
                + ". gain > 0 means better than the best at that time.")
+    flying = [a for a in history if a.status == "running"]
+    history = [a for a in history if a.status != "running"]
     recent = history[-RECENT_IN_FULL:]
     older = history[:-RECENT_IN_FULL]
     budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
+    flying_lines = budget.take([_line(a) for a in flying])
     recent_lines = budget.take([_line(a) for a in reversed(recent)])[::-1]
     tails = budget.take([f"#{a.iteration} {a.status}: ...{a.log_tail[-LOG_TAIL_CHARS:].strip()}"
                          for a in reversed(history) if a.log_tail.strip()
@@ -180,7 +206,11 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
         parts.append("Earlier ideas that were NOT kept (newest first; xN = tried N times):\n"
                      + "\n".join(tried_lines)
                      + (f"\n({omitted} older failed ideas omitted)" if omitted else ""))
-    parts.append("Latest attempts:\n" + "\n".join(recent_lines))
+    if recent_lines:
+        parts.append("Latest attempts:\n" + "\n".join(recent_lines))
+    if flying_lines:   # several slots: these are measured while you think
+        parts.append("Being measured right now (do not propose these again):\n"
+                     + "\n".join(flying_lines))
     if tails:
         parts.append("Log tails of the latest failures:\n" + "\n\n".join(tails))
     return "\n\n".join(parts)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.edits import sourcetext
-from loop.repo.gitsafe import DiskFull, Git, GitError, RefSnapshot, RepoGuard, run_git
+from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
@@ -277,26 +277,18 @@ class Workspace:
                 out[rel] = sourcetext.decode(rel, got.stdout)
         return out
 
-    def replay(self, commit: str, onto: str) -> str | None:
-        """`commit`'s change (against its parent) applied 3-way on top of `onto`, as a new
-        commit with the same message; None when it conflicts. Touches no worktree."""
-        import tempfile
-        patch = run_git(["diff", "--no-ext-diff", "--no-textconv", "--binary", f"{commit}^",
-                         commit], self.repo_root,
-                        binary=True).stdout
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            run_git(["read-tree", onto], self.repo_root, env)
-            try:
-                run_git(["apply", "--3way", "--cached"], self.repo_root, env, binary=True,
-                        stdin=patch)
-            except DiskFull:
-                raise
-            except GitError:            # a conflict
-                return None
-            tree = run_git(["write-tree"], self.repo_root, env).stdout.strip()
-            return run_git(["commit-tree", tree, "-p", onto, "-m", self.message(commit)],
-                           self.repo_root, env).stdout.strip()
+    def changed_paths(self, old: str, new: str, folder: str) -> list[str]:
+        """Files under `folder` that differ between two commits, relative to the folder."""
+        out = self.git.diff("--no-ext-diff", "--name-only", "--no-renames", old, new, "--",
+                            folder or ".")
+        prefix = f"{folder}/" if folder not in ("", ".") else ""
+        return [p[len(prefix):] for p in out.splitlines() if p.startswith(prefix)]
+
+    def trees(self, commits: list[str]) -> list[str]:
+        """The tree of each commit (two commits with one parent and one tree make the
+        same change)."""
+        out = self.git.rev_parse(*[f"{c}^{{tree}}" for c in commits])
+        return out.split()
 
     def head(self) -> str:
         """The commit this worktree's HEAD points at."""

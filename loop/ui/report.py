@@ -183,11 +183,19 @@ def figure(tag: str, metric: str, direction: str, rows: list[Row]):
             text = r.description if len(r.description) <= 42 else r.description[:40] + "..."
             ax.annotate(text, (r.iteration, r.metric), textcoords="offset points",
                         xytext=(6, 8), fontsize=8, rotation=12, zorder=5)
-        failed = [r for r in rows if r.metric is None]
+        failed = [r for r in rows if r.metric is None and r.status in FAILURES]
         if failed:   # on the x axis: they have no metric to place them by
             ax.scatter([r.iteration for r in failed], [0] * len(failed), marker="x", s=70,
                        color=FAIL_COLOR, transform=ax.get_xaxis_transform(), clip_on=False,
                        label="failed (crash, timeout, ...)", zorder=5)
+        # a discard that never ran (e.g. the loop stopped before it could be measured again)
+        # is no failure: a hollow mark on the axis, not a red cross
+        unrun = [r for r in rows if r.metric is None and r.status not in FAILURES]
+        if unrun:
+            ax.scatter([r.iteration for r in unrun], [0] * len(unrun), marker="o", s=40,
+                       facecolors="none", edgecolors=DISCARD_COLOR,
+                       transform=ax.get_xaxis_transform(), clip_on=False,
+                       label="discarded without a run", zorder=5)
         ax.set_xlabel("iteration")
         better = "lower" if direction == "minimize" else "higher"
         ax.set_ylabel(f"{metric} ({better} is better)")
