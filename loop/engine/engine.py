@@ -273,7 +273,7 @@ class Loop:
         commit = base if baseline else ("" if problem else self.workspace.stage_on(
             base, self.task_rel, proposal.files, proposal.description))
         if commit and not baseline:
-            same = self._same_change(base, commit)
+            same = self._same_change(n, base, commit)
             if same is not None:
                 problem = self._repeated(n, same, proposal)
                 if problem is None:
@@ -410,7 +410,7 @@ class Loop:
             notes = "; ".join(made.notes)
             new = self.workspace.stage_on(self.tip, self.task_rel, made.files,
                                           self.workspace.message(rec.commit))
-            same = self._same_change(self.tip, new)
+            same = self._same_change(rec.iteration, self.tip, new)
             if same is not None:        # never run twice: see Candidate.replayed
                 return cand.replayed(None, self.tip, verdict, cannot_ask=self._cannot_ask(),
                                      same_as=same)
@@ -484,7 +484,7 @@ class Loop:
         commit = "" if problem else self.workspace.stage_on(
             base, self.task_rel, proposal.files, proposal.description)
         if commit:
-            same = self._same_change(base, commit)
+            same = self._same_change(rec.iteration, base, commit)
             if same is not None:
                 problem, commit = f"it repeats iteration {same}'s change", ""
         if not commit:
@@ -501,14 +501,15 @@ class Loop:
         cand.patch, rec.lines_added, rec.lines_removed = self.workspace.diff(base, commit)
         self._carry_out(cand, next_step)
 
-    def _same_change(self, base: str, commit: str) -> int | None:
-        """The iteration whose change on `base` is exactly `commit`'s (same parent, same
-        tree), in flight or judged; None when there is none."""
+    def _same_change(self, n: int, base: str, commit: str) -> int | None:
+        """The iteration other than `n` whose change on `base` is exactly `commit`'s (same
+        parent, same tree), in flight or judged; None when there is none. Told apart by
+        iteration, not by commit: two answers staged within a second are the same commit."""
         others = [(c.iteration, c.rec.commit) for c in self.cands.values()
-                  if not c.baseline and c.rec.parent == base and c.rec.commit
-                  and c.rec.commit != commit]
+                  if not c.baseline and c.iteration != n and c.rec.parent == base
+                  and c.rec.commit]
         others += [(r.iteration, r.commit) for r in self.sink.records
-                   if r.parent == base and r.commit and r.attempt_ref]
+                   if r.iteration != n and r.parent == base and r.commit and r.attempt_ref]
         if not others:
             return None
         unknown = [c for c in {commit, *(c for _, c in others)} if c not in self._trees]
