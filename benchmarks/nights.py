@@ -59,21 +59,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loop.setup.config import JudgeConfig  # noqa: E402
 from loop.state.journal import Record  # noqa: E402
 from loop.judge import judge as judging  # noqa: E402
-from loop.judge.judge import RERUN, should_remeasure_best  # noqa: E402
+from loop.judge.judge import RERUN  # noqa: E402
 from loop.judge.scoreboard import BASELINE, Scoreboard  # noqa: E402
 
 RULES: dict[str, JudgeConfig] = {
     "strict": JudgeConfig(rule="strict", min_delta=0.0),
-    "two-sigma": JudgeConfig(paired=False, confirm_runs=0, confidence=0.977),
-    "unpaired": JudgeConfig(paired=False, confirm_runs=3, confidence=0.985, plausible_p=0.2),
+    "two-sigma": JudgeConfig(rule="noise", paired=False, confirm_runs=0, confidence=0.977),
+    "unpaired": JudgeConfig(rule="noise", paired=False, confirm_runs=3, confidence=0.985,
+                            plausible_p=0.2),
     "paired": JudgeConfig(rule="noise", paired=True, baseline_runs=3, confirm_runs=4,
                           confidence=0.99, plausible_p=0.3),
-    "sequential": JudgeConfig(rule="sequential"),
+    # the sequential rule as first merged: keep at 0.99, never on one run, the new best
+    # re-run to R = 3 runs, the best never refreshed
+    "sequential-v1": JudgeConfig(rule="sequential", keep_p=0.01, fast_keep_p=0.0,
+                                 keep_runs=3, refresh_every=0),
+    "sequential": JudgeConfig(rule="sequential"),       # the default
 }
 # a reference, not a rule one can run: one run per idea, keep a gain beyond ~2 standard
 # errors, with the noise sd KNOWN exactly (not estimated): what learning the noise costs
 KNOWN_NOISE = "known-noise"
-REFERENCES = {KNOWN_NOISE: JudgeConfig(paired=False, confirm_runs=0, confidence=0.977,
+REFERENCES = {KNOWN_NOISE: JudgeConfig(rule="noise", paired=False, confirm_runs=0, confidence=0.977,
                                        baseline_runs=2)}
 NOISES = (0.2, 0.5, 1.0, 2.0)
 DRIFTS = (0.05, 0.25)                  # sigma per run, at sigma = 1
@@ -140,7 +145,7 @@ def night(cfg: JudgeConfig, seed: int, sigma: float, budget: int, drift: float =
     base = Record(iteration=0, status="keep", description=BASELINE)
     try:
         base.samples = [run(truth)]
-        while should_remeasure_best(base.samples, cfg):
+        while judging.judge_baseline(base.samples, cfg).action == RERUN:
             base.samples.append(run(truth))
     except OutOfBudget:
         return out

@@ -55,7 +55,8 @@ class Scoreboard:
         """Runs of the best to make before the next proposal (0: none)."""
         if self.best is None:
             return 0
-        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run)
+        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run,
+                                        judging.estimate_noise(self.history))
 
     def judge(self, rec: Record, direction: str, config) -> judging.Verdict:
         v = judging.judge(rec.samples, self.best_samples, direction, config,
