@@ -31,14 +31,16 @@ These proportions are a judgement, not a measurement: `--helpful/--noop` change 
 Noise levels (`--noise`): sigma 0.2, 0.5, 1, 2 = effects 5x the noise ... effects half the
 noise. Drift (`--drift`, at sigma 1): every run's metric also falls by `rate` sigma per run
 made, whatever the code (a machine that gets faster over the night under a wall-clock
-budget), as in benchmarks/false_keeps.py.
+budget), as in benchmarks/false_keeps.py; a negative rate is a machine that slows down
+(every idea then looks worse than the best's old runs).
 
 Rules: strict (karpathy: one run, keep any gain); two-sigma (the rule karpathy's users
 proposed: measure the noise with repeats of the best, run each idea once, keep a gain
 beyond ~2 standard errors; here the noise rule, unpaired, no confirmation, confidence
-0.977); unpaired (the noise rule before drift-proofing); paired (the noise rule as
-shipped, `JudgeConfig()` of main); sequential (the rule of issue 17, `judge.rule:
-sequential`).
+0.977); unpaired (the noise rule before drift-proofing); paired (`judge.rule: paired`,
+the default until the sequential rule); sequential-v1 (the sequential rule as first
+merged: never a keep on one run, the new best re-run to R runs, no refresh of the best);
+sequential (`JudgeConfig()`, the default, `judge.rule: sequential`).
 
     python benchmarks/nights.py [--nights 400] [--budget 96] [--quick]
 """
@@ -73,7 +75,7 @@ RULES: dict[str, JudgeConfig] = {
     # re-run to R = 3 runs, the best never refreshed
     "sequential-v1": JudgeConfig(rule="sequential", keep_p=0.01, fast_keep_p=0.0,
                                  keep_runs=3, refresh_every=0),
-    "sequential": JudgeConfig(rule="sequential"),       # the default
+    "sequential": JudgeConfig(),                        # the default
 }
 # a reference, not a rule one can run: one run per idea, keep a gain beyond ~2 standard
 # errors, with the noise sd KNOWN exactly (not estimated): what learning the noise costs
@@ -81,7 +83,7 @@ KNOWN_NOISE = "known-noise"
 REFERENCES = {KNOWN_NOISE: JudgeConfig(rule="noise", paired=False, confirm_runs=0, confidence=0.977,
                                        baseline_runs=2)}
 NOISES = (0.2, 0.5, 1.0, 2.0)
-DRIFTS = (0.05, 0.25)                  # sigma per run, at sigma = 1
+DRIFTS = (0.05, 0.25, -0.05, -0.25)    # sigma per run, at sigma = 1 (< 0: slowing down)
 TARGET_FALSE_KEEPS = 0.02
 
 
