@@ -43,6 +43,7 @@ merged: never a keep on one run, the new best re-run to R runs, no refresh of th
 sequential (`JudgeConfig()`, the default, `judge.rule: sequential`).
 
     python benchmarks/nights.py [--nights 400] [--budget 96] [--quick]
+    python benchmarks/nights.py --frontier --nights 200 --noise 0.2,1,2 --drift 0.25
 """
 from __future__ import annotations
 
@@ -289,6 +290,31 @@ def targets(rows: list[Row], rule: str = "sequential", reference: str = "paired"
     return out
 
 
+# the sequential rule with looser bars, from the default to one that keeps a third of the
+# no-ops: (keep_p, fast_keep_p, screen_p)
+FRONTIER = ((0.015, 0.002, 0.15), (0.05, 0.01, 0.2), (0.1, 0.03, 0.3), (0.2, 0.1, 0.4),
+            (0.3, 0.2, 0.5), (0.4, 0.3, 0.6))
+
+
+def frontier(noises, drifts, budget: int, nights: int, seed: int, mix: Mix,
+             workers: int) -> list[str]:
+    """True gain against false keeps: the sequential rule as its bars loosen, next to
+    strict. What buying back strict's gain costs in kept noise."""
+    rules = {f"keep_p {k:g}, fast_keep_p {f:g}, screen_p {sp:g}":
+             JudgeConfig(keep_p=k, fast_keep_p=f, screen_p=sp) for k, f, sp in FRONTIER}
+    rows = simulate({"strict": RULES["strict"], **rules}, noises, drifts, budget, nights,
+                    seed, mix, workers)
+    lines = ["| noise σ | drift | rule | final true gain | vs strict | false keeps (no-ops) "
+             "| harmful kept |", "|---|---|---|---|---|---|---|"]
+    strict = {(r.sigma, r.drift): r.gain for r in rows if r.rule == "strict"}
+    for r in rows:
+        ref = strict.get((r.sigma, r.drift))
+        vs = f"{r.gain / ref:.2f}x" if ref and ref > 0 else "-"
+        lines.append(f"| {r.sigma:g} | {r.drift:g} | {r.rule} | {r.gain:.2f} | {vs} "
+                     f"| {r.false_keeps:.1%} | {r.harmful:.2f} |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=400, help="nights per rule and condition")
@@ -305,6 +331,8 @@ def main(argv=None) -> int:
                          f"per idea, the true noise sd given to the judge)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="few nights, for tests")
+    ap.add_argument("--frontier", action="store_true",
+                    help="the sequential rule with looser bars: true gain against false keeps")
     args = ap.parse_args(argv)
     try:
         noises = [float(x) for x in args.noise.split(",") if x.strip()]
@@ -319,6 +347,11 @@ def main(argv=None) -> int:
         ap.error("--helpful and --noop: fractions that sum to at most 1")
     nights = 8 if args.quick else args.nights
     t0 = time.perf_counter()
+    if args.frontier:
+        print("\n".join(frontier(noises, drifts, args.budget, nights, args.seed,
+                                 Mix(args.helpful, args.noop), args.workers)))
+        print(f"\n({time.perf_counter() - t0:.1f} s)")
+        return 0
     rows = simulate(rules, noises, drifts, args.budget, nights, args.seed,
                     Mix(args.helpful, args.noop), args.workers)
     print(f"{nights} nights of {args.budget} runs per rule and condition, seed {args.seed}; "

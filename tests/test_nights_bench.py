@@ -85,3 +85,12 @@ def test_the_known_noise_reference_keeps_little_noise_without_drift(capsys):
                         "--noise", "1", "--drift", ""]) == 0
     row = [r for r in capsys.readouterr().out.splitlines() if "| known-noise |" in r]
     assert len(row) == 1 and float(row[0].split("|")[6].strip().rstrip("%")) < 5
+
+
+def test_the_frontier_trades_false_keeps_for_gain(capsys):
+    assert nights.main(["--frontier", "--nights", "20", "--workers", "1", "--noise", "1",
+                        "--drift", ""]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| 1 | 0 |")]
+    assert len(rows) == 1 + len(nights.FRONTIER)
+    fk = [float(r.split("|")[6].strip().rstrip("%")) for r in rows[1:]]
+    assert fk[-1] > fk[0] + 5                    # the loosest bar keeps far more no-ops
