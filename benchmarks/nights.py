@@ -74,8 +74,8 @@ RULES: dict[str, JudgeConfig] = {
                           confidence=0.99, plausible_p=0.3),
     # the sequential rule as first merged: keep at 0.99, never on one run, the new best
     # re-run to R = 3 runs, the best never refreshed
-    "sequential-v1": JudgeConfig(rule="sequential", keep_p=0.01, fast_keep_p=0.0,
-                                 keep_runs=3, refresh_every=0),
+    "sequential-v1": JudgeConfig(rule="sequential", fast_keep_p=0.0, keep_runs=3,
+                                 refresh_every=0),
     "sequential": JudgeConfig(),                        # the default
 }
 # a reference, not a rule one can run: one run per idea, keep a gain beyond ~2 standard
@@ -291,17 +291,17 @@ def targets(rows: list[Row], rule: str = "sequential", reference: str = "paired"
 
 
 # the sequential rule with looser bars, from the default to one that keeps a third of the
-# no-ops: (keep_p, fast_keep_p, screen_p)
-FRONTIER = ((0.015, 0.002, 0.15), (0.05, 0.01, 0.2), (0.1, 0.03, 0.3), (0.2, 0.1, 0.4),
-            (0.3, 0.2, 0.5), (0.4, 0.3, 0.6))
+# no-ops: (confidence, fast_keep_p, screen_p)
+FRONTIER = ((0.99, 0.002, 0.15), (0.95, 0.01, 0.2), (0.9, 0.03, 0.3), (0.8, 0.1, 0.4),
+            (0.7, 0.2, 0.5), (0.6, 0.3, 0.6))
 
 
 def frontier(noises, drifts, budget: int, nights: int, seed: int, mix: Mix,
              workers: int) -> list[str]:
     """True gain against false keeps: the sequential rule as its bars loosen, next to
     strict. What buying back strict's gain costs in kept noise."""
-    rules = {f"keep_p {k:g}, fast_keep_p {f:g}, screen_p {sp:g}":
-             JudgeConfig(keep_p=k, fast_keep_p=f, screen_p=sp) for k, f, sp in FRONTIER}
+    rules = {f"confidence {c:g}, fast_keep_p {f:g}, screen_p {sp:g}":
+             JudgeConfig(confidence=c, fast_keep_p=f, screen_p=sp) for c, f, sp in FRONTIER}
     rows = simulate({"strict": RULES["strict"], **rules}, noises, drifts, budget, nights,
                     seed, mix, workers)
     lines = ["| noise σ | drift | rule | final true gain | vs strict | false keeps (no-ops) "

@@ -147,9 +147,9 @@ def test_config_accepts_the_rule_and_rejects_bad_settings(tmp_path):
     path.write_text("judge:\n  rule: sequential\n  screen_p: 0.2\n")
     cfg = load_config(path, base_dir=tmp_path).judge
     assert cfg.rule == "sequential" and cfg.screen_p == 0.2 and cfg.fast_keep_p == 0.002
-    assert (cfg.keep_p, cfg.keep_runs, cfg.refresh_every) == (0.015, 1, 16)
-    for bad in ("screen_p: 0", "screen_p: 1.5", "fast_keep_p: -0.1", "keep_p: 0.6",
-                "keep_runs: 0", "refresh_every: -1"):
+    assert (cfg.confidence, cfg.keep_runs, cfg.refresh_every) == (0.99, 1, 16)
+    for bad in ("screen_p: 0", "screen_p: 1.5", "fast_keep_p: -0.1", "keep_runs: 0",
+                "refresh_every: -1"):
         path.write_text(f"judge:\n  rule: sequential\n  {bad}\n")
         with pytest.raises(ConfigError, match=bad.split(":")[0]):
             load_config(path, base_dir=tmp_path)
@@ -215,12 +215,12 @@ def test_the_scoreboard_asks_for_a_fresh_run_of_a_drifting_best():
     assert score.best_runs_wanted(NOISE) == 0
 
 
-def test_keep_p_sets_the_paired_bar_and_confidence_does_not():
+def test_confidence_sets_the_paired_bar_and_screen_p_does_not():
     pairs = [[0.975, 1.0]]
     base = seq([0.975, 0.975], pairs=pairs)
     looser = seq([0.975, 0.975], pairs=pairs,
-                 cfg=JudgeConfig(rule="sequential", keep_p=0.05))
-    other_conf = seq([0.975, 0.975], pairs=pairs,
-                     cfg=JudgeConfig(rule="sequential", confidence=0.9))
+                 cfg=JudgeConfig(rule="sequential", confidence=0.95))
+    other_screen = seq([0.975, 0.975], pairs=pairs,
+                       cfg=JudgeConfig(rule="sequential", screen_p=0.3))
     assert looser.stats["threshold"] < base.stats["threshold"]
-    assert other_conf.stats["threshold"] == base.stats["threshold"]
+    assert other_screen.stats["threshold"] == base.stats["threshold"]

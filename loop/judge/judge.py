@@ -317,10 +317,10 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
       of cost) -> discard after that one run (futility). Otherwise -> a pair (`runs=1,
       paired=True`): the best, then the candidate, as `paired_judge`.
     - after each pair k = 1, 2, ..: the one-sided Student t of c0, c1..ck against b1..bk
-      (the same mean time: a linear drift cancels). p < `keep_p` -> keep (one pair can be
-      enough; when the best's runs drift, when every no-op looks promising and gets these
-      looks, the k-th must be k times as sure: p < `keep_p` / k, so they do not add up to
-      more false keeps); p >= `screen_p` -> discard (futility); else another pair, up to
+      (the same mean time: a linear drift cancels). p < 1 - `confidence` -> keep (one pair
+      can be enough; when the best's runs drift, when every no-op looks promising and gets
+      these looks, the k-th must be k times as sure, so they do not add up to more false
+      keeps); p >= `screen_p` -> discard (futility); else another pair, up to
       `confirm_runs` pairs, then discard.
     - the new best needs `keep_runs` (1) runs, not R: the runs alongside its next
       candidates and a refresh every `refresh_every` proposals measure it again.
@@ -372,7 +372,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     # gets these looks; then the k-th look must be k times as sure, so they do not add up
     # to more false keeps than 1 - confidence
     drifting = drift_suspected(best, sd)
-    t_crit = t_ppf(1.0 - config.keep_p / (max(1, k) if drifting else 1), df)
+    t_crit = t_ppf(1.0 - (1.0 - config.confidence) / (max(1, k) if drifting else 1), df)
     stats.update(noise_sd=sd, t=t, p_value=p, se=se, drift_suspected=float(drifting))
     if df is not None:
         stats["noise_df"] = df
@@ -446,7 +446,7 @@ def _screen(candidate, best, direction, config, lines_added, lines_removed, nois
             return Verdict(KEEP, f"clearly better on one run ({_fmt(d, p)}, bar {fast:.4g})",
                            stats)
     if net < 0:
-        plausible = d > -t_ppf(1.0 - config.keep_p, df) * se  # simpler: not clearly worse
+        plausible = d > -t_ppf(config.confidence, df) * se    # simpler: not clearly worse
     else:
         plausible = d - margin > _futility_z(config) * se
     if plausible and pair:
@@ -456,7 +456,7 @@ def _screen(candidate, best, direction, config, lines_added, lines_removed, nois
         return Verdict(KEEP, f"simpler, metric within noise on one run ({_fmt(d, p)}, "
                              f"{-net} lines fewer)", stats)
     if plausible:
-        bar = t_ppf(1.0 - config.keep_p, df) * se + margin
+        bar = t_ppf(config.confidence, df) * se + margin
         if net >= 0 and d > bar:
             return Verdict(KEEP, f"better beyond noise on one run ({_fmt(d, p)}, bar "
                                  f"{bar:.4g})", stats)

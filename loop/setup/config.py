@@ -57,7 +57,8 @@ class JudgeConfig:
                                          # a candidate is only kept once it has R runs
     confirm_runs: int = 4                # noise: extra runs of a candidate, at most; the first
                                          # R - 1 double as the new best's re-measurement
-    confidence: float = 0.99             # noise: one-sided confidence that a kept gain is real
+    confidence: float = 0.99             # noise, sequential: one-sided confidence that a kept
+                                         # gain is real
     plausible_p: float = 0.3             # noise: p below this but not significant -> re-run
     simplicity_weight: float = 0.01      # noise: extra margin per net added line, in noise sd;
                                          # a net deletion is kept when the metric is within noise
@@ -67,8 +68,6 @@ class JudgeConfig:
                                          # after a keep, until it has baseline_runs samples)
     screen_p: float = 0.15               # sequential: a candidate goes on (another pair) only
                                          # while its p-value is below this; else it stops
-    keep_p: float = 0.015                # sequential: keep when the paired p-value is below
-                                         # this (its `confidence` is 1 - keep_p)
     fast_keep_p: float = 0.002           # sequential: keep on the first run alone when its
                                          # p-value is below this and the best's runs do not
                                          # drift (0: never)
@@ -144,9 +143,9 @@ def validate(cfg: Config, where: str) -> None:
     if not (0.5 < j.confidence < 1 and 0 < j.plausible_p < 1):
         raise ConfigError(f"{where}: judge.confidence must be in (0.5, 1), "
                           f"judge.plausible_p in (0, 1)")
-    if not (0 < j.screen_p < 1 and 0 <= j.fast_keep_p < 1 and 0 < j.keep_p < 0.5):
+    if not (0 < j.screen_p < 1 and 0 <= j.fast_keep_p < 1):
         raise ConfigError(f"{where}: judge.screen_p must be in (0, 1), "
-                          f"judge.fast_keep_p in [0, 1), judge.keep_p in (0, 0.5)")
+                          f"judge.fast_keep_p in [0, 1)")
     if j.keep_runs < 1 or j.refresh_every < 0:
         raise ConfigError(f"{where}: judge.keep_runs must be >= 1, judge.refresh_every >= 0")
     if j.simplicity_weight < 0 or j.min_delta < 0:
