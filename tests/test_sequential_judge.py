@@ -110,6 +110,7 @@ def test_when_the_best_drifts_later_looks_must_be_surer():
     drifting = seq(cand, best=trend, pairs=pairs)
     assert steady.stats["threshold"] < drifting.stats["threshold"]
     assert drifting.stats["drift_suspected"] == 1.0 and steady.stats["drift_suspected"] == 0.0
+    assert "look 3 must be 3x as sure" in drifting.reason and "drift" not in steady.reason
 
 
 def test_drift_needs_four_runs_of_the_best_to_be_suspected():
@@ -180,7 +181,7 @@ def test_when_the_machine_slowed_the_screen_compares_with_the_fresh_run_of_the_b
     v = seq([1.04], best=SLOWED)
     assert v.action == RERUN and v.also_best == 1
     assert v.stats["best_runs"] == 1 and v.stats["best_mean"] == 1.06
-    assert v.stats["drift_suspected"] == 1.0
+    assert v.stats["drift_suspected"] == 1.0 and "compared with its latest run" in v.reason
     # against the old runs (as the screen did before, and does without a drift) it is lost
     assert seq([1.04]).action == DISCARD
     assert seq([1.04], best=BEST + [1.01]).action == DISCARD

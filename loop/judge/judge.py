@@ -373,6 +373,9 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     # to more false keeps than 1 - confidence
     drifting = drift_suspected(best, sd)
     t_crit = t_ppf(1.0 - (1.0 - config.confidence) / (max(1, k) if drifting else 1), df)
+    if drifting:
+        why += f", the best's runs drift: look {k} must be {k}x as sure" if k > 1 else \
+            ", the best's runs drift"
     stats.update(noise_sd=sd, t=t, p_value=p, se=se, drift_suspected=float(drifting))
     if df is not None:
         stats["noise_df"] = df
@@ -415,9 +418,18 @@ def _screen(candidate, best, direction, config, lines_added, lines_removed, nois
             noise_df) -> Verdict:
     """The sequential rule's first look: one run of the candidate against the best's latest
     runs, unpaired (only its latest, made right before, when its runs drift). Keep, discard,
-    or ask for a pair."""
+    or ask for a pair; the reason says when the drift decided what it was compared with."""
     drifting = noise_sd is not None and drift_suspected(best, noise_sd)
     recent = best[-1:] if drifting else best[-config.baseline_runs:]
+    v = _first_look(candidate, recent, drifting, direction, config, lines_added,
+                    lines_removed, noise_sd, noise_df)
+    if drifting:
+        v.reason += "; the best's runs drift: compared with its latest run only"
+    return v
+
+
+def _first_look(candidate, recent, drifting, direction, config, lines_added, lines_removed,
+                noise_sd, noise_df) -> Verdict:
     c0, ref = candidate[0], fmean(recent)
     d = improvement(c0, ref, direction)
     sd, df = _noise(candidate, recent, noise_sd, noise_df)
