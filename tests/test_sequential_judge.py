@@ -225,3 +225,38 @@ def test_confidence_sets_the_paired_bar_and_screen_p_does_not():
                        cfg=JudgeConfig(rule="sequential", screen_p=0.3))
     assert looser.stats["threshold"] < base.stats["threshold"]
     assert other_screen.stats["threshold"] == base.stats["threshold"]
+
+
+def test_two_candidates_in_a_row_slower_than_the_best_make_the_engine_refresh_it():
+    # the run of README's transcript: the machine slowed after the baseline, every idea
+    # trained fewer steps and looked worse; one slower candidate can be its code, two are
+    # the machine
+    score = Scoreboard()
+    score.add(Record(iteration=0, status="keep", description=BASELINE, samples=list(BEST),
+                     throughput=[25, 26, 24]))
+    score.add(Record(iteration=1, status="discard", description="a", samples=[1.08],
+                     throughput=[15]))
+    assert score.best_runs_wanted(SEQ) == 0 and not score.speed_moved
+    score.add(Record(iteration=2, status="discard", description="b", samples=[1.09],
+                     throughput=[14]))
+    assert score.speed_moved and score.best_runs_wanted(SEQ) == 1
+    assert score.best_runs_wanted(NOISE) == 0    # the paired rule does not refresh
+    score.remeasured(1.08)                       # the refresh shows the step...
+    assert not score.speed_moved
+    score.add(Record(iteration=3, status="discard", description="c", samples=[1.07],
+                     throughput=[15]))
+    assert score.best_runs_wanted(SEQ) == 1      # ...so the best runs before each idea
+    v = score.judge(Record(iteration=4, status="", description="d", samples=[1.05],
+                           throughput=[15]), "minimize", SEQ)
+    assert v.stats["best_runs"] == 1 and v.action == RERUN   # vs the fresh run: promising
+
+
+def test_a_faster_then_a_slower_candidate_is_code_not_the_machine():
+    score = Scoreboard()
+    score.add(Record(iteration=0, status="keep", description=BASELINE, samples=list(BEST),
+                     throughput=[25, 26, 24]))
+    score.add(Record(iteration=1, status="discard", description="a", samples=[1.08],
+                     throughput=[40]))
+    score.add(Record(iteration=2, status="discard", description="b", samples=[1.09],
+                     throughput=[14]))
+    assert not score.speed_moved and score.best_runs_wanted(SEQ) == 0

@@ -573,11 +573,12 @@ def max_runs(config, baseline: bool) -> int:
 
 
 def best_runs_wanted(best_samples: list[float], config, proposals_since_best_run: int = 0,
-                     noise_sd: float | None = None) -> int:
+                     noise_sd: float | None = None, speed_moved: bool = False) -> int:
     """How many runs of the best to make now: none, R - (its runs) after the baseline or a
     keep (they may run at once; `keep_runs` with the sequential rule), else one
     (`remeasure_every`; the sequential rule's refresh)."""
-    if not should_remeasure_best(best_samples, config, proposals_since_best_run, noise_sd):
+    if not should_remeasure_best(best_samples, config, proposals_since_best_run, noise_sd,
+                                 speed_moved):
         return 0
     need = config.keep_runs if config.rule == "sequential" else config.baseline_runs
     return max(1, need - len(best_samples))
@@ -585,15 +586,16 @@ def best_runs_wanted(best_samples: list[float], config, proposals_since_best_run
 
 def should_remeasure_best(best_samples: list[float], config,
                           proposals_since_best_run: int = 0,
-                          noise_sd: float | None = None) -> bool:
+                          noise_sd: float | None = None, speed_moved: bool = False) -> bool:
     """Whether the engine should run the current best once more (new seed) before going on.
 
     noise: until it has `baseline_runs` samples (after the baseline and after every keep),
     and once every `remeasure_every` proposals when that is set. strict: one run only.
     sequential: until it has `keep_runs` samples; again when it has not run for
-    `refresh_every` proposals (so a drift shows in its runs); and before every proposal
-    while its runs suggest a drift (`drift_suspected`, with the noise sd `noise_sd`): the
-    next first run is then screened against that fresh run."""
+    `refresh_every` proposals, or since the last proposal's throughput moved beyond its
+    noise (`speed_moved`: the machine's speed changed), so a drift shows in its runs; and
+    before every proposal while its runs suggest a drift (`drift_suspected`, with the noise
+    sd `noise_sd`): the next first run is then screened against that fresh run."""
     if config.rule == "strict":
         return not best_samples
     if config.rule == "sequential":
@@ -601,7 +603,8 @@ def should_remeasure_best(best_samples: list[float], config,
             return True
         if proposals_since_best_run < 1:
             return False
-        if config.refresh_every and proposals_since_best_run >= config.refresh_every:
+        if speed_moved or (config.refresh_every
+                           and proposals_since_best_run >= config.refresh_every):
             return True
         return noise_sd is not None and drift_suspected(best_samples, noise_sd)
     if len(best_samples) < config.baseline_runs:
