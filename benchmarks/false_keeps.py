@@ -52,7 +52,10 @@ TARGET_FALSE_KEEPS, TARGET_DETECT_3SIGMA, TARGET_COST = 0.02, 0.90, 1.5
 # karpathy's loop: one baseline run, one run per proposal, keep any gain.
 STRICT = JudgeConfig(rule="strict", min_delta=0.0)
 # the noise rule as shipped before drift-proofing: every run compared with the best's mean
-UNPAIRED = JudgeConfig(paired=False, confirm_runs=3, confidence=0.985, plausible_p=0.2)
+PAIRED = JudgeConfig(rule="noise")                # the paired noise rule (the default until the
+                                                 # sequential rule, see benchmarks/nights.py)
+UNPAIRED = JudgeConfig(rule="noise", paired=False, confirm_runs=3, confidence=0.985,
+                       plausible_p=0.2)
 
 
 def measure_best(run, cfg: JudgeConfig) -> list[float]:
@@ -172,7 +175,8 @@ def sweep(seed: int, trials: int, loop_length: int, drifts: list[float]) -> None
     found = []
     for r, c, conf, pp in itertools.product((2, 3, 4), (2, 3, 4), (0.97, 0.985, 0.99),
                                             (0.2, 0.3, 0.4)):
-        cfg = JudgeConfig(baseline_runs=r, confirm_runs=c, confidence=conf, plausible_p=pp)
+        cfg = JudgeConfig(rule="noise", baseline_runs=r, confirm_runs=c, confidence=conf,
+                          plausible_p=pp)
         worst = (0.0, 1.0)
         for drift in sorted({0.0, max(drifts)}):
             kept, cost, noop = evaluate(cfg, seed, trials, loop_length, False, drift)
@@ -202,7 +206,7 @@ def drift_table(args, drifts: list[float]) -> bool:
     print("| drift (sd/run) | rule | false keeps (no-ops) | kept 1σ | kept 2σ | kept 3σ "
           "| runs/proposal | runs/no-op |\n|---|---|---|---|---|---|---|---|")
     for drift in drifts:
-        for cfg in (STRICT, UNPAIRED, JudgeConfig()):
+        for cfg in (STRICT, UNPAIRED, PAIRED):
             kept, cost, noop = evaluate(cfg, args.seed, args.trials, args.loop_length, True,
                                         drift)
             k, n = kept[0.0]
@@ -212,7 +216,7 @@ def drift_table(args, drifts: list[float]) -> bool:
     ok, worst = True, []
     for stream in (False, True):
         for drift in drifts:
-            kept, _, _ = evaluate(JudgeConfig(), args.seed, args.trials, args.loop_length,
+            kept, _, _ = evaluate(PAIRED, args.seed, args.trials, args.loop_length,
                                   stream, drift)
             fk, d3 = (kept[e][0] / kept[e][1] for e in (0.0, 3.0))
             ok &= fk <= TARGET_FALSE_KEEPS and d3 >= TARGET_DETECT_3SIGMA
@@ -245,7 +249,7 @@ def main(argv=None) -> int:
         sweep(args.seed, args.trials, args.loop_length, drifts)
         print(f"\n({time.perf_counter() - t0:.1f} s)")
         return 0
-    rules = [STRICT, UNPAIRED, JudgeConfig()]     # JudgeConfig(): the shipped defaults
+    rules = [STRICT, UNPAIRED, PAIRED]
     print(f"{2 * args.trials} no-op proposals and {args.trials} per effect size (1, 2, 3 σ), "
           f"loops of {args.loop_length} proposals, seed {args.seed}")
     for stream in (False, True):

@@ -10,8 +10,8 @@ scored against its parent, so a keep that made things truly worse is counted.
 
     python benchmarks/surface_nights.py [--wall 80] [--noise 0.05] [--seeds 0]
 
-Rules: strict (`--judge strict`), paired (`--judge noise`, the shipped default) and
-sequential (`--judge sequential`). Costs wall time: rules x noise levels x seeds x W.
+Rules: strict (`--judge strict`), paired (`--judge paired`, the default before) and
+sequential (`--judge sequential`, the default). Costs wall time: rules x noise levels x seeds x W.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TASK = HERE / "surface"
-RULES = {"strict": "strict", "paired": "noise", "sequential": "sequential"}
+RULES = {"strict": "strict", "paired": "paired", "sequential": "sequential"}
 CONSTANT = re.compile(r"^([A-L]) = ([-+0-9.eE]+)\s*$", re.M)
 
 

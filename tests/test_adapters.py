@@ -210,7 +210,7 @@ def test_karpathy_style_repo_without_a_model_runs_after_init(tmp_path, mlflow_ur
     assert (plan.shape, plan.metric, plan.protected) == ("script", "val_bpb", ["prepare.py"])
     commit_all(repo, "task")
     config = load_config(repo / CONFIG_FILE).with_overrides(iterations=3, tag="k")
-    assert config.resolve(config.task) == repo.resolve() and config.judge.rule == "noise"
+    assert config.resolve(config.task) == repo.resolve() and config.judge.rule == "sequential"
     config.judge.rule = "strict"            # the stand-in has no noise: one run each
     stop = Engine(config, out=lambda s: None).run()
     assert stop.exit_code == 0, stop.message

@@ -45,7 +45,7 @@ class Scripted:
                         files={"train.py": self.variants[context.iteration - 1]})
 
 
-def night(tmp_path, monkeypatch, tag, paired, workers=1):
+def night(tmp_path, monkeypatch, tag, paired, workers=1, rule="noise"):
     repo = tmp_path / tag
     make_repo(repo, {"task.yaml": TASK, "train.py": TRAIN})
     monkeypatch.setenv("DRIFT_FILE", str(tmp_path / f"{tag}.count"))
@@ -53,7 +53,7 @@ def night(tmp_path, monkeypatch, tag, paired, workers=1):
     # seed 1: seed 0 gives iteration 2's first run seed 2000, a 2.3 sd lucky draw, and a
     # baseline whose 3 runs understate the noise 3x (the 1-2 % of false keeps allowed)
     cfg = Config(task="task", tag=tag, iterations=3, base_dir=repo, seed=1,
-                 judge=JudgeConfig(paired=paired), workers=workers,
+                 judge=JudgeConfig(rule=rule, paired=paired), workers=workers,
                  sandbox="off")   # the drift counter lives outside the worktree
     Engine(cfg, out=lambda s: None, proposer=Scripted(NO_OPS)).run()
     with open(repo / ".autoresearch" / tag / "results.tsv") as f:
@@ -71,6 +71,14 @@ def test_drift_keeps_no_no_op_with_the_paired_judge(tmp_path, monkeypatch):
     client = MlflowClient(f"sqlite:///{tmp_path / 'paired'}.db")
     history = client.get_metric_history(rows[1]["mlflow_run_id"], "throughput_run")
     assert len(history) == int(rows[1]["runs"])
+
+
+def test_drift_keeps_no_no_op_with_the_sequential_default(tmp_path, monkeypatch):
+    # the default rule: every first run looks better than the best's old runs, and the best's
+    # runs alongside show the drift, so the later looks must be surer
+    rows = night(tmp_path, monkeypatch, "sequential", True, rule=JudgeConfig().rule)
+    assert [r["status"] for r in rows] == ["keep", "discard", "discard", "discard"]
+    assert any("alongside" in r["reason"] for r in rows[1:])
 
 
 def test_drift_made_the_unpaired_judge_keep_a_no_op(tmp_path, monkeypatch):

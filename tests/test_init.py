@@ -67,7 +67,7 @@ def test_plain_script_init_then_a_bare_run(tmp_path, mlflow_uri):
     assert task["metric"] == {"name": "val_loss", "direction": "minimize"}
     assert set(task["search_space"]) == {"LR", "WIDTH"}        # PEAK_FLOPS: display-only
     config = yaml.safe_load((repo / "autoresearch.yaml").read_text())
-    assert config["task"] == "." and config["judge"] == {"rule": "noise", "paired": True}
+    assert config["task"] == "." and config["judge"] == {"rule": "sequential"}
     commit(repo, "autoresearch task")
     check = run_cli("check-task", ".", cwd=repo)
     assert check.returncode == 0 and "status ok" in check.stdout, check.stdout + check.stderr

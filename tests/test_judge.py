@@ -12,7 +12,7 @@ from loop.judge.judge import (DISCARD, KEEP, RERUN, best_value, estimate_noise, 
                         should_remeasure_best)
 from loop.judge.stats import t_cdf, t_ppf
 
-NOISE = JudgeConfig(confirm_runs=3, confidence=0.985, plausible_p=0.2)  # unpaired tuning, R=3
+NOISE = JudgeConfig(rule="noise", confirm_runs=3, confidence=0.985, plausible_p=0.2)  # unpaired tuning, R=3
 STRICT = JudgeConfig(rule="strict")
 BEST = [1.00, 1.01, 0.99]                  # val_bpb-like, minimized, measured R=3 times
 SD = {"noise_sd": 0.01, "noise_df": 20}    # run-to-run noise measured elsewhere
@@ -20,8 +20,12 @@ SD = {"noise_sd": 0.01, "noise_df": 20}    # run-to-run noise measured elsewhere
 
 # --- noise rule: keep, rerun, discard ---------------------------------------------------
 
-def test_noise_is_the_default_rule():
-    assert JudgeConfig().rule == "noise"
+def test_sequential_is_the_default_rule_and_paired_names_the_noise_rule():
+    assert JudgeConfig().rule == "sequential"
+    # `paired` is the noise rule confirmed next to the best even with `paired: false`
+    v = judge([0.97], BEST, "minimize", JudgeConfig(rule="paired", paired=False), **SD,
+              pairs=[], period_noise=[])
+    assert v.action == RERUN and v.also_best == 1
 
 
 def test_clear_win_with_r_runs_is_kept_and_stats_recorded():
@@ -58,7 +62,7 @@ def test_gain_within_noise_is_rerun_then_decided():
 
 
 def test_rerun_is_bounded_by_confirm_runs():
-    cfg = JudgeConfig(confirm_runs=1)
+    cfg = JudgeConfig(rule="noise", confirm_runs=1)
     assert judge([0.99], BEST, "minimize", cfg, **SD).action == RERUN
     assert judge([0.99, 0.995], BEST, "minimize", cfg, **SD).action == DISCARD
 
@@ -148,7 +152,7 @@ def test_best_is_remeasured_until_it_has_r_samples():
 
 
 def test_periodic_remeasure():
-    cfg = JudgeConfig(remeasure_every=5)
+    cfg = JudgeConfig(rule="noise", remeasure_every=5)
     assert not should_remeasure_best([1.0] * 3, cfg, proposals_since_best_run=4)
     assert should_remeasure_best([1.0] * 3, cfg, proposals_since_best_run=5)
 
@@ -177,7 +181,7 @@ def test_unknown_noise_uses_the_spread_of_the_samples_at_hand():
 
 
 def test_unknown_noise_without_rerun_budget_falls_back_to_strict():
-    cfg = JudgeConfig(baseline_runs=1, confirm_runs=0)
+    cfg = JudgeConfig(rule="noise", baseline_runs=1, confirm_runs=0)
     v = judge([0.9], [1.0], "minimize", cfg)
     assert v.action == KEEP and "strict" in v.reason
 

@@ -15,7 +15,7 @@ import nights  # noqa: E402
 def test_quick_table_has_every_rule_and_condition(capsys):
     assert nights.main(["--quick", "--workers", "1"]) == 0
     out = capsys.readouterr().out
-    rows = [r for r in out.splitlines() if re.match(r"\| [\d.]+ \| [\d.]+ \| ", r)]
+    rows = [r for r in out.splitlines() if re.match(r"\| [\d.]+ \| -?[\d.]+ \| ", r)]
     conditions = len(nights.NOISES) + len(nights.DRIFTS)
     assert len(rows) == conditions * len(nights.RULES)
     seen = {(r.split("|")[1].strip(), r.split("|")[2].strip(), r.split("|")[3].strip())
@@ -42,6 +42,15 @@ def test_a_night_is_the_same_for_the_same_seed_and_its_proposals_for_every_rule(
     # the first ideas are the same ones under every rule: the oracle sums agree so far
     short = nights.night(nights.RULES["strict"], 3, 1.0, a.tried + 1)
     assert short.oracle == pytest.approx(a.oracle)
+
+
+def test_the_default_beats_the_paired_rule_when_the_machine_slows_down():
+    # every idea looks worse than the best's old runs: the first sequential rule and the
+    # paired one discard nearly all; the default screens against a fresh run of the best
+    def gain(rule):
+        return sum(nights.night(nights.RULES[rule], k, 1.0, 96, drift=-0.25).gain
+                   for k in range(30))
+    assert gain("sequential") > 1.3 * max(gain("paired"), gain("sequential-v1"))
 
 
 def test_strict_keeps_noise_and_sequential_does_not():
@@ -76,3 +85,12 @@ def test_the_known_noise_reference_keeps_little_noise_without_drift(capsys):
                         "--noise", "1", "--drift", ""]) == 0
     row = [r for r in capsys.readouterr().out.splitlines() if "| known-noise |" in r]
     assert len(row) == 1 and float(row[0].split("|")[6].strip().rstrip("%")) < 5
+
+
+def test_the_frontier_trades_false_keeps_for_gain(capsys):
+    assert nights.main(["--frontier", "--nights", "20", "--workers", "1", "--noise", "1",
+                        "--drift", ""]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| 1 | 0 |")]
+    assert len(rows) == 1 + len(nights.FRONTIER)
+    fk = [float(r.split("|")[6].strip().rstrip("%")) for r in rows[1:]]
+    assert fk[-1] > fk[0] + 5                    # the loosest bar keeps far more no-ops

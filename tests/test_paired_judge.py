@@ -8,7 +8,7 @@ from loop.judge.scoreboard import BASELINE, Scoreboard
 from loop.state.journal import Record
 from loop.judge.stats import trend_residuals
 
-CFG = JudgeConfig()                                 # paired by default
+CFG = JudgeConfig(rule="noise")                     # paired unless told otherwise
 OLD_BEST = [1.00, 1.01, 0.99]                       # measured at the start of the night
 SD = {"noise_sd": 0.01, "noise_df": 20}
 PERIOD = [back_to_back(OLD_BEST)]                   # noise measured back to back
@@ -20,7 +20,7 @@ def drifted(t: float, value: float, rate: float = -0.02) -> float:
 
 
 def test_paired_is_the_default_and_screening_asks_for_a_run_of_the_best():
-    assert JudgeConfig().paired
+    assert JudgeConfig(rule="noise").paired
     v = judge([0.97], OLD_BEST, "minimize", CFG, **SD, pairs=[], period_noise=PERIOD)
     assert v.action == RERUN and v.also_best == 1 and "next to the best" in v.reason
     assert v.paired and v.runs == 1

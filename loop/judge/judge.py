@@ -4,25 +4,26 @@ Three rules (`JudgeConfig.rule`):
 
 - `strict` (karpathy/autoresearch): one run per state, keep iff better by > min_delta.
   On a noisy metric it keeps about half of all changes that do nothing.
-- `noise` (default): a one-sided Student-t test of the candidate's mean against the best's
-  mean, with the run-to-run noise measured from repeated runs of the same code states.
-  Significant with R = `baseline_runs` runs -> keep (a would-be keep with fewer runs is
-  re-run first, so the new best is measured R times and those runs also test it);
-  plausibly better (p < `plausible_p`) but not significant -> `rerun`, until the candidate
-  has 1 + `confirm_runs` runs; otherwise discard. Simplicity: each net added line raises
-  the bar by `simplicity_weight` noise sd; a net deletion is kept when the metric stays
-  within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <= 2%, with
-  and without drift).
+- `noise` (also named `paired`): a one-sided Student-t test of the candidate's mean
+  against the best's mean, with the run-to-run noise measured from repeated runs of the
+  same code states. Significant with R = `baseline_runs` runs -> keep (a would-be keep
+  with fewer runs is re-run first, so the new best is measured R times and those runs also
+  test it); plausibly better (p < `plausible_p`) but not significant -> `rerun`, until the
+  candidate has 1 + `confirm_runs` runs; otherwise discard. Simplicity: each net added
+  line raises the bar by `simplicity_weight` noise sd; a net deletion is kept when the
+  metric stays within noise. Defaults tuned with benchmarks/false_keeps.py (false keeps <=
+  2%, with and without drift).
 
-- `sequential`: each proposal a sequential test that stops as soon as it can (one run
-  for most, a pair of runs next to the best's at a time for the promising ones); the
-  most true gain per night of runs, at the same false-keep rate: see `sequential` and
-  benchmarks/nights.py.
+- `sequential` (default): each proposal a sequential test that stops as soon as it can
+  (one run for most and for the overwhelming, a pair of runs next to the best's at a time
+  for the promising ones); the most true gain per night of runs, at the same false-keep
+  rate, drift included: see `sequential` and benchmarks/nights.py.
 
-With `paired` (the default) the candidate is confirmed only against runs of the best made
-alongside its own, so a machine whose speed drifts over the night cannot fake a keep: see
-`paired_judge`. Then a `rerun` verdict carries `paired` (`also_best` = 1), and the engine
-runs the best once right before the candidate's next run and passes `pairs` (candidate, best) back:
+With `paired` (the noise rule's default) the candidate is confirmed only against runs of
+the best made alongside its own, so a machine whose speed drifts over the night cannot
+fake a keep: see `paired_judge`. Then a `rerun` verdict carries `paired` (`also_best` =
+1), and the engine runs the best once right before the candidate's next run and passes
+`pairs` (candidate, best) back:
 
         if v.paired: b = run(best); best.append(b)              # journalled as a remeasure
         c = run(candidate); candidate.append(c)
@@ -35,10 +36,11 @@ each kept state, each discarded candidate); the current `best` is one of them (t
 list object, so its re-measurements count), the candidate under judgement is not.
 
     best = [run()]                                   # baseline: R runs, new seed each
-    while should_remeasure_best(best, cfg): best.append(run())
+    while judge_baseline(best, cfg).action == RERUN: best.append(run())
     history, since, period = [best], 0, [back_to_back(best)]
     for each proposal (its diff has `added` / `removed` lines):
-        if should_remeasure_best(best, cfg, since): best.append(run()); since = 0
+        if should_remeasure_best(best, cfg, since, estimate_noise(history)):
+            best.append(run()); since = 0            # sequential: a refresh, a drift
         candidate, pairs = [run()], []
         while True:                                  # noise refreshed at every call
             v = judge(candidate, best, direction, cfg, added, removed,
@@ -102,9 +104,9 @@ def judge(candidate: list[float], best: list[float], direction: str, config,
     if config.rule == "sequential":
         return sequential(candidate, best, direction, config, lines_added, lines_removed,
                           noise_sd, noise_df, pairs, period_noise or [])
-    if config.rule != "noise":
+    if config.rule not in ("noise", "paired"):
         raise ValueError(f"unknown judge rule {config.rule!r}")
-    if pairs is not None and config.paired:
+    if pairs is not None and (config.paired or config.rule == "paired"):
         return paired_judge(candidate, best, direction, config, lines_added, lines_removed,
                             noise_sd, noise_df, pairs, period_noise or [])
     return noise_aware(candidate, best, direction, config, lines_added, lines_removed,
@@ -306,17 +308,22 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     not better after one run, and a kept change must be real. So each proposal is a
     sequential test that stops as soon as it can:
 
-    - screen: the first run c0 against the best's latest R runs, unpaired. Not plausibly
-      better (p >= `screen_p`, with the normal quantile: going on is a question of cost)
-      -> discard after that one run. Otherwise -> a pair (`runs=1, paired=True`): the best, then
-      the candidate, as `paired_judge`. (With `fast_keep_p` > 0, a first run with p below
-      it is kept at once: cheaper, but a machine's drift since the best was measured is
-      then read as gain.)
+    - screen: the first run c0 against the best's latest R runs, unpaired; when the
+      best's runs drift (`drift_suspected`: a trend, or its latest run, a refresh, far from
+      the others) against its latest run only, which the engine then makes right before
+      c0 (`should_remeasure_best`), so a machine that slowed down does not make every idea
+      look worse. p < `fast_keep_p` (and no drift suspected) -> keep on that one run. Not
+      plausibly better (p >= `screen_p`, with the normal quantile: going on is a question
+      of cost) -> discard after that one run (futility). Otherwise -> a pair (`runs=1,
+      paired=True`): the best, then the candidate, as `paired_judge`.
     - after each pair k = 1, 2, ..: the one-sided Student t of c0, c1..ck against b1..bk
-      (the same mean time: a linear drift cancels). p < (1 - `confidence`) / k -> keep
-      (one pair can be enough; the k-th look must be k times as sure, so the looks do not
-      add up to more false keeps); p >= `screen_p` -> discard (futility); else another
-      pair, up to `confirm_runs` pairs, then discard.
+      (the same mean time: a linear drift cancels). p < 1 - `confidence` -> keep (one pair
+      can be enough; when the best's runs drift, when every no-op looks promising and gets
+      these looks, the k-th must be k times as sure, so they do not add up to more false
+      keeps); p >= `screen_p` -> discard (futility); else another pair, up to
+      `confirm_runs` pairs, then discard.
+    - the new best needs `keep_runs` (1) runs, not R: the runs alongside its next
+      candidates and a refresh every `refresh_every` proposals measure it again.
     - the noise: runs within one period with their drift taken out (`period_noise`,
       `period_residuals`) pooled with every state's repeats (`noise_sd`; a drift inflates
       those, which only makes the paired test more careful), so one pair can decide once
@@ -327,8 +334,8 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     the best's latest R runs."""
     pairs = pairs or []
     if not pairs and len(candidate) == 1:
-        return _screen(candidate, best[-config.baseline_runs:], direction, config,
-                       lines_added, lines_removed, noise_sd, noise_df)
+        return _screen(candidate, best, direction, config, lines_added, lines_removed,
+                       noise_sd, noise_df)
     cand = [candidate[0]] + [c for c, _ in pairs] if pairs else list(candidate)
     ref = [b for _, b in pairs] if pairs else best[-config.baseline_runs:]
     k = len(pairs)
@@ -366,6 +373,9 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     # to more false keeps than 1 - confidence
     drifting = drift_suspected(best, sd)
     t_crit = t_ppf(1.0 - (1.0 - config.confidence) / (max(1, k) if drifting else 1), df)
+    if drifting:
+        why += f", the best's runs drift: look {k} must be {k}x as sure" if k > 1 else \
+            ", the best's runs drift"
     stats.update(noise_sd=sd, t=t, p_value=p, se=se, drift_suspected=float(drifting))
     if df is not None:
         stats["noise_df"] = df
@@ -404,16 +414,29 @@ def _simpler(d: float, se: float, t_crit: float, p: float, why: str, net: int, s
     return Verdict(DISCARD, f"simpler but worse ({_fmt(d, p)}, {why})", stats)
 
 
-def _screen(candidate, recent, direction, config, lines_added, lines_removed, noise_sd,
+def _screen(candidate, best, direction, config, lines_added, lines_removed, noise_sd,
             noise_df) -> Verdict:
     """The sequential rule's first look: one run of the candidate against the best's latest
-    runs, unpaired. Keep, discard, or ask for a pair."""
+    runs, unpaired (only its latest, made right before, when its runs drift). Keep, discard,
+    or ask for a pair; the reason says when the drift decided what it was compared with."""
+    drifting = noise_sd is not None and drift_suspected(best, noise_sd)
+    recent = best[-1:] if drifting else best[-config.baseline_runs:]
+    v = _first_look(candidate, recent, drifting, direction, config, lines_added,
+                    lines_removed, noise_sd, noise_df)
+    if drifting:
+        v.reason += "; the best's runs drift: compared with its latest run only"
+    return v
+
+
+def _first_look(candidate, recent, drifting, direction, config, lines_added, lines_removed,
+                noise_sd, noise_df) -> Verdict:
     c0, ref = candidate[0], fmean(recent)
     d = improvement(c0, ref, direction)
     sd, df = _noise(candidate, recent, noise_sd, noise_df)
     net = lines_added - lines_removed
     stats = {"candidate_mean": c0, "best_mean": ref, "gain": d, "candidate_runs": 1,
-             "best_runs": len(recent), "net_lines_added": net, "paired_runs": 0}
+             "best_runs": len(recent), "net_lines_added": net, "paired_runs": 0,
+             "drift_suspected": float(drifting)}
     pair: dict | None = {"runs": 1, "paired": True} if config.confirm_runs > 0 else None
     if sd is None:                               # not one repeated state anywhere yet
         if pair:
@@ -428,7 +451,7 @@ def _screen(candidate, recent, direction, config, lines_added, lines_removed, no
     if df is not None:
         stats["noise_df"] = df
     margin = config.simplicity_weight * sd * max(0, net) + config.min_delta
-    if config.fast_keep_p > 0 and net >= 0:
+    if config.fast_keep_p > 0 and net >= 0 and not drifting:
         fast = t_ppf(1.0 - config.fast_keep_p, df) * se + margin
         stats["threshold"] = fast
         if d > fast:
@@ -455,18 +478,25 @@ def _screen(candidate, recent, direction, config, lines_added, lines_removed, no
     return Verdict(DISCARD, f"{what} ({_fmt(d, p)}): stopped after one run", stats)
 
 
-def drift_suspected(best: list[float], sd: float, z: float = 2.0) -> bool:
+def drift_suspected(best: list[float], sd: float, z: float = 2.0,
+                    shift_z: float = 2.5) -> bool:
     """Whether the best's runs, in the order they were made (its own, then the runs made
-    alongside candidates and its re-measurements), trend beyond noise `sd`: a straight
+    alongside candidates and its re-measurements), drift beyond noise `sd`: a straight
     line through them against their order whose slope is more than `z` standard errors
-    from zero. Fewer than 4 runs: no."""
+    from zero, or the latest run more than `shift_z` standard errors from the mean of the
+    others. Fewer than 4 runs: no."""
     n = len(best)
     if n < 4 or not sd:
         return False
     xm, ym = (n - 1) / 2.0, fmean(best)
     sxx = sum((i - xm) ** 2 for i in range(n))
     slope = sum((i - xm) * (y - ym) for i, y in enumerate(best)) / sxx
-    return abs(slope) > z * sd / math.sqrt(sxx)
+    if abs(slope) > z * sd / math.sqrt(sxx):
+        return True
+    # a step: the latest run (a refresh after many proposals without one) far from the
+    # others, as when the machine slowed down while every candidate was stopped on one run
+    rest = fmean(best[:-1])
+    return abs(best[-1] - rest) > shift_z * sd * math.sqrt(1.0 + 1.0 / (n - 1))
 
 
 def _futility_z(config) -> float:
@@ -528,8 +558,8 @@ def best_value(samples: list[float]) -> float:
 
 def judge_baseline(samples: list[float], config) -> Verdict:
     """The baseline needs no comparison, only its runs: R, or one with the `strict` rule."""
-    if should_remeasure_best(samples, config):
-        wanted = config.baseline_runs if config.rule != "strict" else 1
+    wanted = config.baseline_runs if config.rule != "strict" else 1
+    if len(samples) < wanted:
         return Verdict(RERUN, "baseline: measuring it again", runs=wanted - len(samples))
     return Verdict(KEEP, "baseline")
 
@@ -542,22 +572,41 @@ def max_runs(config, baseline: bool) -> int:
     return config.baseline_runs if baseline else 1 + config.confirm_runs
 
 
-def best_runs_wanted(best_samples: list[float], config, proposals_since_best_run: int = 0) -> int:
+def best_runs_wanted(best_samples: list[float], config, proposals_since_best_run: int = 0,
+                     noise_sd: float | None = None, speed_moved: bool = False) -> int:
     """How many runs of the best to make now: none, R - (its runs) after the baseline or a
-    keep (they may run at once), else one (`remeasure_every`)."""
-    if not should_remeasure_best(best_samples, config, proposals_since_best_run):
+    keep (they may run at once; `keep_runs` with the sequential rule), else one
+    (`remeasure_every`; the sequential rule's refresh)."""
+    if not should_remeasure_best(best_samples, config, proposals_since_best_run, noise_sd,
+                                 speed_moved):
         return 0
-    return max(1, config.baseline_runs - len(best_samples))
+    need = config.keep_runs if config.rule == "sequential" else config.baseline_runs
+    return max(1, need - len(best_samples))
 
 
 def should_remeasure_best(best_samples: list[float], config,
-                          proposals_since_best_run: int = 0) -> bool:
+                          proposals_since_best_run: int = 0,
+                          noise_sd: float | None = None, speed_moved: bool = False) -> bool:
     """Whether the engine should run the current best once more (new seed) before going on.
 
     noise: until it has `baseline_runs` samples (after the baseline and after every keep),
-    and once every `remeasure_every` proposals when that is set. strict: one run only."""
+    and once every `remeasure_every` proposals when that is set. strict: one run only.
+    sequential: until it has `keep_runs` samples; again when it has not run for
+    `refresh_every` proposals, or since the last proposal's throughput moved beyond its
+    noise (`speed_moved`: the machine's speed changed), so a drift shows in its runs; and
+    before every proposal while its runs suggest a drift (`drift_suspected`, with the noise
+    sd `noise_sd`): the next first run is then screened against that fresh run."""
     if config.rule == "strict":
         return not best_samples
+    if config.rule == "sequential":
+        if len(best_samples) < max(1, config.keep_runs):
+            return True
+        if proposals_since_best_run < 1:
+            return False
+        if speed_moved or (config.refresh_every
+                           and proposals_since_best_run >= config.refresh_every):
+            return True
+        return noise_sd is not None and drift_suspected(best_samples, noise_sd)
     if len(best_samples) < config.baseline_runs:
         return True
     return bool(config.remeasure_every) and proposals_since_best_run >= config.remeasure_every

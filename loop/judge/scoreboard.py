@@ -22,10 +22,16 @@ class Scoreboard:
         self.period_noise: list[tuple[float, int]] = []  # (ss, df) of runs made in one
                                                 # period: the baseline, each paired candidate
         self.kept = 0                           # keeps, the baseline included
+        self.speed_moved = False                # two candidates in a row ran faster (or
+                                                # slower) than the best beyond noise: the
+                                                # machine, not their code; refresh the best
+        self.last_move = 0                      # the previous candidate's: +1, -1 or 0
         self.throughput_history: list[list[float]] = []  # per state, its runs' throughput
 
     def add(self, rec: Record) -> None:
         """A finished iteration."""
+        if rec.description != BASELINE and not rec.kept:
+            self.note_speed(rec)
         if rec.samples:
             self.history.append(rec.samples)
         if rec.description == BASELINE and len(rec.samples) > 1:
@@ -39,13 +45,27 @@ class Scoreboard:
             self.best, self.best_samples = rec, list(rec.samples)
             self.kept += 1
             self.since_best_run = 0
+            self.speed_moved, self.last_move = False, 0
         elif rec.description != BASELINE:
             self.since_best_run += 1
+
+    def note_speed(self, rec: Record) -> None:
+        """Two candidates in a row whose throughput moved the same way beyond its noise:
+        one code change can do that, two in a row are the machine's speed (a wall-clock
+        budget then moves the metric of every state alike)."""
+        seen: dict = {}
+        move = 0
+        if self.throughput_shift(rec, seen):
+            move = 1 if seen["throughput"] > seen["throughput_best"] else -1
+        if move and move == self.last_move:
+            self.speed_moved = True
+        self.last_move = move
 
     def remeasured(self, value: float | None) -> None:
         """The best state was run once more (value None: that run failed)."""
         if value is not None:
             self.best_samples.append(value)
+            self.speed_moved, self.last_move = False, 0
         self.since_best_run = 0
 
     def best_value(self) -> float | None:
@@ -55,7 +75,9 @@ class Scoreboard:
         """Runs of the best to make before the next proposal (0: none)."""
         if self.best is None:
             return 0
-        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run)
+        return judging.best_runs_wanted(self.best_samples, config, self.since_best_run,
+                                        judging.estimate_noise(self.history),
+                                        self.speed_moved)
 
     def judge(self, rec: Record, direction: str, config) -> judging.Verdict:
         v = judging.judge(rec.samples, self.best_samples, direction, config,

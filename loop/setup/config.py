@@ -13,7 +13,7 @@ from loop.errors import ConfigError
 from loop.setup.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
-JUDGE_RULES = ("strict", "noise", "sequential")
+JUDGE_RULES = ("strict", "noise", "paired", "sequential")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
 BACKENDS = ("local", "ray")
 
@@ -48,14 +48,17 @@ class JudgeConfig:
     Repeated runs of one code state differ only by their seed: the engine passes each run
     its seed in the environment variable AUTORESEARCH_SEED, and a task that honours it
     (seeds torch/numpy/random from it) makes the noise measurable."""
-    rule: str = "noise"                  # noise: significance against measured run-to-run
-                                         # noise | strict: karpathy's "any gain", one run each
+    rule: str = "sequential"             # sequential: as few runs per idea as the decision
+                                         # needs, drift-proof pairs for the promising ones |
+                                         # noise (alias paired): every would-be keep confirmed
+                                         # in pairs | strict: karpathy's "any gain", one run
     min_delta: float = 0.0               # a kept gain must exceed this (metric units, both rules)
     baseline_runs: int = 3               # noise: R, runs of every best state: the baseline, and
                                          # a candidate is only kept once it has R runs
     confirm_runs: int = 4                # noise: extra runs of a candidate, at most; the first
                                          # R - 1 double as the new best's re-measurement
-    confidence: float = 0.99             # noise: one-sided confidence that a kept gain is real
+    confidence: float = 0.99             # noise, sequential: one-sided confidence that a kept
+                                         # gain is real
     plausible_p: float = 0.3             # noise: p below this but not significant -> re-run
     simplicity_weight: float = 0.01      # noise: extra margin per net added line, in noise sd;
                                          # a net deletion is kept when the metric is within noise
@@ -65,8 +68,14 @@ class JudgeConfig:
                                          # after a keep, until it has baseline_runs samples)
     screen_p: float = 0.15               # sequential: a candidate goes on (another pair) only
                                          # while its p-value is below this; else it stops
-    fast_keep_p: float = 0.0             # sequential: keep on the first run alone when its
-                                         # p-value is below this (0: never; not drift-proof)
+    fast_keep_p: float = 0.002           # sequential: keep on the first run alone when its
+                                         # p-value is below this and the best's runs do not
+                                         # drift (0: never)
+    keep_runs: int = 1                   # sequential: runs a new best needs before the next
+                                         # idea (the baseline has baseline_runs)
+    refresh_every: int = 16              # sequential: run the best again after this many
+                                         # proposals without a run of it, so a drift shows
+                                         # (0: never)
 
 
 @dataclass
@@ -137,6 +146,8 @@ def validate(cfg: Config, where: str) -> None:
     if not (0 < j.screen_p < 1 and 0 <= j.fast_keep_p < 1):
         raise ConfigError(f"{where}: judge.screen_p must be in (0, 1), "
                           f"judge.fast_keep_p in [0, 1)")
+    if j.keep_runs < 1 or j.refresh_every < 0:
+        raise ConfigError(f"{where}: judge.keep_runs must be >= 1, judge.refresh_every >= 0")
     if j.simplicity_weight < 0 or j.min_delta < 0:
         raise ConfigError(f"{where}: judge.simplicity_weight and judge.min_delta must be >= 0")
     if cfg.iterations < 0:

@@ -562,9 +562,8 @@ def config_yaml(plan: Plan) -> str:
                   f"iteration"]
     lines += ["proposer:", "  kind: mutate                 # offline random search over "
               "search_space; or llm (--model M)",
-              "judge:", "  rule: noise                  # keep a gain only when it beats the "
-              "measured run-to-run noise", "  paired: true                 # against runs of "
-              "the best made next to the candidate's"]
+              "judge:", "  rule: sequential             # keep a gain only when it beats the "
+              "measured run-to-run noise; the promising confirmed next to runs of the best"]
     return "\n".join(lines) + "\n"
 
 

@@ -43,10 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "task's search_space, the default) or llm (needs --model)")
     run.add_argument("--model", dest="proposer_model", help="LLM model name")
     run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
-    run.add_argument("--judge", choices=["strict", "noise", "sequential"], dest="judge_rule",
-                     help="keep rule: noise (a gain must beat the measured run-to-run noise, "
-                          "the default), sequential (noise with early stops: more ideas per "
-                          "night) or strict (any gain, one run each)")
+    run.add_argument("--judge", choices=["sequential", "paired", "noise", "strict"],
+                     dest="judge_rule",
+                     help="keep rule: sequential (the default: a gain must beat the measured "
+                          "run-to-run noise, each idea stopped as soon as that is decided), "
+                          "paired or noise (every would-be keep confirmed next to runs of the "
+                          "best) or strict (any gain, one run each)")
     run.add_argument("--seed", type=int,
                      help="base seed of the proposer and of each run's AUTORESEARCH_SEED "
                           "(default 0; the same seed gives the same proposals)")
