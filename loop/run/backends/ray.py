@@ -7,6 +7,8 @@ guard checks; it runs the same runner (`run_in_folder`: time limit, process-grou
 protected grading, tamper checks) in a temporary folder on its node, and returns status,
 metric, log and the artifacts folder. A worker that dies mid-run is retried once (Ray's
 `max_retries`, on any node); a second death is a `crash` with the reason, never the loop's.
+A dead worker's run dies with it (loop/run/reap.py supervises every run), and its folder
+is removed by the next run that starts or ends on that node.
 
 Each node needs Python with this package and Ray installed (`pip install 'autoresearch[ray]'`
 or the repo with `pip install -e '.[ray]'`) and whatever the task's commands need; it does
