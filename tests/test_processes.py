@@ -75,6 +75,54 @@ def test_kill_9_of_the_engine_ends_the_training_process_and_its_daemon(tmp_path,
         engine.wait()
 
 
+def test_kill_9_of_the_engine_as_the_sandbox_starts_leaves_nothing(tmp_path):
+    """bwrap arms --die-with-parent only once it runs, and never checks its parent: an engine
+    SIGKILLed before that (a slow start on a loaded machine; here a `bwrap` ahead on PATH
+    that waits first) must still leave nothing of the run alive."""
+    if NO_BWRAP:
+        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    token = f"early{uuid.uuid4().hex[:10]}"
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "bwrap").write_text("#!/bin/sh\nif [ -n \"$SLOW_START\" ]; then sleep 2; fi\n"
+                                f'exec {sandbox.bwrap_path()} "$@"\n')
+    (slow / "bwrap").chmod(0o755)
+    task = f"""\
+        name: sleeper
+        editable: [train.py]
+        run: python train.py {token}
+        metric: {{name: score, direction: minimize}}
+        time_budget_s: 120
+        env: {{SLOW_START: '1'}}
+        """
+    repo = make_repo(tmp_path / "repo", {"task.yaml": task,
+                                         "train.py": "import time\ntime.sleep(300)\n"})
+    (repo / "run.yaml").write_text("task: task\niterations: 0\nsandbox: required\n")
+    env = {**os.environ, "PATH": f"{slow}{os.pathsep}{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    engine = subprocess.Popen([sys.executable, "-m", "loop", "run", "--config", "run.yaml",
+                               "--tag", "k9"], cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    waiting = f"/bin/sh\0{slow / 'bwrap'}\0".encode()   # the slow bwrap, in its wait
+
+    def starting():
+        return [p for p in wait_gone(token, 0)
+                if open(f"/proc/{p}/cmdline", "rb").read().startswith(waiting)]
+    try:
+        deadline = time.monotonic() + 120
+        while not starting() and time.monotonic() < deadline and engine.poll() is None:
+            time.sleep(0.05)
+        assert starting(), "the run never started"
+        engine.kill()
+        engine.wait()
+        assert wait_gone(token, 8.0) == [], "the run outlived an engine killed as it started"
+    finally:
+        engine.kill()
+        engine.wait()
+        for pid in wait_gone(token, 0):      # what a failure left (this test's token)
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_flood_is_capped_and_its_metric_still_read(tmp_path, mode):
     res = run(tmp_path, """
         import sys

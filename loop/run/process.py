@@ -4,9 +4,10 @@ Knows nothing about experiments (metrics, statuses, grading order: loop/run/runn
 The child gets a scrubbed environment (`experiment_env`: no API keys, no tokens, no tracking
 credentials), its own session and a scratch $TMPDIR. It runs in the bwrap sandbox where that
 works (loop/run/sandbox.py: no network, its own PID namespace, a read-only filesystem but for
-its folders), else under loop/run/reap.py; either way no process it starts outlives it, and
-nothing it starts outlives the engine. Call `execute` from a thread that lives until it
-returns: Linux ties PR_SET_PDEATHSIG to the thread that started the child."""
+its folders), and either way under loop/run/reap.py; no process it starts outlives it, and
+nothing it starts outlives the engine (or the Ray worker running it). Call `execute` from a
+thread that lives until it returns: Linux ties PR_SET_PDEATHSIG to the thread that started the
+child."""
 from __future__ import annotations
 
 import os
@@ -76,8 +77,9 @@ def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: 
 def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path, *,
             append: bool = False, patterns: dict[str, str] | None = None,
             limits: Limits | None = None, writable=(), hidden=(), readonly=()) -> Ended:
-    """Run `command` with `/bin/sh -c` in the sandbox (or, without one, under loop/run/reap.py),
-    in a new session; kill everything it started on timeout, interrupt, or when it ends.
+    """Run `command` with `/bin/sh -c` in the sandbox (where there is one) under
+    loop/run/reap.py, in a new session; kill everything it started on timeout, interrupt,
+    or when it ends.
     Its output is scanned line by line for `patterns` and kept capped in `log_path`."""
     limits = limits or Limits()
     boxed = sandbox.active(limits.sandbox)
@@ -93,15 +95,18 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     if boxed and netbridge.endpoints_from(env):   # the task's declared endpoints, no others
         bridge = netbridge.Bridge(netbridge.endpoints_from(env))
         shell = bridge.argv(shell)
-    if boxed:                 # bwrap --die-with-parent: it and the sandbox die with the engine
-        argv = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
-                            hidden, scratch,
-                            readonly=[*readonly, *_paths_in(env), *data_cache(env),
-                                      *(bridge.readonly if bridge else [])],
-                            hosts_file=bridge.hosts_file if bridge else None)
-    else:                     # the reaper arms its own PDEATHSIG
-        argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
-                *shell]
+    if boxed:
+        shell = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
+                             hidden, scratch,
+                             readonly=[*readonly, *_paths_in(env), *data_cache(env),
+                                       *(bridge.readonly if bridge else [])],
+                             hosts_file=bridge.hosts_file if bridge else None)
+    # The sandbox too runs under the reaper: bwrap arms --die-with-parent only once it is
+    # running and never checks that its parent still lives, so an engine (or Ray worker)
+    # killed in that window left bwrap and the run alive for good. The reaper arms its
+    # PDEATHSIG, then checks its parent, before it starts anything.
+    argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
+            *shell]
     argv = memory_cap(limits.memory_limit_gb) + argv
     start = time.monotonic()
     read_fd, write_fd = os.pipe()
@@ -251,7 +256,7 @@ def describe_exit(returncode: int | None) -> str:
     """"exit code 3", or the signal that killed the command: 128 + N through the shell, the
     sandbox or the reaper (which is how they report the command's death). Negative (from
     Popen) is the death of the process the engine started, the supervisor itself
-    (loop/run/reap.py, or bwrap): not the command's, and not the OOM killer's doing (it picks
+    (loop/run/reap.py): not the command's, and not the OOM killer's doing (it picks
     the biggest process, the training); most likely the run killed its supervisor."""
     if returncode is None:
         return "killed"

@@ -1,4 +1,5 @@
-"""Supervise one command so that no process it starts outlives it (used without the sandbox).
+"""Supervise one command so that no process it starts outlives it (every run's command, the
+bwrap sandbox included: bwrap arms its own --die-with-parent too late to be relied on).
 
     python -I -S reap.py <engine pid> <grace seconds> <argv...>
 
@@ -8,9 +9,11 @@ this process, not to init, so the whole tree stays findable through /proc. When 
 exits (any status), or when this process gets SIGTERM (the engine's time box) or its parent
 dies (PR_SET_PDEATHSIG), every descendant is sent SIGTERM, then SIGKILL after the grace
 period, and reaped; the exit status is the command's (128 + signal number when a signal
-killed it). What escapes it: a process that kills this supervisor first with SIGKILL (then
-its orphans go to init); the bwrap sandbox, whose PID namespace has no such hole, is the
-default where it works."""
+killed it). Both PDEATHSIGs are armed before anything starts and followed by a check that
+the parent still lives, so a parent killed at any moment leaves nothing behind. What escapes
+it: a process that kills this supervisor first with SIGKILL (then its orphans go to init);
+in the bwrap sandbox, the default where it works, a run cannot see this process to kill it,
+and the sandbox's PID namespace dies with its first process."""
 import ctypes
 import os
 import signal
@@ -85,6 +88,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     status = None
+    supervisor = os.getpid()
     try:
         child = os.fork()
         if child == 0:
@@ -92,7 +96,8 @@ def main(argv):
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             try:
-                os.execvp(command[0], command)
+                if os.getppid() == supervisor:   # else it died before PDEATHSIG was armed
+                    os.execvp(command[0], command)
             finally:
                 os._exit(127)
         while status is None:

@@ -7,6 +7,8 @@ guard checks; it runs the same runner (`run_in_folder`: time limit, process-grou
 protected grading, tamper checks) in a temporary folder on its node, and returns status,
 metric, log and the artifacts folder. A worker that dies mid-run is retried once (Ray's
 `max_retries`, on any node); a second death is a `crash` with the reason, never the loop's.
+A dead worker's run dies with it (loop/run/reap.py supervises every run), and its folder
+is removed by the next run that starts or ends on that node.
 
 Each node needs Python with this package and Ray installed (`pip install 'autoresearch[ray]'`
 or the repo with `pip install -e '.[ray]'`) and whatever the task's commands need; it does
@@ -30,6 +32,7 @@ from loop.run.runner import RunResult
 from loop.run.spec import RunJob, grade_log
 
 RETRIES = 1      # a run whose worker died is tried once more, then recorded as a crash
+PREFIX = "autoresearch-ray-"   # a run's folder on its node: PREFIX<pid namespace>.<pid>-...
 
 
 def _tar(folder: Path) -> bytes:
@@ -52,7 +55,8 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
                slot_env: dict[str, str], limits=None) -> dict:
     """On a worker node: the job's commit in a temporary folder, run and graded there (its
     log and artifacts there too, sent back to the head)."""
-    tmp = Path(tempfile.mkdtemp(prefix="autoresearch-ray-"))
+    sweep_dead_workers()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{_owner()}-"))
     try:
         work = _untar(archive, tmp / "work")
         if private is not None:     # the held-out data, where only the grader is told
@@ -74,6 +78,33 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
                 "artifacts": _tar(job.artifacts), "node": os.uname().nodename}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        sweep_dead_workers()
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return ""
+
+
+def _owner(pid: int | None = None) -> str:
+    """Who a run folder belongs to: this worker's pid, and its PID namespace (a container
+    sharing the node's /tmp counts pids apart)."""
+    return f"{_pid_namespace()}.{pid or os.getpid()}"
+
+
+def sweep_dead_workers(root: Path | None = None) -> None:
+    """Remove the run folders of workers on this node that died mid-run (a killed worker never
+    reaches its `finally`; each folder holds a copy of the commit and the run's outputs).
+    A folder is its worker's while that pid lives; only folders of this PID namespace."""
+    namespace = _pid_namespace()
+    if not namespace:
+        return
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{PREFIX}{namespace}.*-*"):
+        pid = folder.name[len(PREFIX) + len(namespace) + 1:].split("-", 1)[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class RayBackend:
