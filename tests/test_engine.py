@@ -168,6 +168,42 @@ def _experiments_holding(flag) -> list[int]:
     return processes_with_env(f"SLOW_FLAG={flag}")
 
 
+def _as_from_a_terminal():
+    """Ctrl-C as a terminal delivers it: a test suite started in the background by a script
+    (CI) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _as_under_nohup():
+    """`nohup autoresearch run &`: SIGHUP ignored before the engine starts."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow_uri):
+    """SIGHUP stops the loop cleanly, unless the user ignored it (nohup): then the night
+    goes on to the end. The engine used to install its handler over nohup's SIG_IGN."""
+    flag = tmp_path / "slow"
+    flag.write_text("all")
+    task = TOY_TASK + f"env: {{SLOW_FLAG: '{flag}'}}\n"
+    repo = make_repo(tmp_path / "repo", {"task.yaml": task, "train.py": SLOW_TRAIN,
+                                         "grade.py": "# protected\n"})
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", "t",
+                             "--iterations", "1", "--judge", "strict"], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_as_under_nohup)
+    journal = repo / ".autoresearch" / "t" / "journal.jsonl"
+    assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
+    time.sleep(1.0)                                     # the experiment is now sleeping
+    proc.send_signal(signal.SIGHUP)                     # the terminal closed
+    time.sleep(0.5)
+    flag.write_text("none")                             # let the experiments finish
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "interrupted" not in out
+    assert "done: 1 iteration" in out, out
+
+
 @pytest.mark.parametrize("sig,expected_rc", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expected_rc):
     """Stopped (Ctrl-C) or killed outright during an experiment, the loop resumes exactly."""
@@ -179,7 +215,8 @@ def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expe
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", "t",
                              "--iterations", "2", "--judge", "strict"], cwd=repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_as_from_a_terminal)
     journal = repo / ".autoresearch" / "t" / "journal.jsonl"
     assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
     time.sleep(1.0)                                     # the experiment is now sleeping

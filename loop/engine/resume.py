@@ -85,7 +85,10 @@ def install_signals() -> None:
     def handler(signum, frame):
         raise KeyboardInterrupt
     try:
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGHUP, handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            # a signal the user chose to ignore stays ignored: `nohup autoresearch run &`
+            # must survive its terminal closing (SIGHUP), as nohup promises
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                signal.signal(sig, handler)
     except ValueError:
         pass  # not the main thread (tests): Ctrl-C handling still applies
