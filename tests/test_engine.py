@@ -179,9 +179,9 @@ def _as_under_nohup():
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
-def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow_uri):
-    """SIGHUP stops the loop cleanly, unless the user ignored it (nohup): then the night
-    goes on to the end. The engine used to install its handler over nohup's SIG_IGN."""
+def _engine_mid_experiment(tmp_path, mlflow_uri, iterations: int, preexec_fn):
+    """`autoresearch run` in its own process on a task whose experiments wait on a flag
+    file ("all" holds them), returned once its first experiment is running."""
     flag = tmp_path / "slow"
     flag.write_text("all")
     task = TOY_TASK + f"env: {{SLOW_FLAG: '{flag}'}}\n"
@@ -189,12 +189,19 @@ def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow
                                          "grade.py": "# protected\n"})
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", "t",
-                             "--iterations", "1", "--judge", "strict"], cwd=repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=_as_under_nohup)
+                             "--iterations", str(iterations), "--judge", "strict"], cwd=repo,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=preexec_fn)
     journal = repo / ".autoresearch" / "t" / "journal.jsonl"
     assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
     time.sleep(1.0)                                     # the experiment is now sleeping
+    return proc, repo, env, flag
+
+
+def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow_uri):
+    """SIGHUP stops the loop cleanly, unless the user ignored it (nohup): then the night
+    goes on to the end. The engine used to install its handler over nohup's SIG_IGN."""
+    proc, _, _, flag = _engine_mid_experiment(tmp_path, mlflow_uri, 1, _as_under_nohup)
     proc.send_signal(signal.SIGHUP)                     # the terminal closed
     time.sleep(0.5)
     flag.write_text("none")                             # let the experiments finish
@@ -207,19 +214,8 @@ def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow
 @pytest.mark.parametrize("sig,expected_rc", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expected_rc):
     """Stopped (Ctrl-C) or killed outright during an experiment, the loop resumes exactly."""
-    flag = tmp_path / "slow"
-    flag.write_text("all")
-    task = TOY_TASK + f"env: {{SLOW_FLAG: '{flag}'}}\n"
-    repo = make_repo(tmp_path / "repo", {"task.yaml": task, "train.py": SLOW_TRAIN,
-                                         "grade.py": "# protected\n"})
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
-    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag", "t",
-                             "--iterations", "2", "--judge", "strict"], cwd=repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=_as_from_a_terminal)
-    journal = repo / ".autoresearch" / "t" / "journal.jsonl"
-    assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
-    time.sleep(1.0)                                     # the experiment is now sleeping
+    proc, repo, env, flag = _engine_mid_experiment(tmp_path, mlflow_uri, 2,
+                                                   _as_from_a_terminal)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == expected_rc, out
