@@ -96,6 +96,22 @@ def run_in_thread(engine):
     return thread, box
 
 
+def two_slots_in_order(repo, gates, made=None, **config):
+    """Iterations 1 and 2 on two slots under the strict rule (`made`: a proposer object;
+    `config`: more Config fields), both staged on the baseline,
+    then let finish in order (1, then 2); returns the console lines and the engine's box."""
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
+                 judge=JudgeConfig(rule="strict"), **config)
+    lines: list[str] = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=made))
+    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    for n in (1, 2):
+        (gates / str(n)).write_text("")
+        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+    thread.join(120)
+    return lines, box
+
+
 def test_out_of_order_keep_replay_and_proposed_again(tmp_path, mlflow_uri):
     """1 finishes first (kept); 2 would be kept, its change is made again on 1 and kept only
     after being measured again there; 3 would be kept too, but its change touches the line 1
@@ -148,15 +164,7 @@ def test_a_change_next_to_a_kept_one_is_made_again_not_lost(tmp_path, mlflow_uri
     because the line above it was kept meanwhile. The change is made again on the tip."""
     repo, gates = gated_repo(tmp_path, ADJACENT_TRAIN)
     edits = {1: [("A = 4.0", "A = 2.0")], 2: [("B = 4.0", "B = 1.0")]}
-    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
-                 judge=JudgeConfig(rule="strict"))
-    lines = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
-    for n in (1, 2):
-        (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
-    thread.join(120)
+    lines, box = two_slots_in_order(repo, gates, Scripted(edits))
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "keep", "keep"], table[2]["reason"]
     assert float(table[2]["score"]) == 3.0 and table[2]["reason"].startswith("replayed onto")
@@ -442,15 +450,7 @@ def test_a_loop_that_stops_while_a_change_is_proposed_again_says_so(tmp_path, ml
             return super().propose(context)
     repo, gates = gated_repo(tmp_path)
     edits = {1: [("A = 4.0", "A = 2.0")], 2: [("A = 4.0", "A = 1.0")]}   # one line
-    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
-                 judge=JudgeConfig(rule="strict"))
-    lines = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=GivesUp(edits)))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
-    for n in (1, 2):
-        (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
-    thread.join(120)
+    lines, box = two_slots_in_order(repo, gates, GivesUp(edits))
     assert box["stop"].reason == "proposer", "\n".join(lines)
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "keep", "discard"]
@@ -469,15 +469,7 @@ def test_an_llm_change_that_no_longer_applies_is_proposed_again_with_what_it_was
     openai_server.script(_edit_reply("A", "4.0", "2.0"), _edit_reply("A", "4.0", "1.0"),
                          _edit_reply("A", "2.0", "1.0"))
     proposer = ProposerConfig(kind="llm", model="m", base_url=openai_server.base_url)
-    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
-                 proposer=proposer, judge=JudgeConfig(rule="strict"))
-    lines = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
-    for n in (1, 2):
-        (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
-    thread.join(120)
+    lines, box = two_slots_in_order(repo, gates, proposer=proposer)
     assert box["stop"].reason == "iterations", "\n".join(lines)
     assert len(openai_server.requests) == 3
     asked = openai_server.requests[2]["messages"][1]["content"]
