@@ -22,6 +22,7 @@ from pathlib import Path
 
 from loop.run import netbridge, sandbox
 from loop.run.capture import CappedLog, Pump
+from loop.run.reap import descendants
 
 TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
 REAPER = Path(__file__).with_name("reap.py")
@@ -171,7 +172,7 @@ def memory_cap(memory_limit_gb: float | None) -> list[str]:
 
 def kill_tree(proc: subprocess.Popen) -> None:
     """SIGTERM the process group and every descendant, wait, then SIGKILL what is left."""
-    pids = _descendants(proc.pid)
+    pids = descendants(proc.pid)
     _kill_group(proc.pid, signal.SIGTERM)
     for pid in pids:
         _kill(pid, signal.SIGTERM)
@@ -183,7 +184,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.05)
     _kill_group(proc.pid, signal.SIGKILL)
-    for pid in pids + _descendants(proc.pid):
+    for pid in pids + descendants(proc.pid):
         _kill(pid, signal.SIGKILL)
     try:
         proc.wait(timeout=TERM_GRACE_S)
@@ -211,26 +212,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def _descendants(root: int) -> list[int]:
-    """All live descendants of `root` (also those that left its process group), via /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            out.append(child)
-            stack.append(child)
-    return out
 
 
 def kill_marked(marker: str) -> int:

@@ -24,8 +24,10 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
 def descendants(root):
+    """All live descendants of `root` (also those that left its process group), via /proc
+    (none where there is no /proc). The engine uses it too (loop/run/process.py)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
