@@ -179,13 +179,8 @@ def _noise_aware(candidate: list[float], best: list[float], direction: str, conf
         v = strict(candidate, best, direction, config.min_delta)
         v.reason, v.stats = f"noise unknown, strict rule: {v.reason}", {**stats, **v.stats}
         return v
-    se = sd * math.sqrt(1.0 / n_c + 1.0 / n_b)
-    t = delta / se if se > 0 else math.copysign(math.inf, delta) if delta else 0.0
-    p = 1.0 - t_cdf(t, df)
+    se, p = _t_test(delta, sd, n_c, n_b, df, stats)
     t_crit = t_ppf(config.confidence, df)
-    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
-    if df is not None:                           # None: noise known exactly
-        stats["noise_df"] = df
     confirmed = n_c >= min(config.baseline_runs, 1 + config.confirm_runs)
     if net < 0:                                  # simpler code: equal is good enough
         threshold = -se
@@ -270,13 +265,8 @@ def paired_judge(candidate: list[float], best: list[float], direction: str, conf
         v = strict(cand, ref, direction, config.min_delta)
         v.reason, v.stats = f"noise unknown, strict rule, {why}: {v.reason}", {**stats, **v.stats}
         return v
-    se = sd * math.sqrt(1.0 / n_c + 1.0 / n_b)
-    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
-    p = 1.0 - t_cdf(t, df)
+    se, p = _t_test(d, sd, n_c, n_b, df, stats)
     t_crit = t_ppf(config.confidence, df)
-    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
-    if df is not None:
-        stats["noise_df"] = df
     if net < 0:                                  # simpler code: equal is good enough
         return _simpler(d, se, t_crit, p, why, net, stats, can_rerun, again, more=k < need)
     margin = config.simplicity_weight * sd * net + config.min_delta
@@ -365,9 +355,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
         v = strict(cand, ref, direction, config.min_delta)
         v.reason, v.stats = f"noise unknown, strict rule, {why}: {v.reason}", {**stats, **v.stats}
         return v
-    se = sd * math.sqrt(1.0 / len(cand) + 1.0 / n_b)
-    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
-    p = 1.0 - t_cdf(t, df)
+    se, p = _t_test(d, sd, len(cand), n_b, df, stats)
     # when the best's runs drift, nearly every no-op looks promising on its first run and
     # gets these looks; then the k-th look must be k times as sure, so they do not add up
     # to more false keeps than 1 - confidence
@@ -376,9 +364,7 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
     if drifting:
         why += f", the best's runs drift: look {k} must be {k}x as sure" if k > 1 else \
             ", the best's runs drift"
-    stats.update(noise_sd=sd, t=t, p_value=p, se=se, drift_suspected=float(drifting))
-    if df is not None:
-        stats["noise_df"] = df
+    stats["drift_suspected"] = float(drifting)
     if net < 0:                                  # simpler code: equal is good enough
         return _simpler(d, se, t_crit, p, why, net, stats, can_rerun, again)
     margin = config.simplicity_weight * sd * net + config.min_delta
@@ -396,6 +382,20 @@ def sequential(candidate: list[float], best: list[float], direction: str, config
                                 f"{threshold:.4g})", stats)
     return Verdict(DISCARD, f"{'gain within noise' if d > 0 else 'not better'} "
                             f"({_fmt(d, p)}, {why}): stopped early", stats)
+
+
+def _t_test(delta: float, sd: float, n_a: int, n_b: int, df: int | None,
+            stats: dict) -> tuple[float, float]:
+    """One-sided test that a mean of `n_a` runs beats a mean of `n_b` by `delta` (positive =
+    better), noise `sd` with `df` degrees of freedom (None: known exactly). Returns (se, p)
+    and records noise_sd, t, p_value, se and noise_df in `stats`."""
+    se = sd * math.sqrt(1.0 / n_a + 1.0 / n_b)
+    t = delta / se if se > 0 else math.copysign(math.inf, delta) if delta else 0.0
+    p = 1.0 - t_cdf(t, df)
+    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
+    if df is not None:
+        stats["noise_df"] = df
+    return se, p
 
 
 def _simpler(d: float, se: float, t_crit: float, p: float, why: str, net: int, stats: dict,
@@ -444,12 +444,7 @@ def _first_look(candidate, recent, drifting, direction, config, lines_added, lin
         v = strict(candidate, recent, direction, config.min_delta)
         v.reason, v.stats = f"noise unknown, strict rule: {v.reason}", {**stats, **v.stats}
         return v
-    se = sd * math.sqrt(1.0 + 1.0 / len(recent))
-    t = d / se if se > 0 else math.copysign(math.inf, d) if d else 0.0
-    p = 1.0 - t_cdf(t, df)
-    stats.update(noise_sd=sd, t=t, p_value=p, se=se)
-    if df is not None:
-        stats["noise_df"] = df
+    se, p = _t_test(d, sd, 1, len(recent), df, stats)
     margin = config.simplicity_weight * sd * max(0, net) + config.min_delta
     if config.fast_keep_p > 0 and net >= 0 and not drifting:
         fast = t_ppf(1.0 - config.fast_keep_p, df) * se + margin
