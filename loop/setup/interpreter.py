@@ -72,6 +72,9 @@ def _uv_run(tokens, origin: Path, said: str, command: str) -> tuple[list[str], i
         option = tokens[j].group()
         name = option.split("=", 1)[0]
         if name in UV_REFUSED or name.startswith("--with"):
+            if "=" not in option and name not in ("--isolated", "--script", "--no-project",
+                                                  "--gui-script") and j + 1 < len(tokens):
+                option += " " + tokens[j + 1].group()
             raise TaskError(f"{said}: `uv run {option}` builds or picks another environment "
                             f"than the project's, which a run cannot do (no network in the "
                             f"sandbox); use the project's environment (`uv run python ...` "
