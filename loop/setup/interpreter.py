@@ -133,7 +133,7 @@ def _local(program: str, origin: Path, folder: Path, said: str) -> Path | None:
         return Path(os.path.expanduser(program))
     if "/" not in program or Path(program).is_absolute():
         return None                             # `python`, a program on PATH, an absolute path
-    mine = (origin / program).absolute()
+    mine = Path(os.path.normpath((origin / program).absolute()))   # `../env/bin/python`
     if mine.exists() and (environment(mine) or not (folder / program).exists()):
         return mine          # an environment's program, or a file the worktree does not have
     if not mine.exists() and not (folder / program).exists() and _looks_like_python(program):
