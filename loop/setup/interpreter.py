@@ -55,8 +55,7 @@ def resolve_command(command: str, origin: Path, folder: Path | None = None,
     said = f"{where}: {key}" if where else key
     if tokens[i].group() == "uv" and i + 1 < len(tokens) and tokens[i + 1].group() == "run":
         words, end = _uv_run(tokens[i + 2:], origin, said, command.strip())
-        rest = command[end:] if end is not None else ""
-        return head + " ".join(shlex.quote(w) for w in words) + rest
+        return head + " ".join(shlex.quote(w) for w in words) + command[end:]
     program = tokens[i].group()
     path = _local(program, origin, folder, said)
     if path is None:
@@ -64,7 +63,7 @@ def resolve_command(command: str, origin: Path, folder: Path | None = None,
     return head + shlex.quote(str(path)) + command[tokens[i].end():]
 
 
-def _uv_run(tokens, origin: Path, said: str, command: str) -> tuple[list[str], int | None]:
+def _uv_run(tokens, origin: Path, said: str, command: str) -> tuple[list[str], int]:
     """`uv run [options] WHAT ...` -> (the words it stands for, where the rest begins)."""
     start = origin
     j = 0
