@@ -220,7 +220,7 @@ def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
 
 def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlflow_uri):
     """`.venv/` is ignored, so the worktree (a checkout of HEAD) has none: the loop runs
-    the one in the user's folder."""
+    the one in the user's folder, shown in the sandbox though the repo is under /tmp."""
     import sys
     repo = plain_repo(tmp_path / "toy", {"train.py": PLAIN, ".gitignore": ".venv/\n"})
     (repo / ".venv" / "bin").mkdir(parents=True)
@@ -229,7 +229,7 @@ def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlfl
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((repo / "task.yaml").read_text())["run"] == ".venv/bin/python train.py"
     commit(repo, "task")
-    # the sandbox empties /tmp, where pytest's folders live: off, to reach the repo's .venv
-    ran = run_cli("run", "--iterations", "1", "--sandbox", "off", cwd=repo)
+    # the sandbox (where bwrap works) empties /tmp, where the repo lives: it shows the .venv
+    ran = run_cli("run", "--iterations", "1", cwd=repo)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "baseline  val_loss" in ran.stdout

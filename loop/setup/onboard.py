@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -308,14 +306,16 @@ print("@@probe " + json.dumps(out))
 def _held_out(plan: Plan, mod: str) -> str:
     """The validation file the protected module reads: imported with the repo's own
     interpreter (its data paths are often computed: a cache folder, an env variable)."""
-    words = shlex.split(plan.python)
-    if words[0] in ("python", "python3"):       # as in a run: the engine's interpreter
-        words[0] = sys.executable
-    cmd = [*words, "-c", PROBE, mod]
+    from loop.errors import TaskError
+    from loop.setup.interpreter import argv
+    try:        # the interpreter a run gets: `uv run python` is the .venv, never a sync
+        cmd = [*argv(plan.python, plan.root), "-c", PROBE, mod]
+    except TaskError as exc:
+        raise InitError(f"init: {exc}") from None
     try:
         done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise InitError(f"init: `{words[0]}` not found: this repo runs with `{plan.python}` "
+        raise InitError(f"init: `{cmd[0]}` not found: this repo runs with `{plan.python}` "
                         f"({plan.python_why}); install it, or run init where it is") from None
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InitError(f"init: could not import {mod}.py with `{plan.python}`: {exc}") from None
