@@ -385,8 +385,9 @@ def cmd_task(args) -> int:
         folder = make_mlab(Path(args.benchmark), Path(args.out), direction=args.direction,
                            metric=args.metric, time_budget_s=args.time_budget_s,
                            timed_grader=args.timed_grader)
-    print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "
-          f"commit it, then `autoresearch run --task {folder}`")
+    print(f"wrote task folder {folder}; commit it, check it with `autoresearch check-task "
+          f"{folder}` (it runs what is committed, as run does), then "
+          f"`autoresearch run --task {folder}`")
     return 0
 
 
