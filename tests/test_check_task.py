@@ -251,3 +251,12 @@ def test_outside_git_a_copy_without_environments_or_caches_runs(tmp_path):
 def test_not_found_lines_name_their_paths(line, path):
     assert path in mentioned_paths("Traceback (most recent call last):\n" + line + "\n")
     assert mentioned_paths("step 1: loss 2.0\nval_loss: 1.0\n") == []
+
+
+def test_the_run_config_sets_the_sandbox_as_for_run(tmp_path):
+    repo = repo_with_data(tmp_path / "repo", data_committed=True)
+    (repo / "autoresearch.yaml").write_text("task: .\nsandbox: off\n")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 0 and "warning: sandbox: off" in res.stdout, res.stdout
+    res = run_cli("check-task", ".", "--sandbox", "auto", cwd=repo)
+    assert res.returncode == 0 and "sandbox: off" not in res.stdout, res.stdout

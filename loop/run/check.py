@@ -41,7 +41,7 @@ def check_task(path: str | Path, time_budget_s: float | None = None, out: Out = 
     """Validate a task folder and run its baseline once: at HEAD in a git repository, else
     in a temporary copy. `limits` and `slot_env`: the run config's, as a night's run gets."""
     user_task = with_budget(load_task(path), time_budget_s)
-    repo_root = git_toplevel(user_task.root)
+    repo_root = git_toplevel(user_task.root) if shutil.which("git") else None
     tmp = Path(tempfile.mkdtemp(prefix="autoresearch-check-"))
     try:
         if repo_root is None:
