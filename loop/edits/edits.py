@@ -131,15 +131,18 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
 def settle_named(files: dict[str, str], edits: Iterable[Edit]) -> list[Edit]:
     """Decide the fences that prose named ('Here is the updated `train.py`:'): each is
     kept, as a whole-file edit of that file, only when exactly one of the words above it
-    is an existing file, it holds the whole file, and the reply has no explicit edit
-    (an explicit block wins: the prose fence may be the old code, quoted). Else it was an
-    illustration, and is dropped."""
+    is an existing file (or none is and there is exactly one file), it holds the whole
+    file, and the reply has no explicit edit (an explicit block wins: the prose fence may
+    be the old code, quoted). Else it was an illustration, and is dropped."""
     edits = list(edits)
     if any(not e.named for e in edits):
         return [e for e in edits if not e.named]
     kept = []
     for edit in edits:
         homes = {p for p in (_existing(w, files) for w in edit.named) if p}
+        if not homes and len(files) == 1:    # an unnamed listing of the one editable file
+            homes = set(files) if _whole_listing(next(iter(files.values())), edit.replace) \
+                else set()
         if len(homes) == 1:
             path = homes.pop()
             if edit.source == "whole file" or _whole_listing(files[path], edit.replace):

@@ -328,7 +328,9 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
         content = _body(lines, fence)
         if path is None:
             named, source = names_above(lines, used, fence.open)
-            if named and fence.close is not None and not _looks_like_diff(content) \
+            # no word above names a file: with one editable file it may still be that file
+            named, source = named or ("",), source or "unnamed fence"
+            if fence.close is not None and not _looks_like_diff(content) \
                     and not any(ELISION_RE.search(l) for l in content):
                 found.append((fence.open, Edit(None, "whole", "", "\n".join(content) + "\n",
                                                source=source, named=named)))
