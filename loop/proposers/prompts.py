@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from loop.edits.formats import SEARCH_REPLACE, EditFormat
 from loop.proposers.base import Attempt, Context
 
 SYSTEM = """\
@@ -24,25 +25,7 @@ Rules:
   you change it in a way you can name. Build on what was kept.
 - Keep the code runnable: a crash wastes an experiment.
 
-Reply format:
-1. First line: `Description: <one line, at most 100 characters: the change and why it should
-   help>`. It becomes the commit message.
-2. Then the edit as one or more SEARCH/REPLACE blocks, each under the file's path:
-
-train.py
-```python
-<<<<<<< SEARCH
-exact lines copied from the current file
-=======
-the new lines
->>>>>>> REPLACE
-```
-
-- SEARCH must copy the current lines exactly (indentation included) and match one place only;
-  include a few unchanged lines around the change if needed. Never elide lines with "...".
-- Use several small blocks rather than one huge one. To create a new editable file, use an
-  empty SEARCH section.
-- Nothing else is needed: no explanations after the blocks."""
+{reply_format}"""
 
 USER = """\
 # Research program (program.md)
@@ -91,7 +74,11 @@ THINKING_REPAIR = ("Your reply was cut off while you were still thinking: the ou
 
 EDIT_REPAIR = """{error}
 
-Fix this and reply with corrected SEARCH/REPLACE blocks. {partial}"""
+{fix} {partial}"""
+
+REPEAT = ("This change repeats iteration {n}'s change (\"{what}\", {status}): it was "
+          "already tried, so it is not run again. Propose a different idea: another change, "
+          "not the same one reworded.")
 
 PARTIAL_APPLIED = ("The other {n} block(s) were applied; do not send them again: send only "
                    "the corrected versions of the blocks that failed, against the current code.")
@@ -102,11 +89,14 @@ LINE_CHARS = 220            # one journal line at most
 RECENT_IN_FULL = 8          # the latest attempts, always listed one by one
 
 
-def system_prompt(context: Context) -> str:
+def system_prompt(context: Context, fmt: EditFormat = SEARCH_REPLACE) -> str:
+    """The rules, and the reply format `fmt` asks for (loop/edits/formats.py): its example
+    is made of real lines of the editable files."""
     task = context.task
     editable = ", ".join(sorted(context.files)) or ", ".join(task.editable)
     protected = ", ".join(task.protected) or "(none besides task.yaml)"
-    return SYSTEM.format(editable=editable, protected=protected)
+    return SYSTEM.format(editable=editable, protected=protected,
+                         reply_format=fmt.instructions(context.files))
 
 
 def user_prompt(context: Context, journal_chars: int) -> str:
