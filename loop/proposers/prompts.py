@@ -9,6 +9,7 @@ from collections import Counter
 
 from loop.edits.formats import SEARCH_REPLACE, EditFormat
 from loop.proposers.base import Attempt, Context
+from loop.proposers.tried import normal_description, tried_lines
 
 SYSTEM = """\
 You are an automated ML research engineer running a keep-or-revert experiment loop.
@@ -176,6 +177,7 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     recent = history[-RECENT_IN_FULL:]
     older = history[:-RECENT_IN_FULL]
     budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
+    repeats = budget.take(tried_lines(history))
     flying_lines = budget.take([_line(a) for a in flying])
     recent_lines = budget.take([_line(a) for a in reversed(recent)])[::-1]
     tails = budget.take([f"#{a.iteration} {a.status}: ...{a.log_tail[-LOG_TAIL_CHARS:].strip()}"
@@ -184,17 +186,20 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     kept = [a for a in older if a.status == "keep"]
     kept_lines = budget.take([_line(a) for a in reversed(kept)])[::-1]
     tried = _dedupe_failed(a for a in reversed(older) if a.status != "keep")
-    tried_lines = budget.take(tried)
+    failed_lines = budget.take(tried)
     parts = [summary]
+    if repeats:   # a weak model proposes one idea again and again: say so in one line each
+        parts.append("Ideas already tried more than once (propose something else):\n"
+                     + "\n".join(repeats))
     if kept:
         omitted = len(kept) - len(kept_lines)
         parts.append("Kept changes before the latest attempts (oldest first):\n"
                      + "\n".join(kept_lines) + (f"\n({omitted} older kept changes omitted)"
                                                 if omitted else ""))
     if tried:
-        omitted = len(tried) - len(tried_lines)
+        omitted = len(tried) - len(failed_lines)
         parts.append("Earlier ideas that were NOT kept (newest first; xN = tried N times):\n"
-                     + "\n".join(tried_lines)
+                     + "\n".join(failed_lines)
                      + (f"\n({omitted} older failed ideas omitted)" if omitted else ""))
     if recent_lines:
         parts.append("Latest attempts:\n" + "\n".join(recent_lines))
@@ -210,7 +215,7 @@ def _dedupe_failed(attempts) -> list[str]:
     """One line per distinct description, with how often and how it ended."""
     groups: dict[str, list[Attempt]] = {}
     for a in attempts:
-        groups.setdefault(a.description.strip().lower(), []).append(a)
+        groups.setdefault(normal_description(a.description), []).append(a)
     lines = []
     for same in groups.values():
         first = same[0]
