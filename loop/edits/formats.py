@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from loop.edits.edits import settle_named
 from loop.edits.jsonreply import parse_json_reply, schema
 from loop.edits.parse import REPLACE_RE, SEARCH_RE, ParsedReply, parse_reply
 
@@ -180,6 +181,8 @@ def read_reply(fmt: EditFormat, text: str, sent: list[str],
     nor a journal line the description."""
     clean, echoes = echoed(text, sent, files)
     parsed = fmt.parse(clean, files)
+    if echoes:    # a fence the echo quoted (the error's closest lines) is not a listing
+        parsed.edits = settle_named(files, parsed.edits)
     if echoes and not parsed.edits:
         parsed.problems.insert(0, (
             f"your reply repeats the text of my messages ({len(echoes)} line(s), e.g. "
