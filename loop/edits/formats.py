@@ -41,7 +41,7 @@ class EditFormat:
             else None
 
 
-# -- the example: real lines of the file --------------------------------------------------------
+# -- the example: real lines of the file -------------------------------------------------------
 
 CONSTANT_RE = re.compile(r"^(?P<head>\s*[A-Za-z_]\w*\s*=\s*)(?P<value>\d[\d_]*(?:\.\d*)?"
                          r"(?:[eE][-+]?\d+)?)(?P<tail>\s*(?:#.*)?)$")
@@ -84,7 +84,7 @@ def _illustration(ex: Example) -> str:
             f"illustration of the format, not a suggestion):")
 
 
-# -- search_replace ---------------------------------------------------------------------------------
+# -- search_replace ----------------------------------------------------------------------------
 
 def _search_replace_instructions(files: dict[str, str]) -> str:
     ex = example(files)
@@ -103,7 +103,7 @@ def _search_replace_instructions(files: dict[str, str]) -> str:
             f"- Nothing else is needed: no explanations after the blocks.")
 
 
-# -- whole_file --------------------------------------------------------------------------------------
+# -- whole_file --------------------------------------------------------------------------------
 
 def _whole_file_instructions(files: dict[str, str]) -> str:
     path = sorted(files, key=lambda p: (not p.endswith(".py"), p))[0] if files else "train.py"
@@ -132,7 +132,7 @@ def _parse_whole_file(text: str, files: dict[str, str]) -> ParsedReply:
     return parsed
 
 
-# -- json ---------------------------------------------------------------------------------------------
+# -- json --------------------------------------------------------------------------------------
 
 def _json_instructions(files: dict[str, str]) -> str:
     import json
@@ -172,7 +172,7 @@ FORMATS: dict[str, EditFormat] = {f.name: f for f in (SEARCH_REPLACE, WHOLE_FILE
 AUTO_FIRST, AUTO_FALLBACK = JSON, SEARCH_REPLACE   # `auto`: json, unless the server refuses
 
 
-# -- reading a reply ------------------------------------------------------------------------------
+# -- reading a reply ---------------------------------------------------------------------------
 
 def read_reply(fmt: EditFormat, text: str, sent: list[str],
                files: dict[str, str]) -> ParsedReply:

@@ -176,8 +176,7 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     history = [a for a in history if a.status != "running"]
     recent = history[-RECENT_IN_FULL:]
     older = history[:-RECENT_IN_FULL]
-    budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
-    repeats = budget.take(tried_lines(history))
+    budget = _Budget(max_chars - len(summary) - 320)  # 320: headings and "omitted" notes
     flying_lines = budget.take([_line(a) for a in flying])
     recent_lines = budget.take([_line(a) for a in reversed(recent)])[::-1]
     tails = budget.take([f"#{a.iteration} {a.status}: ...{a.log_tail[-LOG_TAIL_CHARS:].strip()}"
@@ -187,6 +186,7 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     kept_lines = budget.take([_line(a) for a in reversed(kept)])[::-1]
     tried = _dedupe_failed(a for a in reversed(older) if a.status != "keep")
     failed_lines = budget.take(tried)
+    repeats = budget.take(tried_lines(history))   # shown first, but the other parts come first
     parts = [summary]
     if repeats:   # a weak model proposes one idea again and again: say so in one line each
         parts.append("Ideas already tried more than once (propose something else):\n"

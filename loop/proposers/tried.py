@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from loop.edits.parse import clean_description
+from loop.proposers.base import Attempt
 
 CONSTANT_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*[\w.\[\], ]+)?=\s*(\S.*?)\s*(?:#.*)?$")
 SAME_DESCRIPTION = 0.9      # difflib ratio of normalised descriptions: "nearly verbatim"
@@ -38,7 +39,8 @@ class ChangeKey:
 
 def key_of_patch(patch: str) -> ChangeKey:
     """The key of a unified diff (git's or difflib's: the order of hunks does not matter)."""
-    removed, added = [], []
+    removed: list[str] = []
+    added: list[str] = []
     for line in patch.splitlines():
         if line.startswith(("---", "+++")):
             continue
@@ -48,7 +50,7 @@ def key_of_patch(patch: str) -> ChangeKey:
 
 
 def key_of_files(before: dict[str, str], after: dict[str, str]) -> ChangeKey:
-    patch = []
+    patch: list[str] = []
     for path in sorted(after):
         patch += difflib.unified_diff(before.get(path, "").splitlines(),
                                       after[path].splitlines(), lineterm="", n=0)
@@ -80,12 +82,13 @@ def normal_description(text: str) -> str:
     return " ".join(re.sub(r"[^\w+.-]+", " ", clean_description(text, 10_000).lower()).split())
 
 
-def repeated(key: ChangeKey, description: str | None, tried) -> object | None:
+def repeated(key: ChangeKey, description: str | None,
+             tried: list[Attempt]) -> Attempt | None:
     """The earliest of `tried` (Attempts with a `change`) that this change repeats, or None."""
     if not key:
         return None
     for attempt in sorted(tried, key=lambda a: a.iteration):
-        other = getattr(attempt, "change", None)
+        other = attempt.change
         if not other:
             continue
         if (key.removed, key.added) == (other.removed, other.added):
@@ -98,7 +101,7 @@ def repeated(key: ChangeKey, description: str | None, tried) -> object | None:
     return None
 
 
-def tried_lines(history, limit: int = 12) -> list[str]:
+def tried_lines(history, limit: int = 8) -> list[str]:
     """One line per idea tried more than once, most tried first:
     `tried 7x: <description> (iterations 1-7, all discarded)`."""
     groups: dict[str, list] = {}
@@ -123,8 +126,8 @@ def _past(status: str) -> str:
             "timeout": "timed out"}.get(status, status)
 
 
-def _ranges(numbers: list[int]) -> str:
-    """[1, 2, 3, 5] -> '1-3, 5'."""
+def _ranges(numbers: list[int], shown: int = 5) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5'; past `shown` parts, the first ones, '…' and the last."""
     parts, start = [], None
     for i, n in enumerate(numbers):
         if start is None:
@@ -132,4 +135,6 @@ def _ranges(numbers: list[int]) -> str:
         if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
             parts.append(str(start) if start == n else f"{start}-{n}")
             start = None
+    if len(parts) > shown:
+        parts = parts[:shown - 1] + ["…", parts[-1]]
     return ", ".join(parts)
