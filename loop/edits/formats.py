@@ -35,6 +35,10 @@ class EditFormat:
     fix: str                    # the repair turn's request, after the error
     no_edits: str               # when a reply holds no edit at all
     structured: bool = False    # the request carries a JSON schema (response_format)
+    # after a reply cut off at max_tokens: how to answer shorter in this format
+    shorter: str = ("Reply again, shorter: the `Description:` line, then only the "
+                    "SEARCH/REPLACE blocks, each as small as possible. Do not repeat whole "
+                    "files.")
 
     def response_format(self, files: dict[str, str]) -> dict | None:
         return {"type": "json_schema", "json_schema": schema(files)} if self.structured \
@@ -166,7 +170,9 @@ JSON = EditFormat(
     "json", _json_instructions, parse_json_reply,
     "Fix this and reply again with one JSON object: `description` and corrected `edits`.",
     "no edit found in the reply: put each change in `edits` as "
-    "{\"file\", \"search\", \"replace\"}", structured=True)
+    "{\"file\", \"search\", \"replace\"}", structured=True,
+    shorter="Reply again, shorter: `edits` with only the lines that change and a few around "
+            "them in `search`, never the whole file.")
 
 FORMATS: dict[str, EditFormat] = {f.name: f for f in (SEARCH_REPLACE, WHOLE_FILE, JSON)}
 AUTO_FIRST, AUTO_FALLBACK = JSON, SEARCH_REPLACE   # `auto`: json, unless the server refuses
