@@ -66,8 +66,7 @@ keeping what was kept since. Reply in the usual format.
 """
 
 LENGTH_REPAIR = ("Your reply was cut off: it reached the output token limit before the edit "
-                 "was complete. Reply again, shorter: the `Description:` line, then only the "
-                 "SEARCH/REPLACE blocks, each as small as possible. Do not repeat whole files.")
+                 "was complete. {shorter}")
 
 THINKING_REPAIR = ("Your reply was cut off while you were still thinking: the output token limit "
                    "was reached before any answer. Think briefly this time, then reply with the "
