@@ -121,7 +121,8 @@ class LLMProposer:
                 if cut_off_before:
                     break
                 cut_off_before = True
-                feedback = prompts.THINKING_REPAIR if still_thinking else prompts.LENGTH_REPAIR
+                feedback = prompts.THINKING_REPAIR if still_thinking else \
+                    prompts.LENGTH_REPAIR.format(shorter=fmt.shorter)
             else:
                 sent = [m["content"] for m in messages[:-1] if m["role"] != "assistant"]
                 parsed = read_reply(fmt, text, sent, working)
@@ -135,8 +136,9 @@ class LLMProposer:
                 if not edits and not failures:
                     failures = [fmt.no_edits]
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
+                earlier = [a for a in context.history if a.iteration != context.iteration]
                 same = repeated(key_of_files(context.files, changed), parsed.description,
-                                context.history) if not failures and changed else None
+                                earlier) if not failures and changed else None
                 if same is not None:     # refused before it costs a run: ask for another idea
                     error = prompts.REPEAT.format(n=same.iteration, what=same.description,
                                                   status=same.status)
