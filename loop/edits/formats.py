@@ -56,6 +56,7 @@ class Example:
     path: str
     search: str                 # one real line of the file, unique in it
     replace: str                # that line changed (a constant doubled), or with a line added
+    description: str            # what the example does, in a description's words
 
     @property
     def lang(self) -> str:
@@ -74,12 +75,15 @@ def example(files: dict[str, str]) -> Example | None:
                 value = m["value"].replace("_", "")
                 doubled = f"{float(value) * 2:g}" if any(c in value for c in ".eE") \
                     else str(int(value) * 2)
-                return Example(path, line, m["head"] + doubled + m["tail"])
+                name = m["head"].split("=")[0].strip()
+                return Example(path, line, m["head"] + doubled + m["tail"],
+                               f"set {name} to {doubled}")
         code = [l for l in unique if not l.lstrip().startswith(("#", '"', "'"))]
         if code:
             line = code[0]
             indent = line[:len(line) - len(line.lstrip())]
-            return Example(path, line, f"{line}\n{indent}# a line added below it")
+            return Example(path, line, f"{line}\n{indent}# a line added below it",
+                           "add a comment line")
     return None
 
 
@@ -112,8 +116,8 @@ def _search_replace_instructions(files: dict[str, str]) -> str:
 def _whole_file_instructions(files: dict[str, str]) -> str:
     path = sorted(files, key=lambda p: (not p.endswith(".py"), p))[0] if files else "train.py"
     lines = [l for l in files.get(path, "").splitlines() if l.strip()]
-    ends = (f" from its first line (`{lines[0].strip()}`) to its last (`{lines[-1].strip()}`)"
-            if lines else "")
+    first, last = (_short(lines[0]), _short(lines[-1])) if lines else ("", "")
+    ends = f" from its first line (`{first}`) to its last (`{last}`)" if lines else ""
     lang = "python" if path.endswith(".py") else ""
     only = (" With one editable file, the fence alone is enough."
             if len(files) == 1 else "")
@@ -122,6 +126,11 @@ def _whole_file_instructions(files: dict[str, str]) -> str:
             f"```{lang} fence: every line,{ends}, with your change made in it. Never elide "
             f"lines with \"...\" or a comment such as \"rest unchanged\".{only}\n"
             f"- Nothing else is needed: no explanations after the file.")
+
+
+def _short(line: str, limit: int = 60) -> str:
+    line = line.strip()
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _parse_whole_file(text: str, files: dict[str, str]) -> ParsedReply:
@@ -143,7 +152,7 @@ def _json_instructions(files: dict[str, str]) -> str:
     ex = example(files)
     shown = "" if ex is None else (
         f"{_illustration(ex)}\n\n" + json.dumps(
-            {"description": f"change {ex.search.strip()[:40]}", "edits": [
+            {"description": ex.description, "edits": [
                 {"file": ex.path, "search": ex.search + "\n", "replace": ex.replace + "\n"}]})
         + "\n\n")
     return ("Reply format:\nReply with one JSON object (its shape is enforced): "
