@@ -203,3 +203,13 @@ def test_the_journal_says_how_often_an_idea_was_tried():
     history.append(Attempt(9, "warm-up, then cosine decay!", "crash", None, None))
     assert tried_lines(history) == [
         "tried 8x: warm-up, then cosine decay! (iterations 1-7, 9, 7 discarded, 1 crashed)"]
+
+
+def test_the_config_key_takes_a_registry_format_and_refuses_others(tmp_path):
+    from loop.setup.config import ConfigError, load_config
+    path = tmp_path / "autoresearch.yaml"
+    path.write_text("proposer:\n  kind: llm\n  model: m\n  edit_format: whole_file\n")
+    assert load_config(path).proposer.edit_format == "whole_file"
+    path.write_text("proposer:\n  kind: llm\n  model: m\n  edit_format: xml\n")
+    with pytest.raises(ConfigError, match="edit_format must be one of auto, search_replace"):
+        load_config(path)
