@@ -71,8 +71,8 @@ def example(files: dict[str, str]) -> Example | None:
         unique = [l for l in lines if l.strip() and lines.count(l) == 1 and len(l) <= 80]
         for line in unique:
             m = CONSTANT_RE.match(line)
-            if m:
-                value = m["value"].replace("_", "")
+            value = m["value"].replace("_", "") if m else ""
+            if m and float(value) != 0:       # 0 doubled would be an example of a no-op
                 doubled = f"{float(value) * 2:g}" if any(c in value for c in ".eE") \
                     else str(int(value) * 2)
                 name = m["head"].split("=")[0].strip()
