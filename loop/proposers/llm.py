@@ -23,9 +23,12 @@ import time
 import warnings
 
 from loop.setup.config import ProposerConfig
-from loop.edits.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
-                        settle_named, split_thinking, try_edits)
+from loop.edits.edits import (NOTHING_CHANGED, describe_failures, settle_named, split_thinking,
+                              try_edits)
+from loop.edits.formats import AUTO_FALLBACK, AUTO_FIRST, FORMATS, read_reply
+from loop.edits.parse import clean_description
 from loop.proposers import prompts
+from loop.proposers.tried import key_of_files, repeated
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
@@ -50,6 +53,11 @@ class _Garbled(Exception):
     5xx, never the code's bad_edit."""
 
 
+class _SchemaRefused(Exception):
+    """`edit_format: auto` sent a JSON schema (response_format) and the server answered 400:
+    it does not take one, so this proposer asks in search_replace from now on."""
+
+
 class LLMProposer:
     def __init__(self, config: ProposerConfig, *, backoff_scale: float = 1.0):
         """`backoff_scale` multiplies every backoff wait (tests use 0)."""
@@ -67,12 +75,26 @@ class LLMProposer:
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key,
                                     timeout=config.timeout_s, max_retries=0)
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
+        # the edit format (loop/edits/formats.py); `auto` is json until the server refuses
+        # a schema with a 400, then search_replace for the rest of the night
+        self.format = FORMATS.get(config.edit_format, AUTO_FIRST)
         if config.tracing:
             _enable_tracing()
 
     # -- one iteration -------------------------------------------------------------------------
     def propose(self, context: Context) -> Proposal:
-        messages = [{"role": "system", "content": prompts.system_prompt(context)},
+        try:
+            return self._converse(context)
+        except _SchemaRefused as exc:
+            log.warning("LLM endpoint refused a JSON schema (%s); edit_format auto asks for "
+                        "SEARCH/REPLACE blocks from now on", exc)
+            self.format = AUTO_FALLBACK
+            return self._converse(context)
+
+    def _converse(self, context: Context) -> Proposal:
+        fmt = self.format
+        schema = fmt.response_format(context.files)
+        messages = [{"role": "system", "content": prompts.system_prompt(context, fmt)},
                     {"role": "user", "content": prompts.user_prompt(
                         context, self.config.journal_chars)}]
         usage, replies, thoughts = Usage(), [], []
@@ -81,7 +103,8 @@ class LLMProposer:
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
             try:
-                text, finish, reasoning = self._complete_patiently(messages, usage, context.seed)
+                text, finish, reasoning = self._complete_patiently(messages, usage, context.seed,
+                                                                   schema)
             except _Unavailable as exc:
                 error = str(exc)
                 break
@@ -98,9 +121,11 @@ class LLMProposer:
                 if cut_off_before:
                     break
                 cut_off_before = True
-                feedback = prompts.THINKING_REPAIR if still_thinking else prompts.LENGTH_REPAIR
+                feedback = prompts.THINKING_REPAIR if still_thinking else \
+                    prompts.LENGTH_REPAIR.format(shorter=fmt.shorter)
             else:
-                parsed = parse_reply(text)
+                sent = [m["content"] for m in messages[:-1] if m["role"] != "assistant"]
+                parsed = read_reply(fmt, text, sent, working)
                 description = description or parsed.description
                 edits = settle_named(working, parsed.edits)
                 resent_ok = working != context.files  # earlier blocks applied: resends are fine
@@ -109,18 +134,28 @@ class LLMProposer:
                 done += outcome.done
                 failures = parsed.problems + outcome.failures
                 if not edits and not failures:
-                    failures = [NO_EDITS]
+                    failures = [fmt.no_edits]
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
-                if not failures and changed:
+                earlier = [a for a in context.history if a.iteration != context.iteration]
+                same = repeated(key_of_files(context.files, changed), parsed.description,
+                                earlier) if not failures and changed else None
+                if same is not None:     # refused before it costs a run: ask for another idea
+                    error = prompts.REPEAT.format(n=same.iteration, what=same.description,
+                                                  status=same.status)
+                    working, done, description = dict(context.files), [], None
+                    feedback = error
+                elif not failures and changed:
                     proposal = self._proposal(description, changed, None, usage, messages,
                                               replies, thoughts)
                     proposal.change = _change(done, context.files, changed)
                     return proposal
-                error = describe_failures(failures or [NOTHING_CHANGED],
-                                          len(edits) + len(parsed.problems))
-                partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
-                           if outcome.applied and failures else prompts.NONE_APPLIED)
-                feedback = prompts.EDIT_REPAIR.format(error=error, partial=partial)
+                else:
+                    error = describe_failures(failures or [NOTHING_CHANGED],
+                                              len(edits) + len(parsed.problems))
+                    partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
+                               if outcome.applied and failures else prompts.NONE_APPLIED)
+                    feedback = prompts.EDIT_REPAIR.format(error=error, partial=partial,
+                                                          fix=fmt.fix)
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
         return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
@@ -138,6 +173,7 @@ class LLMProposer:
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
             if reasoning:
                 artifacts["reasoning.md"] = reasoning
+        description = clean_description(description) if description else ""
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
@@ -147,19 +183,20 @@ class LLMProposer:
         from loop.proposers.endpoint import check
         return check(self.client, self.config.model, self.base_url)
 
-    def _complete_patiently(self, messages, usage: Usage, seed: int):
+    def _complete_patiently(self, messages, usage: Usage, seed: int, schema=None):
         """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop."""
         from loop.proposers.endpoint import wait_until_back
         since = time.monotonic()
         while True:
             try:
-                return self._complete(messages, usage, seed)
+                return self._complete(messages, usage, seed, schema)
             except _Unavailable as exc:
                 wait_until_back(self.client, self.base_url, self.config.patience_s, since,
                                 str(exc), self.backoff_scale)
 
     # -- one request, with retries ------------------------------------------------------------
-    def _complete(self, messages, usage: Usage, seed: int) -> tuple[str, str | None, str]:
+    def _complete(self, messages, usage: Usage, seed: int,
+                  schema=None) -> tuple[str, str | None, str]:
         """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
@@ -170,11 +207,16 @@ class LLMProposer:
             wait=self._wait, before_sleep=_log_retry, reraise=True)
         while True:
             try:
-                response = retrying(self._create, messages, seed)
+                response = retrying(self._create, messages, seed, schema)
                 break
             except openai.BadRequestError as exc:
                 if not self._drop_refused_param(exc):   # e.g. 'temperature' on o-series
-                    raise ProposerFatal(self._refusal(exc)) from None
+                    if schema is not None and self.config.edit_format == "auto":
+                        raise _SchemaRefused(_server_message(exc)) from None
+                    raise ProposerFatal(self._refusal(exc) + (
+                        "; this endpoint may not take a JSON schema (response_format): set "
+                        "proposer.edit_format: search_replace" if schema is not None else "")
+                    ) from None
             except openai.APIStatusError as exc:
                 if _is_transient(exc):
                     raise _Unavailable(f"LLM endpoint still failing after "
@@ -196,10 +238,12 @@ class LLMProposer:
         usage.add(self._usage(response, reasoning + split_thinking(content)[0]))
         return content, choice.finish_reason, reasoning
 
-    def _create(self, messages, seed: int):
+    def _create(self, messages, seed: int, schema=None):
         params = {"model": self.config.model, "messages": messages,
                   "temperature": self.config.temperature, "seed": seed,
                   "max_tokens": self.config.max_tokens}
+        if schema is not None:          # the json edit format: the server enforces its shape
+            params["response_format"] = schema
         if "max_tokens" in self.refused_params:
             params["max_completion_tokens"] = params["max_tokens"]
         for name in self.refused_params:
