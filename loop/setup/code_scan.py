@@ -70,6 +70,16 @@ class Script:
                     out[alias.asname or alias.name] = node.module
         return out
 
+    def imported_modules(self) -> set[str]:
+        """Every absolute module it imports (`import model`, `from prepare import x`)."""
+        out = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out.add(node.module)
+            elif isinstance(node, ast.Import):
+                out |= {alias.name for alias in node.names}
+        return out
+
     def defines(self, name: str) -> bool:
         return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
                    for n in self.tree.body)
@@ -138,8 +148,14 @@ class Value:
     name: str            # `val_loss` (a label of words, `val loss`, joined by `_`)
     label: str           # the words as printed: `val_loss`, `val loss`
     expr: ast.expr
-    line_start: bool     # `name: value` opening the line: the default metric pattern reads it
+    line_start: bool     # `name: value` opening the line
     sure: bool           # a numeric format or arithmetic (not only a metric-like name)
+    alone: bool = True   # nothing printed after it on its line
+
+    @property
+    def default_line(self) -> bool:
+        """`name: value` and nothing else: what a task's default metric pattern reads."""
+        return self.line_start and self.alone
 
 
 # the words before a value inside a log line: `..., val loss ` or `| acc=`
@@ -163,7 +179,8 @@ def printed_values(node) -> list[Value]:
         m = PRINTED_NAME.match(first.value)
         value = node.args[1]
         if m and _numeric(value, "", m[1], "") is not None:
-            return [Value(m[1], m[1], value, True, bool(_numeric(value, "", m[1], "")))]
+            return [Value(m[1], m[1], value, True, bool(_numeric(value, "", m[1], "")),
+                          len(node.args) == 2)]
         return []
     if not isinstance(first, ast.JoinedStr):
         return []
@@ -172,9 +189,9 @@ def printed_values(node) -> list[Value]:
         if not (isinstance(part, ast.FormattedValue) and i > 0
                 and isinstance(parts[i - 1], ast.Constant)):
             continue
-        before = str(parts[i - 1].value)
-        after = parts[i + 1].value if i + 1 < len(parts) and isinstance(
-            parts[i + 1], ast.Constant) else ""
+        texts = [str(p.value) if isinstance(p, ast.Constant) else None for p in parts]
+        before = texts[i - 1] or ""
+        after = (texts[i + 1] or "") if i + 1 < len(parts) else ""
         at_start = i == 1 and PRINTED_NAME.match(before) is not None
         m = PRINTED_NAME.match(before) if at_start else LABEL.search(before)
         if m is None:
@@ -184,7 +201,8 @@ def printed_values(node) -> list[Value]:
                        if isinstance(c, ast.Constant))
         sure = _numeric(part.value, spec, label, str(after))
         if sure is not None:
-            out.append(Value(label.replace(" ", "_"), label, part.value, at_start, sure))
+            alone = i == len(parts) - 1 or (i == len(parts) - 2 and not str(after).strip())
+            out.append(Value(label.replace(" ", "_"), label, part.value, at_start, sure, alone))
     return out
 
 
