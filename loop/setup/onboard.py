@@ -211,8 +211,8 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
         if override and override != plan.budget:
             raise InitError(f"init: --time-budget: the training budget is {file}:{name} = "
                             f"{value:g}s in the repo's code; change it there")
-        plan.guesses["budget"] = Guess(f"{file}:{name}; --time-budget is refused (the code "
-                                       f"holds the budget)", True, f"{file}:{name}")
+        plan.guesses["budget"] = Guess(f"{file}:{name}; --time-budget is refused", True,
+                                       f"an edit of {file}:{name}")
         if file == plan.script:
             plan.notes.append(f"the budget {name} lives in the editable {file}: an edit can "
                               f"change it (it is left out of the search space)")
@@ -255,7 +255,7 @@ def _description(plan: Plan) -> str:
                 break
     better = "lower" if plan.direction == "minimize" else "higher"
     how = (f"graded by the protected {plan.grader['eval_function']}"
-           if plan.grader else f"as {plan.script} prints it (unprotected)")
+           if plan.grader else f"{plan.metric_source} (unprotected)")
     tail = (f"{plan.metric}: {better} is better, {how}. Only {', '.join(plan.editable)} may "
             f"change" + (f"; {', '.join(plan.protected)} is read-only" if plan.protected
                          else "") + (f". Each run trains for {plan.budget:g}s."
