@@ -176,3 +176,17 @@ def test_guesses_are_printed_with_their_flags_and_the_judge_is_what_is_written(t
     # a script that times itself gets a grace that grows with its budget
     task = yaml.safe_load((repo / "task.yaml").read_text())
     assert task["time_budget_s"] == 2 and task["grace_s"] == 121
+
+
+def test_the_validation_metric_the_repos_own_words_name_settles_a_tie(tmp_path):
+    prepare = TABULAR_PREPARE.replace('    print(f"val_auc: {val_auc:.6f}")',
+                                      '    print(f"val_accuracy: {val_auc / 2:.6f}")\n'
+                                      '    print(f"val_auc: {val_auc:.6f}")')
+    program = ("# goal\n\nGet the highest val_auc. Read it with grep '^val_auc:'; val_auc "
+               "is the target.\n")
+    repo = plain_repo(tmp_path / "t", {"prepare.py": prepare, "train.py": TABULAR_TRAIN,
+                                       "program.md": program})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "val_auc"
+    assert "(guessed: named 3 times in program.md/README.md (val_accuracy 0)" in done.stdout

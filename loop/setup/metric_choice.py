@@ -1,7 +1,8 @@
 """Which printed number `autoresearch init` optimizes, and which way. Rules, in order:
 `--metric NAME` (with `--metric-pattern REGEX`: the user's own regex for it); else the
 result protected code grades (the lm shape); else the one validation metric (`val_`,
-`valid_`, `eval_`, `dev_`); else the one metric-like name (a loss, an accuracy) that does
+`valid_`, `eval_`, `dev_`; of several, the one program.md / README.md name far more often
+than the others); else the one metric-like name (a loss, an accuracy) that does
 not say "test". A test metric is never chosen unless named: the test split is not for
 optimizing. Anything it cannot settle (two validation metrics, only test metrics, a
 direction its name does not give): one line, exit 2."""
@@ -58,6 +59,20 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
     return chosen
 
 
+def _named_by_docs(plan: Plan, names: list[str]) -> tuple[str, str] | None:
+    """The one of `names` the repo's own words (program.md, README.md) name as the target:
+    at least twice, and at least twice as often as any other; else None."""
+    text = " ".join((plan.root / f).read_text(errors="replace")
+                    for f in ("program.md", "README.md") if (plan.root / f).is_file())
+    counts = sorted(((len(re.findall(rf"\b{re.escape(n)}\b", text)), n) for n in names),
+                    reverse=True)
+    (top, name), (second, _) = counts[0], counts[1]
+    if top >= 2 and top >= 2 * second:
+        others = ", ".join(f"{n} {k}" for k, n in counts[1:])
+        return name, f"named {top} times in program.md/README.md ({others})"
+    return None
+
+
 def _given_pattern(plan: Plan, metric: str | None, pattern: str) -> Candidate:
     if not metric:
         raise InitError("init: --metric-pattern needs --metric NAME too (the name results.tsv "
@@ -91,6 +106,11 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         plan.guesses["metric"] = Guess(
             f"{kind}, {chosen.source}" + (f"; others: {', '.join(others)}" if others else ""),
             bool(held), METRIC_FLAGS)
+        return chosen
+    named = _named_by_docs(plan, distinct) if len(distinct) > 1 else None
+    if named:
+        chosen = next(c for c in pool if c.name == named[0])
+        plan.guesses["metric"] = Guess(f"{named[1]}, {chosen.source}", False, METRIC_FLAGS)
         return chosen
     if len(distinct) > 1:
         kind = "validation metrics" if held else "metrics"
