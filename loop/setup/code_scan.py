@@ -197,6 +197,9 @@ def printed_values(node) -> list[Value]:
         if m is None:
             continue
         label = m[1]
+        if not at_start and not (direction_of(label) or set(re.split(r"[_.\W]+", label.lower()))
+                                 & set(COUNT_WORDS)):
+            continue                  # inside a sentence: `..., with {n:,} parameters`
         spec = "".join(str(c.value) for c in getattr(part.format_spec, "values", [])
                        if isinstance(c, ast.Constant))
         sure = _numeric(part.value, spec, label, str(after))
