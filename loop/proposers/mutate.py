@@ -3,8 +3,9 @@
 The random-search baseline an LLM must beat. Each proposal sets one, two or three of the
 task's numeric UPPER_CASE constants (or the module-level settings its search_space names,
 lowercase ones included: nanoGPT's `learning_rate = 6e-4`; a seed only when declared) to
-values drawn from their whole declared space (`search_space` in task.yaml: uniformly over a range, log-uniformly over a log_range or an
-integer range spanning orders of magnitude, any of the choices), seeded and reproducible.
+values drawn from their whole declared space (`search_space` in task.yaml: uniformly over
+a range, log-uniformly over a log_range or an integer range spanning orders of magnitude,
+any of the choices), seeded and reproducible.
 It never proposes a change already tried from the same parent (the history it is shown,
 plus what it proposed itself and is not yet in the history: proposals asked for ahead),
 nor a point it has already seen this session (an earlier best, such as the baseline),

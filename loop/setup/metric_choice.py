@@ -15,7 +15,7 @@ from loop.setup.plan import Guess, InitError, Plan
 from loop.setup.shapes import Candidate
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev")
-METRIC_FLAGS = "--metric NAME (or --metric NAME --metric-pattern REGEX)"
+METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
 
 
 def words(name: str) -> list[str]:

@@ -255,7 +255,8 @@ def _description(plan: Plan) -> str:
                 break
     better = "lower" if plan.direction == "minimize" else "higher"
     how = (f"graded by the protected {plan.grader['eval_function']}"
-           if plan.grader else f"{plan.metric_source} (unprotected)")
+           if plan.grader else f"{plan.metric_source} (read from the run's output: "
+                                   f"unprotected)")
     tail = (f"{plan.metric}: {better} is better, {how}. Only {', '.join(plan.editable)} may "
             f"change" + (f"; {', '.join(plan.protected)} is read-only" if plan.protected
                          else "") + (f". Each run trains for {plan.budget:g}s."
