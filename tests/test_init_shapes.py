@@ -14,7 +14,7 @@ import yaml
 from conftest import run_cli
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
-from test_init import listing, plain_repo
+from test_init import commit, listing, plain_repo
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
@@ -190,3 +190,34 @@ def test_the_validation_metric_the_repos_own_words_name_settles_a_tie(tmp_path):
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "val_auc"
     assert "(guessed: named 3 times in program.md/README.md (val_accuracy 0)" in done.stdout
+
+
+def test_every_local_module_the_script_imports_stays_protected(tmp_path):
+    files = {"train.py": "import helpers\nfrom data.load import rows\nLR = 0.1\n"
+                         "print(f'val_loss: {helpers.loss(LR, rows()):.4f}')\n",
+             "helpers.py": "from metrics import squared\ndef loss(lr, xs):\n"
+                           "    return squared(lr) + len(xs)\n",
+             "metrics.py": "def squared(x):\n    return x * x\n"}
+    repo = plain_repo(tmp_path / "t", files)
+    (repo / "data").mkdir()
+    (repo / "data" / "load.py").write_text("def rows():\n    return [1, 2]\n")
+    commit(repo)
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["editable"] == ["train.py"]
+    assert task["protected"] == ["data/load.py", "helpers.py", "metrics.py"]
+
+
+@pytest.mark.parametrize("code,fixed", [
+    ("import torch\ntorch.manual_seed(1337)\n", "torch.manual_seed(1337)"),
+    ("import numpy as np\nnp.random.seed(42)\n", "np.random.seed(42)"),
+    ("from sklearn.ensemble import RandomForestClassifier as F\nm = F(random_state=42)\n",
+     "F(random_state=42)"),
+    ("import os, torch\ntorch.manual_seed(int(os.environ.get('AUTORESEARCH_SEED', '0')))\n",
+     None),
+    ("import random\nx = random.random()\n", None),
+])
+def test_a_fixed_seed_is_found(code, fixed):
+    from loop.setup.settings_scan import fixed_seeds
+    assert fixed_seeds(Script("train.py", code)) == ([fixed] if fixed else [])
