@@ -221,3 +221,22 @@ def test_every_local_module_the_script_imports_stays_protected(tmp_path):
 def test_a_fixed_seed_is_found(code, fixed):
     from loop.setup.settings_scan import fixed_seeds
     assert fixed_seeds(Script("train.py", code)) == ([fixed] if fixed else [])
+
+
+def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path, monkeypatch):
+    from karpathy_repo import FIXTURE, make_karpathy_repo
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    train = (FIXTURE / "train.py").read_text().replace(
+        "val_bpb = evaluate_bpb(model, tokenizer, DEVICE_BATCH_SIZE)",
+        "eval_tok = tokenizer if model else None\n"
+        "val_bpb = evaluate_bpb(model, eval_tok, DEVICE_BATCH_SIZE)")
+    repo = make_karpathy_repo(tmp_path / "shape", cache, {"train.py": train})
+    line = refused(repo)
+    assert "cannot pass `eval_tok`" in line and "--metric val_bpb --metric-pattern" in line
+    pattern = line.split("--metric-pattern ", 1)[1].strip("'")
+    done = init(repo, "--metric", "val_bpb", "--metric-pattern", pattern)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert task.grader is None and task.metric.pattern == pattern
+    assert parse_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678

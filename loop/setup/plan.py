@@ -91,8 +91,8 @@ def describe(plan: Plan) -> list[str]:
     lines += [f"  metric:     {plan.metric}" + _guess(plan, "metric"),
               f"  direction:  {plan.direction}" + _guess(plan, "direction")]
     if plan.metric_pattern:
-        lines += [f"  pattern:    {plan.metric_pattern}  (metric.pattern: the log line's "
-                  f"number)"]
+        lines += [f"  pattern:    {plan.metric_pattern}  (metric.pattern: the number it "
+                  f"captures in the run's output)"]
     lines += [f"  budget:     {plan.budget:g}s" + _guess(plan, "budget"),
               f"  grace:      {plan.grace:g}s ({plan.grace_why})",
               f"  throughput: {plan.throughput or 'none (no num_steps line)'}",

@@ -33,7 +33,12 @@ def candidates(scan: Scan) -> list[Candidate]:
 
 
 def apply(plan: Plan, scan: Scan, chosen: Candidate) -> None:
-    _lm_grader(plan, scan.script, local_names(scan), scan.known, chosen.data)
+    try:
+        _lm_grader(plan, scan.script, local_names(scan), scan.known, chosen.data)
+    except InitError as exc:                 # the way out: the printed number, unprotected
+        raise InitError(f"{exc}; or read {chosen.name} unprotected from the run's output: "
+                        f"--metric {chosen.name} --metric-pattern "
+                        f"'^{chosen.name}:\\s*([0-9.]+)'") from None
 
 
 def local_names(scan: Scan) -> dict[str, str]:
