@@ -352,7 +352,7 @@ def _validate_search(task: Task, where: str) -> None:
     files = {rel: (task.root / rel).read_text(errors="replace")
              for rel in task.editable_files() if rel.endswith(".py")}
     try:
-        parse_space(task.search_space, where, set(constants(files)))
+        parse_space(task.search_space, where, set(constants(files, task.search_space)))
     except SpaceError as exc:
         raise TaskError(str(exc)) from None
 

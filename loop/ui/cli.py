@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("repo", nargs="?", default=".", help="the repo (default: here)")
     it.add_argument("--metric", help="the printed value to optimize (default: the evaluation's "
                                      "result, else a loss/bpb/accuracy-like name)")
+    it.add_argument("--metric-pattern", help="a regex with one group: the number of --metric "
+                                             "NAME in the run's output, for a line that is not "
+                                             "`name: value` (e.g. 'val loss ([0-9.]+)')")
     it.add_argument("--direction", choices=["minimize", "maximize"],
                     help="whether lower or higher is better (default: read from the metric's name)")
     it.add_argument("--script", help="the editable script (default: train.py, main.py, run.py, "
@@ -319,7 +322,7 @@ def cmd_tasks(args) -> int:
 def cmd_init(args) -> int:
     from loop.setup.onboard import init
     init(args.repo, metric=args.metric, direction=args.direction, script=args.script,
-         time_budget_s=args.time_budget_s, force=args.force,
+         time_budget_s=args.time_budget_s, force=args.force, metric_pattern=args.metric_pattern,
          out=lambda line: print(line, flush=True))
     return 0
 
