@@ -14,6 +14,7 @@ from pathlib import Path
 from loop.errors import UsageError
 from loop.edits import sourcetext
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
+from loop.state.journal import tag_active
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
@@ -39,7 +40,7 @@ class Workspace:
         common = Path(run_git(["rev-parse", "--git-common-dir"], self.repo_root).stdout.strip())
         self.common_dir = common if common.is_absolute() else self.repo_root / common
         self.guard = RepoGuard(self.common_dir, self.common_dir / "worktrees" / self.worktree.name,
-                               self.branch, tag)
+                               self.branch, tag, active=self._night_active)
         self.git = Git(self.repo_root, before=self.guard.restore_files)
         self._env = self._author_env()
         self.watched: RefSnapshot | None = None   # see `watch`
@@ -88,6 +89,11 @@ class Workspace:
                 self.git.worktree("remove", "--force", str(current))
 
     # -- tampering by a run ----------------------------------------------------------
+    def _night_active(self, tag: str, since: float) -> bool:
+        """Whether another tag's engine runs in this checkout, or started or stopped since
+        `since` (its lock: loop/state/journal.py): then it moved its refs itself."""
+        return tag_active(self.repo_root / ".autoresearch" / tag, since)
+
     def snapshot(self) -> RefSnapshot:
         """Before a run: git config files, hooks and every ref but the loop's branch."""
         return self.guard.snapshot(self.git)
