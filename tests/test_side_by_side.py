@@ -130,6 +130,25 @@ def test_a_running_nights_refs_are_its_own_and_a_finished_nights_are_guarded(toy
     assert git(toy_repo, "rev-parse", "autoresearch/o") == theirs
 
 
+def test_a_night_running_from_another_checkout_of_the_repo_is_seen(toy_repo):
+    """A second night started in a linked worktree of the same repository (its own
+    .autoresearch/ there) shares the refs: its lock is found there."""
+    mine = opened(toy_repo, "t")
+    second = toy_repo.parent / "second"
+    git(toy_repo, "worktree", "add", "-q", "--detach", str(second), "main")
+    lock = TagLock(second / ".autoresearch" / "o" / "lock")
+    lock.acquire()
+    try:
+        before = mine.snapshot()
+        git(second, "branch", "autoresearch/o", "main")
+        git(second, "update-ref", "refs/autoresearch/o/attempt-1", "main")
+        assert mine.check_tamper(before, "1-0") == []
+    finally:
+        lock.release()
+    assert git(toy_repo, "rev-parse", "refs/autoresearch/o/attempt-1") == \
+        git(toy_repo, "rev-parse", "main")
+
+
 def test_the_users_refs_are_guarded_while_another_night_runs(toy_repo):
     mine, _ = opened(toy_repo, "t"), opened(toy_repo, "o")
     main = git(toy_repo, "rev-parse", "main")

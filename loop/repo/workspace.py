@@ -90,9 +90,19 @@ class Workspace:
 
     # -- tampering by a run ----------------------------------------------------------
     def _night_active(self, tag: str, since: float) -> bool:
-        """Whether another tag's engine runs in this checkout, or started or stopped since
-        `since` (its lock: loop/state/journal.py): then it moved its refs itself."""
-        return tag_active(self.repo_root / ".autoresearch" / tag, since)
+        """Whether another tag's engine runs, or started or stopped since `since` (its lock,
+        loop/state/journal.py): then it moved its refs itself. Looked for in this checkout
+        and in the repository's other checkouts (a night may run from a linked worktree)."""
+        return any(tag_active(root / ".autoresearch" / tag, since) for root in self._checkouts())
+
+    def _checkouts(self) -> list[Path]:
+        """This checkout, then the repository's other worktrees but the engines' own."""
+        roots = [self.repo_root]
+        for line in self.git.worktree("list", "--porcelain").splitlines():
+            path = Path(line[len("worktree "):]) if line.startswith("worktree ") else None
+            if path is not None and path != self.repo_root and ".autoresearch" not in path.parts:
+                roots.append(path)
+        return roots
 
     def snapshot(self) -> RefSnapshot:
         """Before a run: git config files, hooks and every ref but the loop's branch."""
