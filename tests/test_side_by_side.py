@@ -18,9 +18,13 @@ from loop.repo.workspace import Workspace, worktree_path
 from loop.state.journal import TagLock
 
 
+def store(repo):
+    return f"sqlite:///{repo.parent / 'mlflow.db'}"
+
+
 def start_night(repo, tag, iterations, *extra):
-    """`autoresearch run` in a subprocess, sandbox off, its own MLflow store."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{repo.parent / f'mlflow-{tag}.db'}"}
+    """`autoresearch run` in a subprocess, sandbox off, on the MLflow store beside the repo."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store(repo)}
     return subprocess.Popen(
         [sys.executable, "-m", "loop", "run", "--task", "task", "--tag", tag,
          "--iterations", str(iterations), "--judge", "strict", "--sandbox", "off", *extra],
@@ -62,6 +66,16 @@ def assert_night_intact(repo, tag, iterations):
     return table
 
 
+def mlflow_iterations(repo, tag):
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(store(repo))
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              f"tags.`autoresearch.tag` = '{tag}'", max_results=1000)
+    assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 1
+    return sorted(int(r.data.tags["iteration"]) for r in runs
+                  if "mlflow.parentRunId" in r.data.tags)
+
+
 def run_side_by_side(repo, a_iterations, b_iterations, *extra):
     main = git(repo, "rev-parse", "main")
     nights = {"a": start_night(repo, "a", a_iterations, *extra),
@@ -70,8 +84,11 @@ def run_side_by_side(repo, a_iterations, b_iterations, *extra):
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"{tag}: {out}\n{err}"
         assert "Traceback" not in err and "tampered" not in out, f"{tag}: {out}\n{err}"
-    assert_night_intact(repo, "a", a_iterations)
-    assert_night_intact(repo, "b", b_iterations)
+        # both made the new store at once: one is kept, neither loses it
+        assert "MLflow store unavailable" not in out, f"{tag}: {out}"
+    for tag, iterations in (("a", a_iterations), ("b", b_iterations)):
+        assert_night_intact(repo, tag, iterations)
+        assert mlflow_iterations(repo, tag) == list(range(iterations + 1))
     assert git(repo, "rev-parse", "main") == main
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
@@ -207,3 +224,26 @@ def test_a_git_failure_mid_loop_is_a_one_line_stop_and_resumes(toy_repo):
     assert night.returncode == 0, out + err
     assert "resume: tag t, baseline and 1 iteration done" in out
     assert_night_intact(toy_repo, "t", 3)
+
+
+def test_a_new_stores_temp_file_is_removed_only_when_its_maker_is_gone(tmp_path):
+    """Two nights making the same new MLflow store at once: neither deletes the file the
+    other is making (a killed start's is still cleared)."""
+    from loop.state.tracking import create_store
+    path = tmp_path / "mlflow.db"
+    maker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    try:
+        making = tmp_path / f".mlflow.db.creating-{maker.pid}-0a1b2c3d"
+        killed = tmp_path / f".mlflow.db.creating-{gone.pid}"
+        making.write_bytes(b"half made")
+        killed.write_bytes(b"half made")
+        create_store(f"sqlite:///{path}")
+        assert making.exists() and not killed.exists()
+    finally:
+        maker.kill()
+        maker.wait()
+    from mlflow.tracking import MlflowClient
+    assert MlflowClient(f"sqlite:///{path}").search_experiments()     # the store works
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["mlflow.db", making.name])
