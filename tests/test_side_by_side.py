@@ -247,3 +247,34 @@ def test_a_new_stores_temp_file_is_removed_only_when_its_maker_is_gone(tmp_path)
     from mlflow.tracking import MlflowClient
     assert MlflowClient(f"sqlite:///{path}").search_experiments()     # the store works
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["mlflow.db", making.name])
+
+
+LOCKS_THE_BRANCH = '''\
+import os
+flag = {flag!r}
+if not os.path.exists(flag):        # once: a git of the experiment's that crashed
+    open(flag, "w").close()
+    open({lock!r}, "w").close()
+'''
+
+
+def test_a_git_failure_after_an_iteration_ended_keeps_it(tmp_path):
+    """git fails after the baseline's end is journalled (its branch's ref is locked, so the
+    worktree's reset fails): the stop rolls nothing back, the resume goes on from there."""
+    from conftest import TOY_TASK, TOY_TRAIN, make_repo
+    repo = tmp_path / "repo"
+    lock = repo / ".git" / "refs" / "heads" / "autoresearch" / "t.lock"
+    train = LOCKS_THE_BRANCH.format(flag=str(tmp_path / "once"), lock=str(lock)) + TOY_TRAIN
+    make_repo(repo, {"task.yaml": TOY_TASK, "train.py": train, "grade.py": "#\n"})
+    night = start_night(repo, "t", 2)
+    out, err = night.communicate(timeout=300)
+    assert night.returncode == 1 and "Traceback" not in err, out + err
+    assert "autoresearch/t.lock': File exists" in out, out
+    journal = events(repo, "t")
+    assert [e["event"] for e in journal if e.get("iteration") == 0] == ["begin", "end"]
+    lock.unlink()
+    night = start_night(repo, "t", 2)
+    out, err = night.communicate(timeout=300)
+    assert night.returncode == 0, out + err
+    assert_night_intact(repo, "t", 2)
+    assert mlflow_iterations(repo, "t") == [0, 1, 2]

@@ -556,6 +556,8 @@ class Loop:
             rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
         self.journal.write("end", **record_dict(rec))
+        del self.cands[rec.iteration]   # ended: a stop from here on has nothing to roll back
+                                        # (resume makes the branch move, rows, MLflow)
         if rec.kept and rec.commit != self.tip:
             self.workspace.advance(rec.commit, self.tip)
             self.tip = rec.commit
@@ -565,7 +567,6 @@ class Loop:
         if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
-        del self.cands[rec.iteration]
         self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
         if cand.baseline and not rec.kept:
