@@ -22,7 +22,7 @@ from loop.judge import judge as judging
 from loop.run.backends import grader_folder
 from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
-from loop.repo.gitsafe import DiskFull, RefSnapshot
+from loop.repo.gitsafe import DiskFull, GitError, RefSnapshot
 from loop.state.journal import Record, TagLock, record_dict
 from loop.edits.hunks import hunks
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
@@ -44,7 +44,8 @@ ASKS = 3    # answers repeating a change in flight or judged before one is a bad
 
 @dataclass
 class Stop:
-    # iterations | wall_clock | failures | cost | stop_file | proposer | baseline
+    # iterations | wall_clock | failures | cost | stop_file | proposer | baseline |
+    # disk_full | git | interrupted
     reason: str
     message: str
     exit_code: int = 0
@@ -57,7 +58,7 @@ def default_tag() -> str:
 class Engine:
     """One night of the loop on one tag: where it runs is found before the tag's lock
     (clear errors, nothing created), its parts are opened under the lock, recovered from
-    the journal, and handed to the `Loop`; a full disk stops it cleanly."""
+    the journal, and handed to the `Loop`; a full disk or a failing git stops it cleanly."""
 
     def __init__(self, config: Config, out=print, proposer=None, progress=None):
         self.config = config
@@ -83,16 +84,18 @@ class Engine:
             self.loop = Loop(self.parts, recover(self.parts))
             return self.loop.run()
         except Exception as exc:
-            if not is_disk_full(exc):
-                raise
-            return self._disk_full(exc)
+            if is_disk_full(exc):
+                return self._stop_cleanly(Stop("disk_full", disk_full_message(exc), 1))
+            if isinstance(exc, GitError):
+                return self._stop_cleanly(Stop("git", git_failed_message(exc), 1))
+            raise
         finally:
             lock.release()
 
-    def _disk_full(self, exc: Exception) -> Stop:
-        """Stop cleanly: the journal (if it can still be written) says why; every step in
-        flight is rolled back and redone on resume, as after a kill."""
-        stop = Stop("disk_full", disk_full_message(exc), 1)
+    def _stop_cleanly(self, stop: Stop) -> Stop:
+        """A full disk, or git failing (a stale lock file, a read-only .git): the journal
+        (if it can still be written) says why; every step in flight is rolled back and
+        redone on resume, as after a kill."""
         parts, loop = self.parts, self.loop
         for cleanup in (lambda: loop.interrupted() if loop else
                         parts.backend.close() if parts else None,
@@ -104,6 +107,11 @@ class Engine:
             except Exception:
                 pass
         return stop
+
+
+def git_failed_message(exc: GitError) -> str:
+    """One line: what git said first, and that nothing is lost."""
+    return f"stopped: {exc.first_line()}; the journal is intact; run the same command to resume"
 
 
 class Loop:
@@ -548,6 +556,8 @@ class Loop:
             rec.commit = self.workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
         self.journal.write("end", **record_dict(rec))
+        del self.cands[rec.iteration]   # ended: a stop from here on has nothing to roll back
+                                        # (resume makes the branch move, rows, MLflow)
         if rec.kept and rec.commit != self.tip:
             self.workspace.advance(rec.commit, self.tip)
             self.tip = rec.commit
@@ -557,7 +567,6 @@ class Loop:
         if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
             for run_dir in (self.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
-        del self.cands[rec.iteration]
         self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
         if cand.baseline and not rec.kept:

@@ -13,7 +13,12 @@ An experiment runs as the same user, next to the repository: it can write `.git/
   even once); as each run ends, files and refs are put back, the moved values kept under
   refs/autoresearch/<tag>/displaced/ so that nothing is lost. So while the loop runs, a
   change you make yourself to the repo's refs or git config is put back too (and blamed on
-  the next run to end): make such changes while it is stopped."""
+  the next run to end): make such changes while it is stopped.
+
+Several nights may share the repository, one engine per tag: another tag's refs
+(refs/autoresearch/<other>/..., its branch autoresearch/<other>) are that engine's to move
+while it runs, so they are left alone whenever it is running or started or stopped since the
+last look (`active`); a finished night's refs are guarded like the user's."""
 from __future__ import annotations
 
 import os
@@ -21,6 +26,8 @@ import re
 import shutil
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +50,11 @@ _ENV_PASS = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDI
 
 class GitError(RuntimeError):
     """A git command failed; the message is git's own stderr, one line where possible."""
+
+    def first_line(self) -> str:
+        """The command and git's first line of complaint (a lock error goes on for six)."""
+        return next((line.strip() for line in str(self).splitlines() if line.strip()),
+                    "git failed")
 
 
 class DiskFull(GitError):
@@ -116,14 +128,30 @@ class Git:
 @dataclass
 class RefSnapshot:
     refs: dict[str, str] = field(default_factory=dict)
+    since: float = 0.0          # when it was read (time.time()): see RepoGuard.restore_refs
+
+
+AUTORESEARCH_REFS = ("refs/autoresearch/", "refs/heads/autoresearch/")
+
+
+def tag_of(ref: str) -> str | None:
+    """The tag whose night a ref belongs to (its attempts and kept refs, its branch), or
+    None for the user's own refs."""
+    for prefix in AUTORESEARCH_REFS:
+        if ref.startswith(prefix):
+            return ref[len(prefix):].split("/", 1)[0]
+    return None
 
 
 class RepoGuard:
     """The repository's config files and hooks as trusted at start, and its refs per run."""
 
     def __init__(self, common_dir: Path, worktree_gitdir: Path | None, protected_branch: str,
-                 tag: str):
+                 tag: str, active: Callable[[str, float], bool] | None = None):
+        """`active(tag, since)`: whether another tag's engine runs, or started or stopped
+        since `since`: its refs then moved by its own hand (None: no other engine)."""
         self.common = Path(common_dir)
+        self.active = active or (lambda tag, since: False)
         self.worktree_gitdir = worktree_gitdir
         self.branch_ref = f"refs/heads/{protected_branch}"
         self.tag = tag
@@ -198,28 +226,51 @@ class RepoGuard:
             self._trusted = None
 
     def _refs(self, git: Git) -> RefSnapshot:
+        since = time.time()
         out = git("for-each-ref", "--format=%(objectname) %(refname)")
         refs = dict(line.split(" ", 1)[::-1] for line in out.splitlines() if line)
         refs.pop(self.branch_ref, None)          # the loop's branch has its own check
-        return RefSnapshot(refs)
+        return RefSnapshot(refs, since)
 
     def restore_refs(self, git: Git, before: RefSnapshot, label: str) -> None:
+        """Put back what changed since `before`: the user's refs, this tag's, and those of
+        a tag no engine has run since `before` was read; another night's moves of its own
+        refs are taken into `before` instead (that engine guards them)."""
         after = self._refs(git)
         displaced = f"refs/autoresearch/{self.tag}/displaced/{label}"
+        others: dict[str, bool] = {}             # another tag -> its engine was active
         for ref in sorted(set(before.refs) | set(after.refs)):
             old, new = before.refs.get(ref), after.refs.get(ref)
             if old == new or ref.startswith(displaced):
                 continue
+            owner = tag_of(ref)
+            if owner is not None and owner != self.tag:
+                if owner not in others:
+                    others[owner] = self.active(owner, before.since)
+                if others[owner]:
+                    if new is None:
+                        before.refs.pop(ref, None)
+                    else:
+                        before.refs[ref] = new
+                    continue
             if new is not None:                  # keep what the run put there, then undo
                 git("update-ref", f"{displaced}/{ref.removeprefix('refs/')}", new)
-            if old is None:
-                assert new is not None           # old == new was skipped above
-                git("update-ref", "-d", ref, new)
-                self.notes.append(f"deleted {ref}, created by the run")
-            else:
-                git("update-ref", ref, old)
-                self.notes.append(f"{ref} was {'moved' if new else 'deleted'}; put back "
-                                  f"at {old[:7]}")
+            self._put_back(git, ref, old, new)
+        before.since = after.since
+
+    def _put_back(self, git: Git, ref: str, old: str | None, new: str | None) -> None:
+        """`ref` back at `old` (None: deleted). Another engine guarding the same ref (the
+        user's main) may have put it back first: that is not a failure."""
+        if old is not None:
+            git("update-ref", ref, old)
+            self.notes.append(f"{ref} was {'moved' if new else 'deleted'}; put back "
+                              f"at {old[:7]}")
+            return
+        assert new is not None                   # old == new was skipped
+        if not git.ok("update-ref", "-d", ref, new) and \
+                git.ok("show-ref", "--verify", "--quiet", ref):
+            git("update-ref", "-d", ref)         # moved again meanwhile: still not ours
+        self.notes.append(f"deleted {ref}, created by the run")
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []

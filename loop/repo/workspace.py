@@ -14,6 +14,7 @@ from pathlib import Path
 from loop.errors import UsageError
 from loop.edits import sourcetext
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
+from loop.state.journal import tag_active
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
@@ -39,7 +40,7 @@ class Workspace:
         common = Path(run_git(["rev-parse", "--git-common-dir"], self.repo_root).stdout.strip())
         self.common_dir = common if common.is_absolute() else self.repo_root / common
         self.guard = RepoGuard(self.common_dir, self.common_dir / "worktrees" / self.worktree.name,
-                               self.branch, tag)
+                               self.branch, tag, active=self._night_active)
         self.git = Git(self.repo_root, before=self.guard.restore_files)
         self._env = self._author_env()
         self.watched: RefSnapshot | None = None   # see `watch`
@@ -108,6 +109,21 @@ class Workspace:
                 self.git.worktree("remove", "--force", str(current))
 
     # -- tampering by a run ----------------------------------------------------------
+    def _night_active(self, tag: str, since: float) -> bool:
+        """Whether another tag's engine runs, or started or stopped since `since` (its lock,
+        loop/state/journal.py): then it moved its refs itself. Looked for in this checkout
+        and in the repository's other checkouts (a night may run from a linked worktree)."""
+        return any(tag_active(root / ".autoresearch" / tag, since) for root in self._checkouts())
+
+    def _checkouts(self) -> list[Path]:
+        """This checkout, then the repository's other worktrees but the engines' own."""
+        roots = [self.repo_root]
+        for line in self.git.worktree("list", "--porcelain").splitlines():
+            path = Path(line[len("worktree "):]) if line.startswith("worktree ") else None
+            if path is not None and path != self.repo_root and ".autoresearch" not in path.parts:
+                roots.append(path)
+        return roots
+
     def snapshot(self) -> RefSnapshot:
         """Before a run: git config files, hooks and every ref but the loop's branch."""
         return self.guard.snapshot(self.git)

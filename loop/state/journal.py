@@ -50,7 +50,8 @@ class Record:
 
 
 class TagLock:
-    """One engine per tag: a second `run` of a running tag is refused, not interleaved."""
+    """One engine per tag: a second `run` of a running tag is refused, not interleaved.
+    Other engines look at it too (`tag_active`): a tag whose engine runs moves its own refs."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -58,17 +59,22 @@ class TagLock:
 
     def acquire(self) -> None:
         import fcntl
-        from loop.errors import UsageError
         self.path.parent.mkdir(parents=True, exist_ok=True)
         f = open(self.path, "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "another process"
-            f.close()
-            raise UsageError(f"tag '{self.path.parent.name}' is already running ({holder}); "
-                             f"stop it first or use another --tag") from None
+        for attempt in range(LOCK_TRIES):
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                # another engine's look (`tag_active`) holds it for an instant: try again
+                if attempt + 1 < LOCK_TRIES:
+                    time.sleep(LOCK_WAIT_S)
+                    continue
+                f.seek(0)
+                holder = f.read().strip() or "another process"
+                f.close()
+                raise UsageError(f"tag '{self.path.parent.name}' is already running "
+                                 f"({holder}); stop it first or use another --tag") from None
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()}")
@@ -77,8 +83,36 @@ class TagLock:
 
     def release(self) -> None:
         if self._file:
-            self._file.close()   # closing drops the lock
+            # emptied (so its time says when the engine stopped, see `tag_active`), then
+            # closing drops the lock
+            self._file.truncate(0)
+            self._file.close()
             self._file = None
+
+
+LOCK_TRIES, LOCK_WAIT_S = 20, 0.05
+CLOCK_SLACK_S = 1.0     # a file's time may trail time.time() by a clock tick
+
+
+def tag_active(state_dir: Path, since: float) -> bool:
+    """Whether an engine runs the tag whose state folder is `state_dir`, or started or
+    stopped there since `since` (a time.time()): its refs may have moved by its own hand
+    meanwhile. Looks without taking the lock from anyone (a shared lock held for an instant;
+    `acquire` waits that out)."""
+    import fcntl
+    try:
+        f = open(Path(state_dir) / "lock", "rb")
+    except OSError:
+        return False                 # no engine ever ran that tag in this checkout
+    with f:
+        if os.fstat(f.fileno()).st_mtime >= since - CLOCK_SLACK_S:
+            return True              # taken or let go within the window
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True              # held: that engine is running
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
 
 
 class JournalDamaged(UsageError):

@@ -137,9 +137,7 @@ class Tracker:
             from mlflow.tracking import MlflowClient
             create_store(self.uri)
             client = MlflowClient(self.uri)
-            found = client.get_experiment_by_name(self.experiment)
-            self.experiment_id = found.experiment_id if found else client.create_experiment(
-                self.experiment, artifact_location=artifact_location(self.uri))
+            self.experiment_id = self._experiment_id(client)
             self.client = client
             self._open_parent()
             self._close_orphans()
@@ -148,6 +146,21 @@ class Tracker:
             self._open_error = exc
         finally:
             self._opened.set()
+
+    def _experiment_id(self, client) -> str:
+        """The experiment's id, made if new; another night starting on the same store may
+        make it first (then ours fails on the name, and theirs is found)."""
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return client.create_experiment(self.experiment,
+                                            artifact_location=artifact_location(self.uri))
+        except Exception:
+            found = client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise
+            return found.experiment_id
 
     def _open_parent(self) -> None:
         if self.parent_id:
@@ -411,17 +424,38 @@ def quiet_mlflow() -> None:
 def create_store(uri: str) -> None:
     """A new SQLite store is created beside its final path and moved into place only once
     MLflow has finished its (non-transactional) schema creation: a kill midway leaves a
-    stray temp file, never a half-made store."""
+    stray temp file, never a half-made store. Two nights starting at once on a new store
+    each make one; the first in place is the store, the other's is dropped (a store in use
+    is never replaced), and neither removes the other's temp file while it is being made."""
     path = sqlite_path(uri)
     if path is None or path.exists():
         return
     from mlflow.tracking import MlflowClient
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.creating-*"):
-        stale.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+        if not _alive(stale.name.rsplit(".creating-", 1)[1].split("-", 1)[0]):
+            stale.unlink(missing_ok=True)       # left by a start that was killed
+    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     MlflowClient(f"sqlite:///{tmp}").search_experiments(max_results=1)
-    os.replace(tmp, path)
+    try:
+        os.link(tmp, path)                      # fails if another start placed one first
+    except FileExistsError:
+        pass
+    except OSError:                             # no hard links on this filesystem
+        if not path.exists():
+            os.replace(tmp, path)
+    tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process numbered `pid` still runs."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True                             # someone else's, alive
+    return True
 
 
 def artifact_location(uri: str) -> str | None:

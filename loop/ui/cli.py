@@ -227,6 +227,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"autoresearch: error: {bad}", file=sys.stderr)
         return 2
     from loop.proposers.base import ProposerFatal
+    from loop.repo.gitsafe import GitError
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()         # a closed pipe shows here, inside the handler below
@@ -239,6 +240,9 @@ def _main(argv: list[str] | None = None) -> int:
     except (UsageError, ProposerFatal) as exc:
         print(f"autoresearch: error: {exc}", file=sys.stderr)
         return 2
+    except GitError as exc:     # outside the loop (it stops on its own, journal intact)
+        print(f"autoresearch: error: {exc.first_line()}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("autoresearch: interrupted", file=sys.stderr)
         return 130
