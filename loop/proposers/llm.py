@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import json
 import os
+import threading
 import time
 import warnings
 
@@ -29,13 +31,16 @@ from loop.proposers import prompts
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
+from loop.proposers.stream import (REASONING_FIELDS, Cancelled, OverCap, Stalled, Streamed,
+                                   Waits, stream_completion)
 
 log = logging.getLogger(__name__)
 
 LOCAL_DUMMY_KEY = "sk-local"       # local servers ignore the key, but the client wants one
 MAX_RETRY_AFTER_S = 120.0          # a server asking for longer is not worth waiting for
 TRANSIENT_STATUS = {408, 409, 429}
-REASONING_FIELDS = ("reasoning", "reasoning_content")  # vLLM >= 0.11 / DeepSeek, llama.cpp
+SLOW_ATTEMPTS = 2                  # a server too slow for the timeouts: tries before stopping
+CONNECT_TIMEOUT_S = 30.0           # a server that does not even accept the connection
 CHARS_PER_TOKEN = 4                # to count thinking when the server does not report it
 _tracing_enabled = False
 
@@ -64,9 +69,13 @@ class LLMProposer:
         if not key:
             raise ProposerFatal(f"no API key: set ${config.api_key_env} (or point "
                                 f"proposer.base_url / $OPENAI_BASE_URL at a local server)")
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key,
-                                    timeout=config.timeout_s, max_retries=0)
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=key, max_retries=0,
+            timeout=openai.Timeout(config.timeout_s, connect=CONNECT_TIMEOUT_S))
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
+        self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
+        self.window: int | None = None         # the server's context window, when it says
+        self.requests: list[dict] = []         # this proposal's requests, as recorded
         if config.tracing:
             _enable_tracing()
 
@@ -75,15 +84,22 @@ class LLMProposer:
         messages = [{"role": "system", "content": prompts.system_prompt(context)},
                     {"role": "user", "content": prompts.user_prompt(
                         context, self.config.journal_chars)}]
+        c = self.config
+        waits = Waits(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
+                      self.cancelled)
+        self.requests = []
         usage, replies, thoughts = Usage(), [], []
         working = dict(context.files)   # blocks that applied, kept across repair turns
         done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
             try:
-                text, finish, reasoning = self._complete_patiently(messages, usage, context.seed)
-            except _Unavailable as exc:
-                error = str(exc)
+                text, finish, reasoning = self._complete_patiently(messages, usage,
+                                                                   context.seed, waits)
+            except (_Unavailable, OverCap) as exc:
+                error = (f"no complete reply within proposer.proposal_timeout_s="
+                         f"{c.proposal_timeout_s:g}s: {exc}" if isinstance(exc, OverCap)
+                         else str(exc))
                 break
             thinking, text = split_thinking(text)
             thinking = "\n\n".join(t for t in (reasoning.strip(), thinking) if t)
@@ -138,6 +154,8 @@ class LLMProposer:
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
             if reasoning:
                 artifacts["reasoning.md"] = reasoning
+        if self.requests:
+            artifacts["requests.json"] = json.dumps(self.requests, indent=1)
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
@@ -147,30 +165,40 @@ class LLMProposer:
         from loop.proposers.endpoint import check
         return check(self.client, self.config.model, self.base_url)
 
-    def _complete_patiently(self, messages, usage: Usage, seed: int):
-        """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop."""
+    def cancel(self) -> None:
+        """The loop stops (Ctrl-C, SIGTERM): end the request in flight now (its connection
+        is shut, which also tells the server to stop), and start no other."""
+        self.cancelled.set()
+
+    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: Waits):
+        """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop.
+        The outage's clock starts at the first request that found no server, so the time
+        a slow server spent answering never counts as downtime."""
         from loop.proposers.endpoint import wait_until_back
-        since = time.monotonic()
+        since = None
         while True:
             try:
-                return self._complete(messages, usage, seed)
+                return self._complete(messages, usage, seed, waits)
             except _Unavailable as exc:
+                since = time.monotonic() if since is None else since
                 wait_until_back(self.client, self.base_url, self.config.patience_s, since,
-                                str(exc), self.backoff_scale)
+                                str(exc), self.backoff_scale, cancelled=self.cancelled)
 
     # -- one request, with retries ------------------------------------------------------------
-    def _complete(self, messages, usage: Usage, seed: int) -> tuple[str, str | None, str]:
+    def _complete(self, messages, usage: Usage, seed: int,
+                  waits: Waits) -> tuple[str, str | None, str]:
         """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
 
+        attempts = iter(range(10**6))
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_is_transient),
-            stop=tenacity.stop_after_attempt(self.config.max_retries + 1),
+            stop=self._stop_retrying(waits), sleep=self._sleep,
             wait=self._wait, before_sleep=_log_retry, reraise=True)
         while True:
             try:
-                response = retrying(self._create, messages, seed)
+                streamed = retrying(lambda: self._create(messages, seed, next(attempts), waits))
                 break
             except openai.BadRequestError as exc:
                 if not self._drop_refused_param(exc):   # e.g. 'temperature' on o-series
@@ -181,6 +209,13 @@ class LLMProposer:
                                        f"{self.config.max_retries} retries: "
                                        f"{_status(exc)}: {_server_message(exc)}") from None
                 raise ProposerFatal(self._refusal(exc)) from None
+            except openai.APITimeoutError as exc:   # no headers within the first-token wait
+                if not _slow(exc):
+                    raise _Unavailable(f"LLM endpoint does not accept connections "
+                                       f"({self.base_url or 'api.openai.com'})") from None
+                raise ProposerFatal(self._too_slow(waits, "did not begin to answer")) from None
+            except Stalled as exc:
+                raise ProposerFatal(self._too_slow(waits, str(exc), exc.first)) from None
             except openai.APIConnectionError as exc:
                 raise _Unavailable(f"LLM endpoint unreachable after {self.config.max_retries}"
                                    f" retries ({self.base_url or 'api.openai.com'}): "
@@ -188,28 +223,53 @@ class LLMProposer:
             except _Garbled as exc:
                 raise _Unavailable(f"LLM endpoint still answering no completion after "
                                    f"{self.config.max_retries} retries: {exc}") from None
-        choice = response.choices[0]
-        content = choice.message.content or ""
-        extra = choice.message.model_extra or {}
-        reasoning = next((extra[k] for k in REASONING_FIELDS
-                          if isinstance(extra.get(k), str) and extra[k].strip()), "")
-        usage.add(self._usage(response, reasoning + split_thinking(content)[0]))
-        return content, choice.finish_reason, reasoning
+        record = _request_record(streamed, messages, self.window)
+        self.requests.append(record)
+        usage.add(self._usage(streamed.usage, streamed.reasoning
+                              + split_thinking(streamed.content)[0], record["cached_tokens"]))
+        return streamed.content, streamed.finish, streamed.reasoning
 
-    def _create(self, messages, seed: int):
+    def _create(self, messages, seed: int, attempt: int, waits: Waits) -> Streamed:
+        """One streamed request. A retry sends another seed: a deterministic server given
+        the same prompt and seed answers the same way in the same time, so an identical
+        retry would only repeat what failed (seed + attempt keeps a night reproducible)."""
         params = {"model": self.config.model, "messages": messages,
-                  "temperature": self.config.temperature, "seed": seed,
-                  "max_tokens": self.config.max_tokens}
+                  "temperature": self.config.temperature, "seed": seed + attempt,
+                  "max_tokens": self.config.max_tokens,
+                  "stream_options": {"include_usage": True}}
         if "max_tokens" in self.refused_params:
             params["max_completion_tokens"] = params["max_tokens"]
         for name in self.refused_params:
             params.pop(name, None)
         try:
-            response = self.client.chat.completions.create(**params)
-        except ValueError as exc:          # json.JSONDecodeError: garbage or an empty body
-            raise _Garbled(f"a 200 whose body is not JSON ({exc})") from None
-        _check_completion(response)
-        return response
+            streamed = stream_completion(self.client, params, waits)
+        except ValueError as exc:          # json.JSONDecodeError: garbage in a chunk
+            raise _Garbled(f"a 200 whose stream is not JSON ({exc})") from None
+        _check_streamed(streamed)
+        return streamed
+
+    def _stop_retrying(self, waits: Waits):
+        attempts = self.config.max_retries + 1
+
+        def stop(state) -> bool:
+            exc = state.outcome.exception()
+            if _slow(exc) and state.attempt_number >= SLOW_ATTEMPTS:
+                return True   # each costs minutes: a server that slow needs other settings
+            return (state.attempt_number >= attempts or waits.left() <= 0
+                    or self.cancelled.is_set())
+        return stop
+
+    def _sleep(self, seconds: float) -> None:
+        """Back off, but end at once when the loop stops."""
+        if self.cancelled.wait(seconds):
+            raise Cancelled("the loop is stopping")
+
+    def _too_slow(self, waits: Waits, what: str, first: bool = True) -> str:
+        knob = ("proposer.timeout_s / --llm-timeout" if first else "proposer.stall_s")
+        return (f"the LLM endpoint {self.base_url or 'api.openai.com'} is there but too slow "
+                f"for these settings: {what} (first token within {waits.first_token_s:g}s, "
+                f"then at most {waits.stall_s:g}s between tokens); raise {knob}, "
+                f"or use a smaller model")
 
     def _drop_refused_param(self, exc) -> bool:
         """Endpoints differ in what they accept; drop an optional parameter the endpoint
@@ -233,15 +293,14 @@ class LLMProposer:
         base = min(60.0, 2.0 ** (state.attempt_number - 1))
         return self.backoff_scale * (base + _jitter())
 
-    def _usage(self, response, thinking: str = "") -> Usage:
-        """Tokens and cost; reasoning tokens as the server reports them, else estimated
-        from the thinking text (vLLM, Ollama and llama.cpp report none)."""
-        u = getattr(response, "usage", None)
+    def _usage(self, u, thinking: str = "", cached: int | None = None) -> Usage:
+        """Tokens and cost from a stream's usage; reasoning tokens as the server reports
+        them, else estimated from the thinking text (vLLM, Ollama and llama.cpp report none)."""
         estimate = len(thinking) // CHARS_PER_TOKEN
         if u is None:
             return Usage(reasoning_tokens=estimate, requests=1)
         prompt, completion = u.prompt_tokens or 0, u.completion_tokens or 0
-        cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0
+        cached = cached or 0         # OpenAI's prompt_tokens_details, llama.cpp's cache_n
         reasoning = getattr(getattr(u, "completion_tokens_details", None),
                             "reasoning_tokens", 0) or estimate
         c = self.config
@@ -281,6 +340,40 @@ def _change(done: list, before: dict[str, str], after: dict[str, str]) -> Change
 
 
 
+def _check_streamed(streamed: Streamed) -> None:
+    """_Garbled unless the stream said something (content, even "", thinking, a refusal or
+    tool calls): a proxy's garbage, an empty body, `choices: []` or null content."""
+    if streamed.chunks == 0:
+        raise _Garbled("a 200 without a stream of chunks")
+    if not streamed.said:
+        raise _Garbled("a 200 whose stream has no message content")
+
+
+def _request_record(streamed: Streamed, messages: list[dict], window: int | None) -> dict:
+    """One request as recorded (requests.json): its size against the window, its speed,
+    and how much of its prompt the server had cached."""
+    chars = sum(len(m["content"]) for m in messages)
+    u = streamed.usage
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    timings = streamed.extra.get("timings")
+    if cached is None and isinstance(timings, dict):       # llama.cpp
+        cached = timings.get("cache_n")
+    return {"prompt_chars": chars, "prompt_tokens_estimate": estimate_tokens(chars),
+            "context_window": window, "prompt_tokens": getattr(u, "prompt_tokens", None),
+            "cached_tokens": cached,
+            "completion_tokens": getattr(u, "completion_tokens", None),
+            "first_token_s": None if streamed.first_token_s is None
+            else round(streamed.first_token_s, 2),
+            "seconds": round(streamed.seconds, 2), "finish": streamed.finish}
+
+
+def estimate_tokens(chars: int) -> int:
+    """Tokens in `chars` characters of code and English, erring high (BPE tokenizers give
+    about 3.5-4 characters a token on such text)."""
+    return int(chars / 3.5) + 1
+
+
 def _check_completion(response) -> None:
     """_Garbled unless `response` has a first choice with a message that says something
     (content, or, with content null, thinking, a refusal or tool calls)."""
@@ -301,7 +394,7 @@ def _check_completion(response) -> None:
 
 def _is_transient(exc: BaseException) -> bool:
     import openai
-    if isinstance(exc, _Garbled):
+    if isinstance(exc, (_Garbled, Stalled)):
         return True
     if isinstance(exc, openai.APIConnectionError):       # includes APITimeoutError
         return True
@@ -310,6 +403,16 @@ def _is_transient(exc: BaseException) -> bool:
             return False                                  # billing, not load: retrying is futile
         return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
     return False
+
+
+def _slow(exc: BaseException | None) -> bool:
+    """A server that is there but sent no token in time (not one that is away: a
+    connection that was never accepted is an outage)."""
+    import openai
+    if isinstance(exc, Stalled):
+        return True
+    return (isinstance(exc, openai.APITimeoutError)
+            and type(exc.__cause__).__name__ != "ConnectTimeout")
 
 
 def _retry_after(exc) -> float | None:
