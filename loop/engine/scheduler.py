@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 
 from loop.proposers.base import Proposal, ProposerFatal
@@ -125,13 +126,16 @@ class ProposalQueue:
         callback()
 
     def _call(self, context) -> Proposal:
+        started = time.monotonic()
         try:
-            return self.proposer.propose(context)
+            proposal = self.proposer.propose(context)
         except ProposerFatal:
             raise
         except Exception as exc:     # a proposer bug costs an iteration, not the night
-            return Proposal("proposer error",
-                            error=f"proposer raised {type(exc).__name__}: {exc}")
+            proposal = Proposal("proposer error",
+                                error=f"proposer raised {type(exc).__name__}: {exc}")
+        proposal.usage.proposal_s += time.monotonic() - started   # results.tsv, MLflow
+        return proposal
 
     def numbers(self) -> set[int]:
         return set(self.items)
