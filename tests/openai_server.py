@@ -105,6 +105,16 @@ class OpenAIServer:
         with self.lock:
             self.events.append((event, time.monotonic()))
 
+    def wait_for(self, kind: str, count: int = 1, timeout: float = 30.0) -> bool:
+        """Whether `count` events of `kind` came within `timeout` (the server notes a hang-up
+        on its own thread, a moment after the client's close)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sum(1 for k, _ in self.events if k == kind) >= count:
+                return True
+            time.sleep(0.02)
+        return False
+
     def user_messages(self, request_index: int) -> list[str]:
         return [m["content"] for m in self.requests[request_index]["messages"]
                 if m["role"] == "user"]

@@ -87,6 +87,7 @@ def test_the_proposal_cap_ends_an_answer_still_being_written(openai_server, task
     proposal = proposer(openai_server, proposal_timeout_s=1.0).propose(context(task))
     assert proposal.files == {}
     assert "proposal_timeout_s=1s" in proposal.error
+    assert openai_server.wait_for("closed")
     assert [kind for kind, _ in openai_server.events] == ["request", "closed"]
 
 
@@ -102,6 +103,7 @@ def test_cancel_ends_a_request_in_flight_at_once(openai_server, task):
     worker.join(timeout=10)      # a generous bound: the watchdog looks 5 times a second
     assert not worker.is_alive()
     assert outcome == ["Cancelled"]
+    assert openai_server.wait_for("closed")
     assert [kind for kind, _ in openai_server.events] == ["request", "closed"]
 
 

@@ -31,6 +31,7 @@ from loop.proposers import prompts
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
+from loop.proposers.window import TooBig, answer_room, discover, estimate_tokens, fit
 from loop.proposers.stream import (REASONING_FIELDS, Cancelled, OverCap, Stalled, Streamed,
                                    Waits, stream_completion)
 
@@ -74,17 +75,19 @@ class LLMProposer:
             timeout=openai.Timeout(config.timeout_s, connect=CONNECT_TIMEOUT_S))
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
         self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
+        self.key = key
         self.window: int | None = None         # the server's context window, when it says
+        self.window_from = ""                  # where it said so
+        self._window_asked = False
+        self.left_out: list[str] = []          # what the prompt left out to fit the window
         self.requests: list[dict] = []         # this proposal's requests, as recorded
         if config.tracing:
             _enable_tracing()
 
     # -- one iteration -------------------------------------------------------------------------
     def propose(self, context: Context) -> Proposal:
-        messages = [{"role": "system", "content": prompts.system_prompt(context)},
-                    {"role": "user", "content": prompts.user_prompt(
-                        context, self.config.journal_chars)}]
         c = self.config
+        messages = self._fitted(context)
         waits = Waits(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
                       self.cancelled)
         self.requests = []
@@ -93,6 +96,10 @@ class LLMProposer:
         done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
+            if turn and self._over_window(messages):     # never truncated by the server unseen
+                error = (f"{error}; no repair turn: the conversation would outgrow the "
+                         f"server's context window ({self.window} tokens)")
+                break
             try:
                 text, finish, reasoning = self._complete_patiently(messages, usage,
                                                                    context.seed, waits)
@@ -160,10 +167,52 @@ class LLMProposer:
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
 
+    # -- the prompt, fitted to the server's context window -------------------------------------
+    def _fitted(self, context: Context) -> list[dict]:
+        """The first messages; shortened to fit the window (ProposerFatal in one line when
+        even the shortest does not)."""
+        self._discover_window()
+        journal = self.config.journal_chars
+        render = lambda ctx, chars: [prompts.system_prompt(ctx),   # noqa: E731
+                                     prompts.user_prompt(ctx, chars)]
+        self.left_out = []
+        if self.window is None:
+            texts = render(context, journal)
+        else:
+            room = answer_room(self.window, self.config.max_tokens)
+            try:
+                texts, self.left_out = fit(render, context, journal, self.window - room)
+            except TooBig as exc:
+                raise ProposerFatal(
+                    f"the prompt needs about {exc} tokens and the answer {room} more, but "
+                    f"the server's context window is {self.window} tokens ({self.window_from})"
+                    f": raise it (llama.cpp -c, Ollama num_ctx, vLLM --max-model-len) or "
+                    f"lower proposer.max_tokens") from None
+            if self.left_out:
+                log.warning("prompt fitted to the %d-token context window: %s", self.window,
+                            "; ".join(self.left_out))
+        return [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}]
+
+    def _discover_window(self) -> None:
+        if not self._window_asked:
+            self._window_asked = True
+            self.window, self.window_from = discover(self.base_url, self.config.model, self.key)
+
+    def _over_window(self, messages: list[dict]) -> bool:
+        if self.window is None:
+            return False
+        chars = sum(len(m["content"]) for m in messages)
+        return estimate_tokens(chars) + answer_room(self.window, self.config.max_tokens) \
+            > self.window
+
     # -- the endpoint: checked before the night, waited for during it --------------------------
     def check_endpoint(self) -> str:
         from loop.proposers.endpoint import check
-        return check(self.client, self.config.model, self.base_url)
+        said = check(self.client, self.config.model, self.base_url)
+        self._discover_window()
+        if self.window is not None:
+            said += f"; context window {self.window} tokens ({self.window_from})"
+        return said
 
     def cancel(self) -> None:
         """The loop stops (Ctrl-C, SIGTERM): end the request in flight now (its connection
@@ -223,7 +272,7 @@ class LLMProposer:
             except _Garbled as exc:
                 raise _Unavailable(f"LLM endpoint still answering no completion after "
                                    f"{self.config.max_retries} retries: {exc}") from None
-        record = _request_record(streamed, messages, self.window)
+        record = _request_record(streamed, messages, self.window, self.left_out)
         self.requests.append(record)
         usage.add(self._usage(streamed.usage, streamed.reasoning
                               + split_thinking(streamed.content)[0], record["cached_tokens"]))
@@ -349,7 +398,8 @@ def _check_streamed(streamed: Streamed) -> None:
         raise _Garbled("a 200 whose stream has no message content")
 
 
-def _request_record(streamed: Streamed, messages: list[dict], window: int | None) -> dict:
+def _request_record(streamed: Streamed, messages: list[dict], window: int | None,
+                    left_out: list[str]) -> dict:
     """One request as recorded (requests.json): its size against the window, its speed,
     and how much of its prompt the server had cached."""
     chars = sum(len(m["content"]) for m in messages)
@@ -365,13 +415,8 @@ def _request_record(streamed: Streamed, messages: list[dict], window: int | None
             "completion_tokens": getattr(u, "completion_tokens", None),
             "first_token_s": None if streamed.first_token_s is None
             else round(streamed.first_token_s, 2),
-            "seconds": round(streamed.seconds, 2), "finish": streamed.finish}
-
-
-def estimate_tokens(chars: int) -> int:
-    """Tokens in `chars` characters of code and English, erring high (BPE tokenizers give
-    about 3.5-4 characters a token on such text)."""
-    return int(chars / 3.5) + 1
+            "seconds": round(streamed.seconds, 2), "finish": streamed.finish,
+            "left_out": left_out}
 
 
 def _check_completion(response) -> None:
