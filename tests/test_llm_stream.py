@@ -124,3 +124,54 @@ def test_cached_prompt_tokens_are_read_and_recorded(openai_server, task, shape, 
     record = json.loads(proposal.artifacts["requests.json"])[0]
     assert record["cached_tokens"] == 800
     assert record["prompt_tokens_estimate"] > 0 and record["prompt_chars"] > 0
+
+
+# -- the context window ---------------------------------------------------------------------
+
+def _long_history():
+    from loop.proposers.base import Attempt
+    return [Attempt(i, f"idea number {i}: try a learning rate of {i}e-4 with warm-up", "discard",
+                    2.6, -0.1, "no gain") for i in range(1, 60)]
+
+
+def test_a_prompt_over_the_window_is_fitted_journal_first(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2200}}
+    openai_server.script(GOOD)
+    llm = proposer(openai_server)
+    assert "context window 2200 tokens (llama.cpp /props n_ctx)" in llm.check_endpoint()
+    ctx = context(task)
+    ctx.history = _long_history()
+    proposal = llm.propose(ctx)
+    assert proposal.files == {"train.py": EXPECTED}
+    record = json.loads(proposal.artifacts["requests.json"])[0]
+    assert record["context_window"] == 2200
+    assert record["prompt_tokens_estimate"] <= 2200 - 1024
+    assert record["left_out"] and record["left_out"][0].startswith("journal cut to")
+    sent = openai_server.user_messages(0)[0]
+    assert "LR = 3e-4" in sent                            # the code is still there
+
+
+def test_a_prompt_that_cannot_fit_is_refused_in_one_line(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 600}}
+    with pytest.raises(ProposerFatal) as err:
+        proposer(openai_server).propose(context(task))
+    message = str(err.value)
+    assert "\n" not in message
+    assert "context window is 600 tokens" in message and "the prompt needs about" in message
+    assert openai_server.requests == []                   # nothing sent to be truncated
+
+
+def test_the_window_is_read_from_vllm_and_ollama(openai_server):
+    from loop.proposers.window import discover
+    openai_server.max_model_len = 32768
+    assert discover(openai_server.base_url, "test-model", "k") == \
+        (32768, "vLLM /v1/models max_model_len")
+    openai_server.max_model_len = None
+    openai_server.ollama_show = {"parameters": "temperature 0.7\nnum_ctx 8192",
+                                 "model_info": {"qwen2.context_length": 32768}}
+    assert discover(openai_server.base_url, "test-model", None) == \
+        (8192, "Ollama /api/show num_ctx")
+    openai_server.ollama_show = {"parameters": "", "model_info": {"qwen2.context_length": 32768}}
+    assert discover(openai_server.base_url, "test-model", None)[0] == 4096   # its default
+    openai_server.ollama_show = None
+    assert discover(openai_server.base_url, "test-model", None) == (None, "")
