@@ -16,13 +16,13 @@ content) is split off before parsing, never sent back, kept as reasoning.md and 
 `openai` is imported lazily so importing this module stays cheap."""
 from __future__ import annotations
 
-import email.utils
 import logging
 import json
 import os
 import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 
 from loop.setup.config import ProposerConfig
 from loop.edits.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
@@ -31,7 +31,9 @@ from loop.proposers import prompts
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
-from loop.proposers.window import TooBig, answer_room, discover, estimate_tokens, fit
+from loop.proposers.http_errors import (error_code, jitter, log_retry, retry_after,
+                                        server_message, status)
+from loop.proposers.window import Window, estimate_tokens
 from loop.proposers.stream import (REASONING_FIELDS, Cancelled, OverCap, Stalled, Streamed,
                                    Waits, stream_completion)
 
@@ -44,6 +46,14 @@ SLOW_ATTEMPTS = 2                  # a server too slow for the timeouts: tries b
 CONNECT_TIMEOUT_S = 30.0           # a server that does not even accept the connection
 CHARS_PER_TOKEN = 4                # to count thinking when the server does not report it
 _tracing_enabled = False
+
+
+@dataclass
+class _Call(Waits):
+    """One proposal's waits, and its requests as recorded (proposals may run at once, on one
+    proposer: nothing of one proposal is kept on the proposer)."""
+    requests: list[dict] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
 
 class _Unavailable(Exception):
@@ -75,30 +85,24 @@ class LLMProposer:
             timeout=openai.Timeout(config.timeout_s, connect=CONNECT_TIMEOUT_S))
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
         self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
-        self.key = key
-        self.window: int | None = None         # the server's context window, when it says
-        self.window_from = ""                  # where it said so
-        self._window_asked = False
-        self.left_out: list[str] = []          # what the prompt left out to fit the window
-        self.requests: list[dict] = []         # this proposal's requests, as recorded
+        self.window = Window(self.base_url, config.model, key, config.max_tokens)
         if config.tracing:
             _enable_tracing()
 
     # -- one iteration -------------------------------------------------------------------------
     def propose(self, context: Context) -> Proposal:
         c = self.config
-        messages = self._fitted(context)
-        waits = Waits(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
-                      self.cancelled)
-        self.requests = []
+        messages, left_out = self._fitted(context)
+        waits = _Call(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
+                      self.cancelled, left_out=left_out)
         usage, replies, thoughts = Usage(), [], []
         working = dict(context.files)   # blocks that applied, kept across repair turns
         done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
-            if turn and self._over_window(messages):     # never truncated by the server unseen
+            if turn and self.window.over(messages):   # never truncated by the server unseen
                 error = (f"{error}; no repair turn: the conversation would outgrow the "
-                         f"server's context window ({self.window} tokens)")
+                         f"server's context window ({self.window.tokens} tokens)")
                 break
             try:
                 text, finish, reasoning = self._complete_patiently(messages, usage,
@@ -136,7 +140,7 @@ class LLMProposer:
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
                 if not failures and changed:
                     proposal = self._proposal(description, changed, None, usage, messages,
-                                              replies, thoughts)
+                                              replies, thoughts, waits.requests)
                     proposal.change = _change(done, context.files, changed)
                     return proposal
                 error = describe_failures(failures or [NOTHING_CHANGED],
@@ -147,10 +151,10 @@ class LLMProposer:
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
         return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
-                              messages, replies, thoughts)
+                              messages, replies, thoughts, waits.requests)
 
     def _proposal(self, description, files, error, usage, messages, replies,
-                  thoughts) -> Proposal:
+                  thoughts, requests: list[dict]) -> Proposal:
         artifacts = {}
         reasoning = "\n\n---\n\n".join(f"## reply {i + 1}\n\n{t or '(none)'}"
                                        for i, t in enumerate(thoughts)) if any(thoughts) else ""
@@ -161,65 +165,33 @@ class LLMProposer:
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
             if reasoning:
                 artifacts["reasoning.md"] = reasoning
-        if self.requests:
-            artifacts["requests.json"] = json.dumps(self.requests, indent=1)
+        if requests:
+            artifacts["requests.json"] = json.dumps(requests, indent=1)
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
 
     # -- the prompt, fitted to the server's context window -------------------------------------
-    def _fitted(self, context: Context) -> list[dict]:
-        """The first messages; shortened to fit the window (ProposerFatal in one line when
-        even the shortest does not)."""
-        self._discover_window()
-        journal = self.config.journal_chars
+    def _fitted(self, context: Context) -> tuple[list[dict], list[str]]:
+        """The first messages, shortened to fit the window, and what they left out."""
         render = lambda ctx, chars: [prompts.system_prompt(ctx),   # noqa: E731
                                      prompts.user_prompt(ctx, chars)]
-        self.left_out = []
-        if self.window is None:
-            texts = render(context, journal)
-        else:
-            room = answer_room(self.window, self.config.max_tokens)
-            try:
-                texts, self.left_out = fit(render, context, journal, self.window - room)
-            except TooBig as exc:
-                raise ProposerFatal(
-                    f"the prompt needs about {exc} tokens and the answer {room} more, but "
-                    f"the server's context window is {self.window} tokens ({self.window_from})"
-                    f": raise it (llama.cpp -c, Ollama num_ctx, vLLM --max-model-len) or "
-                    f"lower proposer.max_tokens") from None
-            if self.left_out:
-                log.warning("prompt fitted to the %d-token context window: %s", self.window,
-                            "; ".join(self.left_out))
-        return [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}]
-
-    def _discover_window(self) -> None:
-        if not self._window_asked:
-            self._window_asked = True
-            self.window, self.window_from = discover(self.base_url, self.config.model, self.key)
-
-    def _over_window(self, messages: list[dict]) -> bool:
-        if self.window is None:
-            return False
-        chars = sum(len(m["content"]) for m in messages)
-        return estimate_tokens(chars) + answer_room(self.window, self.config.max_tokens) \
-            > self.window
+        texts, left_out = self.window.fit(render, context, self.config.journal_chars)
+        return ([{"role": "system", "content": texts[0]},
+                 {"role": "user", "content": texts[1]}], left_out)
 
     # -- the endpoint: checked before the night, waited for during it --------------------------
     def check_endpoint(self) -> str:
         from loop.proposers.endpoint import check
         said = check(self.client, self.config.model, self.base_url)
-        self._discover_window()
-        if self.window is not None:
-            said += f"; context window {self.window} tokens ({self.window_from})"
-        return said
+        return said + self.window.said()
 
     def cancel(self) -> None:
         """The loop stops (Ctrl-C, SIGTERM): end the request in flight now (its connection
         is shut, which also tells the server to stop), and start no other."""
         self.cancelled.set()
 
-    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: Waits):
+    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: _Call):
         """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop.
         The outage's clock starts at the first request that found no server, so the time
         a slow server spent answering never counts as downtime."""
@@ -235,7 +207,7 @@ class LLMProposer:
 
     # -- one request, with retries ------------------------------------------------------------
     def _complete(self, messages, usage: Usage, seed: int,
-                  waits: Waits) -> tuple[str, str | None, str]:
+                  waits: _Call) -> tuple[str, str | None, str]:
         """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
@@ -244,7 +216,7 @@ class LLMProposer:
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_is_transient),
             stop=self._stop_retrying(waits), sleep=self._sleep,
-            wait=self._wait, before_sleep=_log_retry, reraise=True)
+            wait=self._wait, before_sleep=log_retry, reraise=True)
         while True:
             try:
                 streamed = retrying(lambda: self._create(messages, seed, next(attempts), waits))
@@ -256,7 +228,7 @@ class LLMProposer:
                 if _is_transient(exc):
                     raise _Unavailable(f"LLM endpoint still failing after "
                                        f"{self.config.max_retries} retries: "
-                                       f"{_status(exc)}: {_server_message(exc)}") from None
+                                       f"{status(exc)}: {server_message(exc)}") from None
                 raise ProposerFatal(self._refusal(exc)) from None
             except openai.APITimeoutError as exc:   # no headers within the first-token wait
                 if not _slow(exc):
@@ -272,13 +244,13 @@ class LLMProposer:
             except _Garbled as exc:
                 raise _Unavailable(f"LLM endpoint still answering no completion after "
                                    f"{self.config.max_retries} retries: {exc}") from None
-        record = _request_record(streamed, messages, self.window, self.left_out)
-        self.requests.append(record)
+        record = _request_record(streamed, messages, self.window.tokens, waits.left_out)
+        waits.requests.append(record)
         usage.add(self._usage(streamed.usage, streamed.reasoning
                               + split_thinking(streamed.content)[0], record["cached_tokens"]))
         return streamed.content, streamed.finish, streamed.reasoning
 
-    def _create(self, messages, seed: int, attempt: int, waits: Waits) -> Streamed:
+    def _create(self, messages, seed: int, attempt: int, waits: _Call) -> Streamed:
         """One streamed request. A retry sends another seed: a deterministic server given
         the same prompt and seed answers the same way in the same time, so an identical
         retry would only repeat what failed (seed + attempt keeps a night reproducible)."""
@@ -297,7 +269,7 @@ class LLMProposer:
         _check_streamed(streamed)
         return streamed
 
-    def _stop_retrying(self, waits: Waits):
+    def _stop_retrying(self, waits: _Call):
         attempts = self.config.max_retries + 1
 
         def stop(state) -> bool:
@@ -323,7 +295,7 @@ class LLMProposer:
     def _drop_refused_param(self, exc) -> bool:
         """Endpoints differ in what they accept; drop an optional parameter the endpoint
         says it does not support (max_tokens becomes max_completion_tokens), once each."""
-        text = f"{getattr(exc, 'param', '') or ''} {_server_message(exc)}".lower()
+        text = f"{getattr(exc, 'param', '') or ''} {server_message(exc)}".lower()
         if "unsupported" not in text and "not supported" not in text:
             return False
         for name in ("max_tokens", "temperature", "seed"):
@@ -335,12 +307,12 @@ class LLMProposer:
         return False
 
     def _wait(self, state) -> float:
-        after = _retry_after(state.outcome.exception())
+        after = retry_after(state.outcome.exception())
         if after is not None:
             return min(after, MAX_RETRY_AFTER_S)
         # exponential backoff with jitter: 1, 2, 4 ... s (+ up to 1 s), capped at 60 s
         base = min(60.0, 2.0 ** (state.attempt_number - 1))
-        return self.backoff_scale * (base + _jitter())
+        return self.backoff_scale * (base + jitter())
 
     def _usage(self, u, thinking: str = "", cached: int | None = None) -> Usage:
         """Tokens and cost from a stream's usage; reasoning tokens as the server reports
@@ -360,19 +332,19 @@ class LLMProposer:
         return Usage(prompt, completion, cached, reasoning, 1, cost)
 
     def _refusal(self, exc) -> str:
-        status, detail = _status(exc), _server_message(exc)
+        said, detail = status(exc), server_message(exc)
         where = self.base_url or "api.openai.com"
         if exc.status_code == 401:
-            return (f"LLM endpoint refused the request ({status}): check "
+            return (f"LLM endpoint refused the request ({said}): check "
                     f"${self.config.api_key_env} ({where})")
         if exc.status_code == 403:
-            return f"LLM endpoint denied access ({status}) to model '{self.config.model}': {detail}"
+            return f"LLM endpoint denied access ({said}) to model '{self.config.model}': {detail}"
         if exc.status_code == 404:
-            return (f"LLM endpoint found no such model or route ({status}): check the model "
+            return (f"LLM endpoint found no such model or route ({said}): check the model "
                     f"'{self.config.model}' and base_url {where}")
         if exc.status_code == 429:
-            return f"LLM account is out of quota ({status}): {detail}"
-        return f"LLM endpoint rejected the request ({status}): {detail}"
+            return f"LLM account is out of quota ({said}): {detail}"
+        return f"LLM endpoint rejected the request ({said}): {detail}"
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -444,7 +416,7 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):       # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429 and _error_code(exc) == "insufficient_quota":
+        if exc.status_code == 429 and error_code(exc) == "insufficient_quota":
             return False                                  # billing, not load: retrying is futile
         return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
     return False
@@ -460,56 +432,14 @@ def _slow(exc: BaseException | None) -> bool:
             and type(exc.__cause__).__name__ != "ConnectTimeout")
 
 
-def _retry_after(exc) -> float | None:
-    """Seconds the server asked us to wait (retry-after-ms, retry-after: seconds or date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    try:
-        if headers.get("retry-after-ms") is not None:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
-def _jitter() -> float:
-    import random
-    return random.random()
 
 
-def _status(exc) -> str:
-    from http import HTTPStatus
-    try:
-        return f"{exc.status_code} {HTTPStatus(exc.status_code).phrase}"
-    except ValueError:
-        return str(exc.status_code)
 
 
-def _error_code(exc) -> str | None:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            return inner.get("code") or inner.get("type")
-    return getattr(exc, "code", None)
 
 
-def _server_message(exc) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return " ".join(str(message).split())[:300]
-    return " ".join(str(getattr(exc, "message", exc)).split())[:300]
 
 
 def _one_line_error(error: str | None, replies: int) -> str:
@@ -520,11 +450,6 @@ def _one_line_error(error: str | None, replies: int) -> str:
     return (prefix + first)[:400]
 
 
-def _log_retry(state) -> None:
-    exc = state.outcome.exception()
-    what = _status(exc) if hasattr(exc, "status_code") else type(exc).__name__
-    log.warning("LLM request failed (%s); retry %d in %.1f s", what, state.attempt_number,
-                state.next_action.sleep if state.next_action else 0.0)
 
 
 def _enable_tracing() -> None:

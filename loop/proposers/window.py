@@ -14,12 +14,70 @@ unknown and nothing is fitted. Tokens are estimated from characters (code and En
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import urllib.request
+
+from loop.proposers.base import ProposerFatal
+
+log = logging.getLogger("loop.proposers.llm")
 
 PROBE_TIMEOUT_S = 5.0
 OLLAMA_DEFAULT_CTX = 4096      # Ollama's num_ctx when a model sets none (0.6 and later)
 CHARS_PER_TOKEN = 3.5
 MIN_ANSWER_TOKENS = 1024       # room kept for the answer, at least (a few small edits)
+
+
+class Window:
+    """One endpoint's context window, asked for once (at the endpoint check, else before
+    the first prompt), and prompts fitted to it."""
+
+    def __init__(self, base_url: str | None, model: str | None, key: str | None,
+                 max_tokens: int):
+        self.base_url, self.model, self.key, self.max_tokens = base_url, model, key, max_tokens
+        self.tokens: int | None = None      # None: the server does not say
+        self.source = ""
+        self._asked = threading.Lock()
+        self._known = False
+
+    def ask(self) -> None:
+        with self._asked:
+            if not self._known:
+                self.tokens, self.source = discover(self.base_url, self.model, self.key)
+                self._known = True
+
+    def said(self) -> str:
+        """What the endpoint check line adds."""
+        self.ask()
+        return "" if self.tokens is None else \
+            f"; context window {self.tokens} tokens ({self.source})"
+
+    def fit(self, render, context, journal_chars: int) -> tuple[list[str], list[str]]:
+        """`render(context, journal_chars)`'s texts, fitted (see `fit`); ProposerFatal in
+        one line when even the shortest prompt leaves no room for the answer."""
+        self.ask()
+        if self.tokens is None:
+            return render(context, journal_chars), []
+        room = answer_room(self.tokens, self.max_tokens)
+        try:
+            texts, left_out = fit(render, context, journal_chars, self.tokens - room)
+        except TooBig as exc:
+            raise ProposerFatal(
+                f"the prompt needs about {exc} tokens and the answer {room} more, but the "
+                f"server's context window is {self.tokens} tokens ({self.source}): raise it "
+                f"(llama.cpp -c, Ollama num_ctx, vLLM --max-model-len) or lower "
+                f"proposer.max_tokens") from None
+        if left_out:
+            log.warning("prompt fitted to the %d-token context window: %s", self.tokens,
+                        "; ".join(left_out))
+        return texts, left_out
+
+    def over(self, messages: list[dict]) -> bool:
+        """Whether a conversation leaves the answer no room in the window."""
+        if self.tokens is None:
+            return False
+        chars = sum(len(m["content"]) for m in messages)
+        return estimate_tokens(chars) + answer_room(self.tokens, self.max_tokens) > self.tokens
 
 
 def estimate_tokens(chars: int) -> int:
