@@ -175,3 +175,13 @@ def test_the_window_is_read_from_vllm_and_ollama(openai_server):
     assert discover(openai_server.base_url, "test-model", None)[0] == 4096   # its default
     openai_server.ollama_show = None
     assert discover(openai_server.base_url, "test-model", None) == (None, "")
+
+
+def test_a_server_refusing_stream_options_is_streamed_without_them(openai_server, task):
+    openai_server.script(Reply(status=400, error={
+        "message": "Unsupported parameter: 'stream_options' is not supported here.",
+        "param": "stream_options", "code": "unsupported_parameter"}), GOOD)
+    proposal = proposer(openai_server).propose(context(task))
+    assert proposal.files == {"train.py": EXPECTED}
+    assert "stream_options" not in openai_server.requests[1]
+    assert openai_server.requests[1]["stream"] is True

@@ -298,7 +298,7 @@ class LLMProposer:
         text = f"{getattr(exc, 'param', '') or ''} {server_message(exc)}".lower()
         if "unsupported" not in text and "not supported" not in text:
             return False
-        for name in ("max_tokens", "temperature", "seed"):
+        for name in ("max_tokens", "temperature", "seed", "stream_options"):
             if name not in self.refused_params and (f"'{name}'" in text or
                                                     getattr(exc, "param", None) == name):
                 self.refused_params.add(name)
