@@ -80,6 +80,8 @@ def test_a_server_too_slow_for_the_first_token_stops_in_one_line_not_as_an_outag
     assert "too slow" in message and "--llm-timeout" in message
     assert "unavailable" not in message
     assert len(openai_server.requests) == 2        # SLOW_ATTEMPTS, not max_retries + 1
+    assert openai_server.wait_for("closed", 2)
+    assert [kind for kind, _ in openai_server.events] == ["request", "closed"] * 2
 
 
 def test_the_proposal_cap_ends_an_answer_still_being_written(openai_server, task):
