@@ -53,6 +53,12 @@ PROSE = "I looked at the journal: the schedule has not been tuned yet.\n\n"
 DESC = "Description: lower the peak learning rate to 2e-3 for stability\n\n"
 
 
+LR_AT_SEARCH = ("def lr_at(progress):\n    \"\"\"Linear warmup, then cosine decay to 10% of the "
+                "peak, by fraction of the budget.\"\"\"\n    if progress < WARMUP_FRAC:\n")
+WARM_OLD, WARM_NEW = "    if progress < WARMUP_FRAC:\n", "    if progress < 2 * WARMUP_FRAC:\n"
+LR_AT_REPLACE = LR_AT_SEARCH.replace(WARM_OLD, WARM_NEW)
+
+
 def _dedent(text: str, n: int) -> str:
     return "".join(l[n:] if l.strip() else l for l in text.splitlines(keepends=True))
 
@@ -251,6 +257,24 @@ CASES = [
          "Description: lower LR, higher beta2\n\ntrain.py\n```python\n"
          + WHOLE_NEW[:len(WHOLE_NEW) // 2] + "\nSorry, again in full:\n\ntrain.py\n```python\n"
          + WHOLE_NEW + "```\n", WHOLE_NEW),
+    # -- what a 1.5B model wrote on tinylm (issue 23), in our own words ------------------------
+    Case("small-def-dropped", "SEARCH's first line lost its leading 'def '",
+         DESC + sr(LR_AT_SEARCH.replace("def lr_at", "lr_at"),
+                   LR_AT_REPLACE.replace("def lr_at", "lr_at")), [(WARM_OLD, WARM_NEW)]),
+    Case("small-def-dropped-noop", "'def ' dropped and REPLACE equals SEARCH",
+         DESC + sr(LR_AT_SEARCH.replace("def lr_at", "lr_at"),
+                   LR_AT_SEARCH.replace("def lr_at", "lr_at")), REJECT),
+    Case("small-placeholder-copied", "the prompt's placeholder copied into SEARCH",
+         DESC + sr("exact lines copied from the current file\n", LR_NEW), REJECT),
+    Case("small-numbered-description", "'1. Description:' after the prompt's numbered list",
+         "1. " + DESC + "2. " + sr(LR_OLD, LR_NEW), [(LR_OLD, LR_NEW)]),
+    Case("small-unnamed-whole-file", "the whole file in a fence that names no file",
+         "Description: lower LR, higher beta2\n\n```python\n" + WHOLE_NEW + "```\n", WHOLE_NEW),
+    Case("small-echoed-error", "the engine's error text sent back, closest lines and all",
+         "the edit could not be applied:\n\n- block 1: the SEARCH text was not found in "
+         "train.py. The closest lines in train.py are:\n```\n" + LR_OLD + WD_OLD + "```\n"
+         "Copy the lines exactly as they are in the current file (whitespace included)\n",
+         REJECT),
     Case("whole-starts-over", "listing cut, then a bare fence and the listing from the top",
          "Description: lower LR\n\ntrain.py\n```python\n" + WHOLE_NEW[:len(WHOLE_NEW) // 2]
          + "\n```\n" + WHOLE_NEW[:len(WHOLE_NEW) // 3], REJECT),

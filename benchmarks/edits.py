@@ -75,6 +75,66 @@ def run_corpus(task) -> tuple[list[tuple], dict]:
     return rows, totals
 
 
+# which registry format a corpus case is written in (loop/edits/formats.py); diffs are
+# accepted whatever the format, and the other cases (thinking, prose) test the parser alone
+FORMAT_OF = {"sr": "search_replace", "small": "search_replace", "whole": "whole_file"}
+
+
+def json_cases() -> list:
+    """The search_replace cases as the json format gets them: the server's schema makes the
+    markup right (an object, a file from the list), so what is left is the content: the
+    SEARCH and REPLACE text, indentation, elisions, a placeholder, a no-op. A reply that
+    has no complete block (cut off) cannot be valid JSON under a schema: left out."""
+    import json
+    from edit_corpus import Case
+    from loop.edits.edits import parse_reply
+    cases = []
+    for case in CASES:
+        if FORMAT_OF.get(case.name.split("-")[0]) != "search_replace":
+            continue
+        parsed = parse_reply(case.reply)
+        if parsed.problems or not parsed.edits:
+            continue
+        reply = json.dumps({"description": parsed.description or "", "edits": [
+            {"file": e.path or "train.py", "search": e.search, "replace": e.replace}
+            for e in parsed.edits]})
+        cases.append(Case("json-" + case.name, case.defect, reply, case.expect))
+    return cases
+
+
+def per_format(task) -> list[tuple]:
+    """First-try apply rate of each format's replies, read by that format's reader."""
+    from loop.edits.edits import apply_edits
+    from loop.edits.formats import FORMATS, read_reply
+    groups: dict[str, list] = {name: [] for name in FORMATS}
+    for case in CASES:
+        name = FORMAT_OF.get(case.name.split("-")[0])
+        if name:
+            groups[name].append(case)
+    groups["json"] = json_cases()
+    rows = []
+    for name, cases in groups.items():
+        good = bad = applied = refused = wrong = 0
+        for case in cases:
+            files = {"train.py": TRAIN}
+            try:
+                changed = apply_edits(files, read_reply(FORMATS[name], case.reply, [], files),
+                                      task)
+            except EditError:
+                changed = None
+            if case.expect == REJECT:
+                bad += 1
+                refused += changed is None
+                wrong += changed is not None
+            else:
+                good += 1
+                applied += changed == {"train.py": case.expected_train()}
+                wrong += changed is not None and changed != {"train.py": case.expected_train()}
+        rows.append((name, f"{applied}/{good} ({100 * applied / max(good, 1):.0f}%)",
+                     f"{refused}/{bad}", wrong))
+    return rows
+
+
 def synthetic_history(n: int, rng: random.Random) -> list[Attempt]:
     ideas = ["lower the peak learning rate", "raise the learning rate", "cosine to zero",
              "longer warmup", "shorter warmup", "wider model (N_EMBD 192)", "deeper model",
@@ -119,6 +179,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         task = make_task(Path(tmp), TRAIN)
         rows, t = run_corpus(task)
+        formats = per_format(task)
         real = HERE.parent / "experiments" / "tinylm" / "train.py"
         train = real.read_text() if real.is_file() else TRAIN
         program_file = HERE.parent / "program.md"
@@ -138,6 +199,16 @@ def main() -> int:
           f"({100 * t['rejected_ok'] / t['reject']:.0f}%) |")
     print(f"| good replies refused (a repair turn follows) | {t['missed']} |")
     print(f"| wrong applications (must be 0) | {t['wrong']} |")
+
+    print("\n## First-try apply rate per edit format (loop/edits/formats.py)\n")
+    print("Each format's replies read by that format's reader; json: the search_replace "
+          "replies' blocks as the schema-constrained JSON object (markup defects cannot "
+          "occur there).\n")
+    print("| format | good replies applied | bad replies refused | wrong |")
+    print("|---|---|---|---|")
+    for row in formats:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+    t["wrong"] += sum(row[3] for row in formats)
 
     print(f"\n## Prompt size (system + user), train.py: "
           f"{'experiments/tinylm/train.py' if real.is_file() else 'stand-in'}, "

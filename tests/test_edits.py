@@ -215,3 +215,58 @@ def test_failure_names_the_block_and_shows_the_closest_lines(task):
 def test_try_edits_reports_failures_without_raising(task):
     outcome = try_edits(FILES, parse_reply(sr("train.py", "nope\n", "x\n")).edits, task)
     assert outcome.applied == 0 and len(outcome.failures) == 1 and outcome.changed == {}
+
+
+# -- tolerant matching: each rule applies only at one place ------------------------------------
+
+LR_AT = "import math\n\n\ndef lr_at(progress):\n    return 0.1 * progress\n"
+
+
+def test_a_first_line_missing_its_leading_keyword_is_matched_and_the_keyword_kept():
+    reply = sr("train.py", "lr_at(progress):\n    return 0.1 * progress\n",
+               "lr_at(progress):\n    return 0.1 * math.cos(progress)\n")
+    _, changed = apply_reply({"train.py": LR_AT}, reply, None)
+    assert changed["train.py"] == LR_AT.replace("0.1 * progress", "0.1 * math.cos(progress)")
+
+
+def test_a_missing_keyword_and_lost_indentation_together_are_matched():
+    files = {"train.py": "class M:\n    def lr_at(self, p):\n        return p\n"}
+    reply = sr("train.py", "lr_at(self, p):\n    return p\n",
+               "def lr_at(self, p):\n    return 2 * p\n")
+    _, changed = apply_reply(files, reply, None)
+    assert changed["train.py"] == "class M:\n    def lr_at(self, p):\n        return 2 * p\n"
+
+
+def test_an_ambiguous_missing_keyword_match_is_refused():
+    files = {"train.py": "def f(x):\n    return x\n\n\nasync def f(x):\n    return x\n"}
+    with pytest.raises(EditError, match="matches 2 places"):
+        apply_reply(files, sr("train.py", "f(x):\n    return x\n", "f(x):\n    return -x\n"),
+                    None)
+
+
+def test_a_missing_part_that_is_no_whole_word_does_not_match():
+    files = {"train.py": "self.lr = 0.1\nmax_lr = 1\n"}
+    for search in ("lr = 0.1\n", "lr = 1\n"):
+        with pytest.raises(EditError, match="not found"):
+            apply_reply(files, sr("train.py", search, "lr = 0.2\n"), None)
+
+
+def test_a_uniformly_shifted_search_that_fits_two_places_is_refused():
+    files = {"train.py": "def a():\n    x = 1\n    y = 2\n\n\ndef b():\n        x = 1\n"
+                         "        y = 2\n"}
+    with pytest.raises(EditError, match="matches 2 places"):
+        apply_reply(files, sr("train.py", "x = 1\ny = 2\n", "x = 3\ny = 2\n"), None)
+
+
+# -- a no-op is named as such ------------------------------------------------------------------
+
+def test_a_block_whose_replace_equals_its_search_is_named_a_no_op(task):
+    with pytest.raises(EditError) as err:
+        apply_reply(FILES, sr("train.py", "LR = 3e-4\n", "LR = 3e-4  \n"), task)
+    assert "REPLACE text is the same as its SEARCH text" in err.value.message
+
+
+def test_a_whole_file_listing_of_the_file_as_it_is_is_named_unchanged(task):
+    with pytest.raises(EditError) as err:
+        apply_reply(FILES, f"train.py\n```python\n{TRAIN}```\n", task)
+    assert "the file as it is, unchanged" in err.value.message

@@ -182,7 +182,7 @@ def test_loop_is_graded_by_the_evaluate_step(tmp_path, mlflow_uri):
     assert "=== evaluate: python evaluate.py ===" in log
 
 
-def test_check_task_runs_the_baseline_in_a_copy(tmp_path):
+def test_check_task_runs_the_baseline_at_head(tmp_path):
     repo, _ = make_graded_repo(tmp_path)
     lines = []
     task, result = check_task(repo / "task", out=lines.append)
@@ -191,8 +191,13 @@ def test_check_task_runs_the_baseline_in_a_copy(tmp_path):
     res = run_cli("check-task", str(repo / "task"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "status ok" in res.stdout and "error" in res.stdout
-    # a failing baseline exits 1, a broken task folder exits 2
+    # an uncommitted edit is named, not run: HEAD is what the night runs
     (repo / "task" / "train.py").write_text("raise SystemExit(0)\n")
+    res = run_cli("check-task", str(repo / "task"), cwd=tmp_path)
+    assert res.returncode == 0 and "status ok" in res.stdout
+    assert "differs from HEAD in task/train.py (modified, editable)" in res.stdout
+    # a failing baseline exits 1, a broken task folder exits 2
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qam", "no output")
     res = run_cli("check-task", str(repo / "task"), cwd=tmp_path)
     assert res.returncode == 1 and "artifact predictions.txt not written" in res.stdout
     (repo / "task" / "task.yaml").write_text(TASK.format(private="/no/such/dir"))

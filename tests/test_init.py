@@ -57,9 +57,12 @@ def test_plain_script_init_then_a_bare_run(tmp_path, mlflow_uri):
     done = run_cli("init", cwd=repo)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "unprotected metric: the number is what the edited script prints" in out
-    assert re.search(r"metric: +val_loss, picked among 3 printed values .*train_loss, mfu\); "
-                     r"minimize", out)
+    assert "unprotected metric: the number is what the run prints" in out
+    assert re.search(r"metric: +val_loss \(found: the validation metric, printed by train.py; "
+                     r"others: train_loss, mfu; change with --metric NAME", out)
+    assert re.search(r"direction: +minimize \(guessed: from the name val_loss; change with "
+                     r"--direction", out)
+    assert "judge:      sequential (autoresearch.yaml)" in out
     assert "autoresearch check-task ." in out and "autoresearch run" in out
     task = yaml.safe_load((repo / "task.yaml").read_text())
     assert task["name"] == "toy" and task["description"].startswith("Fit the two knobs")
@@ -90,7 +93,7 @@ def test_metric_and_direction_flags_override(tmp_path):
 @pytest.mark.parametrize("case,expect", [
     ("no_git", "is not a git repository"),
     ("no_metric", "no metric found"),
-    ("unknown_metric", "no metric found: train.py prints no `accuracy: value` line"),
+    ("unknown_metric", "no metric found: train.py and the modules it imports print no number named `accuracy`"),
     ("uncommitted", "uncommitted changes in train.py"),
     ("task_exists", "task.yaml already exists (pass --force"),
 ])
@@ -127,7 +130,7 @@ def test_time_budget_is_refused_where_the_code_holds_it(tmp_path, mlflow_uri):
     repo = plain_repo(tmp_path / "toy", {"prepare.py": prepare, "train.py": train})
     done = run_cli("init", cwd=repo)
     assert done.returncode == 0, done.stderr
-    assert "budget:     2s from prepare.py:TIME_BUDGET" in done.stdout
+    assert "budget:     2s (found: prepare.py:TIME_BUDGET" in done.stdout
     task = yaml.safe_load((repo / "task.yaml").read_text())
     assert task["time_budget_s"] == 2 and task["budget_constant"] == "prepare.py:TIME_BUDGET"
     assert task["protected"] == ["prepare.py"]
@@ -220,7 +223,7 @@ def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
 
 def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlflow_uri):
     """`.venv/` is ignored, so the worktree (a checkout of HEAD) has none: the loop runs
-    the one in the user's folder."""
+    the one in the user's folder, shown in the sandbox though the repo is under /tmp."""
     import sys
     repo = plain_repo(tmp_path / "toy", {"train.py": PLAIN, ".gitignore": ".venv/\n"})
     (repo / ".venv" / "bin").mkdir(parents=True)
@@ -229,7 +232,7 @@ def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlfl
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((repo / "task.yaml").read_text())["run"] == ".venv/bin/python train.py"
     commit(repo, "task")
-    # the sandbox empties /tmp, where pytest's folders live: off, to reach the repo's .venv
-    ran = run_cli("run", "--iterations", "1", "--sandbox", "off", cwd=repo)
+    # the sandbox (where bwrap works) empties /tmp, where the repo lives: it shows the .venv
+    ran = run_cli("run", "--iterations", "1", cwd=repo)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "baseline  val_loss" in ran.stdout

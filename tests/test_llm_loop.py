@@ -170,3 +170,25 @@ def test_reasoning_model_thinking_is_an_mlflow_artifact_and_never_applied(
     reasoning = (Path(client.download_artifacts(run_id, "reasoning.md"))).read_text()
     assert "X = 99.0" in reasoning and "No, the minimum is 1.0." in reasoning
     assert client.get_run(run_id).data.metrics["llm.reasoning_tokens"] > 0
+
+
+def test_a_change_already_tried_is_refused_before_staging_and_the_model_told(
+        toy_repo, mlflow_uri, openai_server):
+    worse = SEARCH_REPLACE.replace("X = 1.0\n>", "X = 5.0\n>").replace("to 1.0", "to 5.0")
+    again = worse.replace("X = 5.0\n>", "X  =  5.0\n>")    # the same change, other spacing
+    openai_server.script(worse, again, UNIFIED_DIFF.replace("X = 1.0", "X = 3.0"))
+    stop = Engine(llm_config(toy_repo, openai_server, iterations=2), out=lambda s: None).run()
+    assert stop.reason == "iterations", stop.message
+    table = rows(toy_repo)
+    assert [r["status"] for r in table] == ["keep", "discard", "keep"]
+    assert table[2]["description"] == "raise Y to 4 so the second term vanishes"
+    told = openai_server.user_messages(2)[-1]              # the repair turn of iteration 2
+    assert "repeats iteration 1's change" in told and "move X to 5.0" in told
+    # the repeat was never staged: iteration 2's attempt is the Y change, nothing was dropped
+    diff = git(toy_repo, "diff", "main", "refs/autoresearch/llm/attempt-2")
+    assert "+Y = 4" in diff and "X  =  5.0" not in diff
+    journal = (toy_repo / ".autoresearch" / "llm" / "journal.jsonl").read_text()
+    assert '"drop"' not in journal
+    # the journal in the prompt lists the tried change; requests asked for the json format
+    assert "move X to 5.0" in openai_server.user_messages(1)[0]
+    assert all("response_format" in r for r in openai_server.requests)

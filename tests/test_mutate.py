@@ -144,3 +144,32 @@ def test_fastsum_samples_its_whole_declared_range():
         values.add(int(constants(p.files)["CHUNK"]))
         history.append(Attempt(i, p.description, "discard", 1.0, -0.1))
     assert len(values) == 100 and min(values) < 4 < 64 < 1024 < max(values) <= 4096
+
+
+def test_lowercase_settings_move_when_declared_and_seeds_stay_fixed():
+    """nanoGPT's style: `learning_rate = 6e-4` at module level is searched once task.yaml's
+    search_space names it; undeclared, only UPPER_CASE constants move, and never a seed."""
+    from loop.proposers.base import Context
+    from loop.proposers.mutate import MutateProposer
+    from loop.setup.search_space import constants
+    from loop.setup.task import Metric, Task
+    text = ("learning_rate = 6e-4  # max lr\nn_layer = 12\nbeta2 = 0.95\nseed = 1337\n"
+            "RANDOM_STATE = 42\nWIDTH = 32\n")
+    space = {"learning_rate": {"log_range": [1e-4, 1e-2]}, "n_layer": {"range": [2, 24],
+             "integer": True}, "beta2": {"range": [0.9, 0.999]}}
+    declared = Task(name="t", run="python train.py", metric=Metric("val_loss"),
+                    editable=("train.py",), search_space=space)
+    moved = set()
+    files = {"train.py": text}
+    for i in range(1, 40):
+        p = MutateProposer(seed=1).propose(Context(i, declared, files, "", [], None, seed=i))
+        assert p.error is None, p.error
+        values = constants(p.files, space)
+        moved |= {n for n in space if values[n] != constants(files, space)[n]}
+        assert "seed = 1337" in p.files["train.py"] and "RANDOM_STATE = 42" in p.files["train.py"]
+    assert moved == set(space)
+    bare = Task(name="t", run="python train.py", metric=Metric("val_loss"),
+                editable=("train.py",))
+    for i in range(1, 20):
+        p = MutateProposer(seed=2).propose(Context(i, bare, files, "", [], None, seed=i))
+        assert p.description.startswith("Set WIDTH to "), p.description

@@ -193,3 +193,24 @@ def test_a_divider_that_may_underline_a_heading_is_refused_not_dropped():
     reply = ("notes.md\n<<<<<<< SEARCH\nIntro\n=======\nIntro\n\nResults\n=======\n"
              ">>>>>>> REPLACE\n")
     assert "may underline a heading" in refused(reply, files)
+
+
+# -- descriptions are recorded without the prefixes models put before them ---------------------
+
+@pytest.mark.parametrize("line", [
+    "Description: Improve the schedule",
+    "1. Description: Improve the schedule",
+    "**Description:** Improve the schedule",
+    "- **Description**: Improve the schedule",
+    "> Description: \"Improve the schedule\"",
+    "2) `Description: Improve the schedule`",
+])
+def test_description_prefixes_are_stripped(line):
+    reply = f"{line}\n\ntrain.py\n```python\n<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n"
+    assert parse_reply(reply).description == "Improve the schedule"
+
+
+def test_a_description_under_a_heading_or_a_list_marker_without_label_is_clean():
+    assert parse_reply("### Description\n1. Improve the schedule\n").description \
+        == "Improve the schedule"
+    assert parse_reply("* 1.5x longer warm-up helps\n").description == "1.5x longer warm-up helps"

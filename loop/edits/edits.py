@@ -3,7 +3,10 @@
 Pure: texts in, texts out; no git, no files. The contract the engine relies on:
   * a block that does not apply is an error, never silently skipped;
   * a match is exact first, then tolerant (trailing whitespace, edge blank lines, a uniform
-    indentation shift), but never ambiguous: a SEARCH that fits two places is refused;
+    indentation shift, a first line missing its leading keyword: `lr_at(progress):` for
+    `def lr_at(progress):`), but never ambiguous: a SEARCH that fits two places is refused;
+  * a block that changes nothing (REPLACE equals SEARCH, a whole file as it is) is named
+    as such, so the model learns its edit was a no-op, not that it was lost;
   * errors name the block and show the closest lines, worded to be sent back to the model.
 
     parsed = parse_reply(reply_text)                 # description + edits (+ problems)
@@ -27,6 +30,10 @@ NO_EDITS = ("no edit found in the reply: write each change as a SEARCH/REPLACE b
             "the file's path (see the format in the instructions)")
 NOTHING_CHANGED = ("the edit changes nothing: every block leaves the files as they are; "
                    "propose a change that alters the code")
+NO_OP_BLOCK = ("this block changes nothing: its REPLACE text is the same as its SEARCH text. "
+               "Write the changed lines in REPLACE")
+NO_OP_WHOLE = ("this listing of {path} is the file as it is, unchanged: make the change in "
+               "it (or send a SEARCH/REPLACE block)")
 MIN_WHOLE_FILE_SHARE = 1 / 3   # a "whole file" far shorter than the file is a fragment
 # a fence under prose ("Here is the updated `train.py`:") is taken for the whole file only
 # if it is about as long as the file, keeps most of its lines and its first or last line
@@ -124,15 +131,18 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
 def settle_named(files: dict[str, str], edits: Iterable[Edit]) -> list[Edit]:
     """Decide the fences that prose named ('Here is the updated `train.py`:'): each is
     kept, as a whole-file edit of that file, only when exactly one of the words above it
-    is an existing file, it holds the whole file, and the reply has no explicit edit
-    (an explicit block wins: the prose fence may be the old code, quoted). Else it was an
-    illustration, and is dropped."""
+    is an existing file (or none is and there is exactly one file), it holds the whole
+    file, and the reply has no explicit edit (an explicit block wins: the prose fence may
+    be the old code, quoted). Else it was an illustration, and is dropped."""
     edits = list(edits)
     if any(not e.named for e in edits):
         return [e for e in edits if not e.named]
     kept = []
     for edit in edits:
         homes = {p for p in (_existing(w, files) for w in edit.named) if p}
+        if not homes and len(files) == 1:    # an unnamed listing of the one editable file
+            homes = set(files) if _whole_listing(next(iter(files.values())), edit.replace) \
+                else set()
         if len(homes) == 1:
             path = homes.pop()
             if edit.source == "whole file" or _whole_listing(files[path], edit.replace):
@@ -206,6 +216,8 @@ def _apply_one(text: str | None, edit: Edit, shift: int, allow_already_applied: 
 def _whole(old: str | None, edit: Edit) -> str:
     if old is None:
         return edit.replace
+    if old.rstrip() == edit.replace.rstrip():
+        raise _Failure(NO_OP_WHOLE.format(path=edit.path))
     if _fence_lines(old) and not _fence_lines(edit.replace):
         # a file holding ``` blocks (markdown), listed inside ```: the listing ends at the
         # file's first inner fence, so what we read is the file cut there
@@ -225,6 +237,8 @@ def _fence_lines(text: str) -> int:
 
 def _replace(old: str | None, edit: Edit, shift: int, allow_already_applied: bool) -> str:
     search, replace = _lines(edit.search), _lines(edit.replace)
+    if [l.rstrip() for l in search] == [l.rstrip() for l in replace] and search:
+        raise _Failure(NO_OP_BLOCK)
     if not any(l.strip() for l in search):
         if old is None or not old.strip():
             return _join(replace, True)       # creating a new (or filling an empty) file
@@ -279,13 +293,60 @@ def _locate(lines, search, replace, hint):
                 start = _unique(starts, hint, len(s))
                 return start, start + len(s), r
     for s, r in variants:  # the same lines at another indentation, shifted as a whole
-        hits = [(i, m) for i in range(len(lines) - len(s) + 1)
-                if (m := _indent_shift(lines[i:i + len(s)], s)) is not None]
+        found = _shifted(lines, s, r, hint)
+        if found is not None:
+            return found
+    for s, r in variants:  # the first line lost its leading keyword ('def ', 'return ')
+        hits = []
+        for i in range(len(lines) - len(s) + 1):
+            keyword = _missing_keyword(lines[i], s[0])
+            if keyword is not None:
+                fixed = _with_keyword(s, keyword)
+                if _indent_shift(lines[i:i + len(s)], fixed) is not None:
+                    hits.append((i, keyword))
         if hits:
             start = _unique([i for i, _ in hits], hint, len(s))
-            reindent = dict(hits)[start]
-            return start, start + len(s), [reindent(l) for l in r]
+            keyword = dict(hits)[start]
+            fixed_s = _with_keyword(s, keyword)
+            fixed_r = _with_keyword(r, keyword) if _first_word(r) == _first_word(s) else r
+            return _shifted(lines[start:start + len(s)], fixed_s, fixed_r, None, start)
     return None
+
+
+def _shifted(lines, s, r, hint, offset: int = 0):
+    """(start, end, reindented replace) where `s` fits uniformly shifted, or None."""
+    hits = [(i, m) for i in range(len(lines) - len(s) + 1)
+            if (m := _indent_shift(lines[i:i + len(s)], s)) is not None]
+    if not hits:
+        return None
+    start = _unique([i for i, _ in hits], hint, len(s))
+    reindent = dict(hits)[start]
+    return offset + start, offset + start + len(s), [reindent(l) for l in r]
+
+
+def _missing_keyword(have: str, want: str) -> str | None:
+    """The leading word(s) `have` has and `want` lacks ('def ' for 'lr_at(progress):'), when
+    the rest is the same; None otherwise. Only whole words before a space count, so
+    'max = 1' never matches 'x = 1', nor 'self.lr' 'lr'."""
+    h, w = have.strip(), want.strip()
+    if not w or h == w or not h.endswith(w):
+        return None
+    keyword = h[:len(h) - len(w)]
+    words = keyword.split()
+    return keyword if keyword.endswith(" ") and words and all(
+        k.isidentifier() for k in words) else None
+
+
+def _with_keyword(lines: list[str], keyword: str) -> list[str]:
+    if not lines:
+        return lines
+    first = lines[0]
+    return [_indent(first) + keyword + first.lstrip()] + lines[1:]
+
+
+def _first_word(lines: list[str]) -> str:
+    first = next((l.strip() for l in lines if l.strip()), "")
+    return first.split("(")[0].split()[0] if first.split() else ""
 
 
 def _unique(starts: list[int], hint: int | None, size: int) -> int:

@@ -19,7 +19,13 @@ DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
 REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
 HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*$")
 DESCRIPTION_RE = re.compile(
-    r"^\W*(description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$", re.IGNORECASE)
+    r"^\W*(?:\d+[.)]\s*)?\W*(description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$",
+    re.IGNORECASE)
+# what models put before a description: list markers ('1.', '-', '*'), quotes, emphasis,
+# heading marks, and the label itself ('Description:', '**Description:**')
+LEAD_RE = re.compile(r"^(?:\s*(?:(?:[-*+>#•]+|\d+[.)])(?=\s)|[\"'`“‘]+|\*\*|__)\s*)+")
+LABEL_RE = re.compile(r"^(?:description|hypothesis|idea|change)\s*[*_`]*\s*[:：-]\s*[*_`]*\s*",
+                      re.IGNORECASE)
 DESCRIPTION_MAX = 120
 
 
@@ -322,7 +328,9 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
         content = _body(lines, fence)
         if path is None:
             named, source = names_above(lines, used, fence.open)
-            if named and fence.close is not None and not _looks_like_diff(content) \
+            # no word above names a file: with one editable file it may still be that file
+            named, source = named or ("",), source or "unnamed fence"
+            if fence.close is not None and not _looks_like_diff(content) \
                     and not any(ELISION_RE.search(l) for l in content):
                 found.append((fence.open, Edit(None, "whole", "", "\n".join(content) + "\n",
                                                source=source, named=named)))
@@ -363,14 +371,30 @@ def _description(lines, used, fences) -> str | None:
         if m and m.group(2).strip(" *_`"):
             labelled.setdefault(m.group(1).lower(), m.group(2))
     if labelled:   # `Description:` is the subject even below a `Hypothesis:` line
-        return one_line(labelled.get("description") or next(iter(labelled.values())))
+        return clean_description(labelled.get("description") or next(iter(labelled.values())))
     for line in prose:
-        text = line.strip().lstrip("#>-*0123456789. ").strip()
+        text = clean_description(line.strip(), limit=10_000)
+        if re.fullmatch(r"(?:description|hypothesis|idea|change)s?:?", text, re.IGNORECASE):
+            continue       # a heading ('### Description'): the text is on the next line
         if len(text) >= 8 and not path_label(text) and not text.endswith(":"):
             return one_line(re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0])
         if len(text) >= 8 and text.endswith(":") and " " in text:
             return one_line(text.rstrip(":"))
     return None
+
+
+def clean_description(text: str, limit: int = DESCRIPTION_MAX) -> str:
+    """The description as it is recorded and becomes the commit subject: no list marker,
+    quote, emphasis or `Description:` label before it (`1. Description: ...`,
+    `**Description:** ...`), nor a closing quote after it; one line."""
+    text = text.strip()
+    for _ in range(4):   # '1. **Description:** "..."' peels in layers
+        peeled = LABEL_RE.sub("", LEAD_RE.sub("", text)).strip()
+        if peeled == text:
+            break
+        text = peeled
+    text = one_line(text, limit)
+    return text.rstrip("\"'`”’ ").strip() if text[-1:] in "\"'`”’" else text
 
 
 def one_line(text: str, limit: int = DESCRIPTION_MAX) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from loop.judge import judge as judging
 from loop.state.journal import Record
 from loop.proposers.base import Attempt, Context, Proposal, Redo
+from loop.proposers.tried import ChangeKey, key_of_patch
 from loop.words import BASELINE, FAILURES
 
 
@@ -23,6 +24,7 @@ class PromptContext:
         # and again to check a proposal made on it); a few recent commits are enough
         self._seen: dict[str, dict[str, str | None]] = {}
         self._listed: dict[str, list[str]] = {}
+        self._keys: dict[str, ChangeKey] = {}   # attempt commit -> what its diff did
 
     def _list(self, commit: str) -> list[str]:
         if commit not in self._listed:
@@ -68,12 +70,22 @@ class PromptContext:
         done = sorted(records, key=lambda r: r.iteration)
         failures = [r for r in done if r.status in FAILURES][-2:]
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
-                           tail(r) if r in failures else "")
+                           tail(r) if r in failures else "", self._key(r))
                    for r in done if r.description != BASELINE]
-        history += [Attempt(r.iteration, r.description, "running", None, None)
-                    for r in in_flight]
+        history += [Attempt(r.iteration, r.description, "running", None, None,
+                            change=self._key(r)) for r in in_flight]
         return Context(n, self.task, files, program, history, score.best_value(),
                        self.seed + n, judging.estimate_noise(score.history), redo)
+
+    def _key(self, rec: Record) -> ChangeKey | None:
+        """What an attempt's diff did (read once per attempt commit), so that the proposer
+        can refuse a proposal that repeats it; None when it was never staged."""
+        if not (rec.commit and rec.parent) or rec.commit == rec.parent:
+            return None
+        if rec.commit not in self._keys:
+            self._keys[rec.commit] = key_of_patch(self.workspace.diff(rec.parent,
+                                                                      rec.commit)[0])
+        return self._keys[rec.commit]
 
     def check(self, proposal: Proposal, base: str) -> str | None:
         """Why a proposal cannot be staged (a `bad_edit`), or None."""

@@ -16,10 +16,9 @@ from loop.run import grading, sandbox
 from loop.run.backends import Backend, make_backend
 from loop.setup.config import Config
 from loop.engine.context import PromptContext
-from loop.errors import UsageError
 from loop.state.integrity import StateGuard
 from loop.state.journal import Journal, State as JournalState, replay
-from loop.setup.preflight import check_run_command, check_same_task
+from loop.setup.preflight import check_run_command, check_same_task, check_task_committed
 from loop.ui.progress import Progress
 from loop.proposers.base import make_proposer
 from loop.engine.records import RecordSink
@@ -93,9 +92,7 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> 
 def _check_committed(workspace: Workspace, task_rel: str, task: Task, out) -> None:
     if workspace.branch_exists():
         return
-    if not workspace.committed(f"{task_rel}/task.yaml".lstrip("/")):
-        raise UsageError(f"{task_rel or '.'}/task.yaml is not committed: the loop runs "
-                         f"on a branch from HEAD, so commit the task first")
+    check_task_committed(task_rel, workspace.committed)
     dirty = workspace.git.status("--porcelain", "--", task.root.as_posix())
     if dirty:
         out(f"note: uncommitted changes under {task_rel or '.'} are not part of "

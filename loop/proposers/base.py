@@ -8,6 +8,7 @@ from loop.setup.task import Task
 
 if TYPE_CHECKING:
     from loop.proposers.change import Change
+    from loop.proposers.tried import ChangeKey
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Attempt:
     delta: float | None         # improvement over the best at the time (positive = better)
     reason: str = ""
     log_tail: str = ""          # tail of the experiment log, kept for failures
+    change: ChangeKey | None = None  # what its diff did, to refuse a repeat (tried.py)
 
 
 @dataclass

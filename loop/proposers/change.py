@@ -104,8 +104,8 @@ def _set(settings: tuple[Setting, ...], files: dict[str, str], space: dict[str, 
     changed = {p: t for p, t in texts.items() if files.get(p) != t}
     if not changed:
         raise ChangeFailed("every constant it sets has that value there already")
-    point = constants(texts)
-    why = valid(point, implied(texts)) or valid(point, space)
+    point = constants(texts, space)
+    why = valid(point, implied(texts, space)) or valid(point, space)
     if why:
         raise ChangeFailed(f"there it is no valid point: {why}")
     return Redone(changed, notes)

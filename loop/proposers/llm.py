@@ -25,9 +25,12 @@ import warnings
 from dataclasses import dataclass, field
 
 from loop.setup.config import ProposerConfig
-from loop.edits.edits import (NO_EDITS, NOTHING_CHANGED, describe_failures, parse_reply,
-                        settle_named, split_thinking, try_edits)
+from loop.edits.edits import (NOTHING_CHANGED, describe_failures, settle_named, split_thinking,
+                              try_edits)
+from loop.edits.formats import AUTO_FALLBACK, AUTO_FIRST, FORMATS, read_reply
+from loop.edits.parse import clean_description
 from loop.proposers import prompts
+from loop.proposers.tried import key_of_files, repeated
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
@@ -66,6 +69,11 @@ class _Garbled(Exception):
     5xx, never the code's bad_edit."""
 
 
+class _SchemaRefused(Exception):
+    """`edit_format: auto` sent a JSON schema (response_format) and the server answered 400:
+    it does not take one, so this proposer asks in search_replace from now on."""
+
+
 class LLMProposer:
     def __init__(self, config: ProposerConfig, *, backoff_scale: float = 1.0):
         """`backoff_scale` multiplies every backoff wait (tests use 0)."""
@@ -86,13 +94,26 @@ class LLMProposer:
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
         self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
         self.window = Window(self.base_url, config.model, key, config.max_tokens)
+        # the edit format (loop/edits/formats.py); `auto` is json until the server refuses
+        # a schema with a 400, then search_replace for the rest of the night
+        self.format = FORMATS.get(config.edit_format, AUTO_FIRST)
         if config.tracing:
             _enable_tracing()
 
     # -- one iteration -------------------------------------------------------------------------
     def propose(self, context: Context) -> Proposal:
-        c = self.config
-        messages, left_out = self._fitted(context)
+        try:
+            return self._converse(context)
+        except _SchemaRefused as exc:
+            log.warning("LLM endpoint refused a JSON schema (%s); edit_format auto asks for "
+                        "SEARCH/REPLACE blocks from now on", exc)
+            self.format = AUTO_FALLBACK
+            return self._converse(context)
+
+    def _converse(self, context: Context) -> Proposal:
+        c, fmt = self.config, self.format
+        schema = fmt.response_format(context.files)
+        messages, left_out = self._fitted(context, fmt)
         waits = _Call(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
                       self.cancelled, left_out=left_out)
         usage, replies, thoughts = Usage(), [], []
@@ -106,7 +127,7 @@ class LLMProposer:
                 break
             try:
                 text, finish, reasoning = self._complete_patiently(messages, usage,
-                                                                   context.seed, waits)
+                                                                   context.seed, waits, schema)
             except (_Unavailable, OverCap) as exc:
                 error = (f"no complete reply within proposer.proposal_timeout_s="
                          f"{c.proposal_timeout_s:g}s: {exc}" if isinstance(exc, OverCap)
@@ -125,9 +146,11 @@ class LLMProposer:
                 if cut_off_before:
                     break
                 cut_off_before = True
-                feedback = prompts.THINKING_REPAIR if still_thinking else prompts.LENGTH_REPAIR
+                feedback = prompts.THINKING_REPAIR if still_thinking else \
+                    prompts.LENGTH_REPAIR.format(shorter=fmt.shorter)
             else:
-                parsed = parse_reply(text)
+                sent = [m["content"] for m in messages[:-1] if m["role"] != "assistant"]
+                parsed = read_reply(fmt, text, sent, working)
                 description = description or parsed.description
                 edits = settle_named(working, parsed.edits)
                 resent_ok = working != context.files  # earlier blocks applied: resends are fine
@@ -136,18 +159,28 @@ class LLMProposer:
                 done += outcome.done
                 failures = parsed.problems + outcome.failures
                 if not edits and not failures:
-                    failures = [NO_EDITS]
+                    failures = [fmt.no_edits]
                 changed = {p: t for p, t in working.items() if context.files.get(p) != t}
-                if not failures and changed:
+                earlier = [a for a in context.history if a.iteration != context.iteration]
+                same = repeated(key_of_files(context.files, changed), parsed.description,
+                                earlier) if not failures and changed else None
+                if same is not None:     # refused before it costs a run: ask for another idea
+                    error = prompts.REPEAT.format(n=same.iteration, what=same.description,
+                                                  status=same.status)
+                    working, done, description = dict(context.files), [], None
+                    feedback = error
+                elif not failures and changed:
                     proposal = self._proposal(description, changed, None, usage, messages,
                                               replies, thoughts, waits.requests)
                     proposal.change = _change(done, context.files, changed)
                     return proposal
-                error = describe_failures(failures or [NOTHING_CHANGED],
-                                          len(edits) + len(parsed.problems))
-                partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
-                           if outcome.applied and failures else prompts.NONE_APPLIED)
-                feedback = prompts.EDIT_REPAIR.format(error=error, partial=partial)
+                else:
+                    error = describe_failures(failures or [NOTHING_CHANGED],
+                                              len(edits) + len(parsed.problems))
+                    partial = (prompts.PARTIAL_APPLIED.format(n=outcome.applied)
+                               if outcome.applied and failures else prompts.NONE_APPLIED)
+                    feedback = prompts.EDIT_REPAIR.format(error=error, partial=partial,
+                                                          fix=fmt.fix)
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
         return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
@@ -167,14 +200,15 @@ class LLMProposer:
                 artifacts["reasoning.md"] = reasoning
         if requests:
             artifacts["requests.json"] = json.dumps(requests, indent=1)
+        description = clean_description(description) if description else ""
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
 
     # -- the prompt, fitted to the server's context window -------------------------------------
-    def _fitted(self, context: Context) -> tuple[list[dict], list[str]]:
+    def _fitted(self, context: Context, fmt) -> tuple[list[dict], list[str]]:
         """The first messages, shortened to fit the window, and what they left out."""
-        render = lambda ctx, chars: [prompts.system_prompt(ctx),   # noqa: E731
+        render = lambda ctx, chars: [prompts.system_prompt(ctx, fmt),   # noqa: E731
                                      prompts.user_prompt(ctx, chars)]
         texts, left_out = self.window.fit(render, context, self.config.journal_chars)
         return ([{"role": "system", "content": texts[0]},
@@ -191,7 +225,8 @@ class LLMProposer:
         is shut, which also tells the server to stop), and start no other."""
         self.cancelled.set()
 
-    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: _Call):
+    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: _Call,
+                            schema=None):
         """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop.
         The outage's clock starts at the first request that found no server, so the time
         a slow server spent answering never counts as downtime."""
@@ -199,7 +234,7 @@ class LLMProposer:
         since = None
         while True:
             try:
-                return self._complete(messages, usage, seed, waits)
+                return self._complete(messages, usage, seed, waits, schema)
             except _Unavailable as exc:
                 since = time.monotonic() if since is None else since
                 wait_until_back(self.client, self.base_url, self.config.patience_s, since,
@@ -207,7 +242,7 @@ class LLMProposer:
 
     # -- one request, with retries ------------------------------------------------------------
     def _complete(self, messages, usage: Usage, seed: int,
-                  waits: _Call) -> tuple[str, str | None, str]:
+                  waits: _Call, schema=None) -> tuple[str, str | None, str]:
         """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
@@ -219,11 +254,17 @@ class LLMProposer:
             wait=self._wait, before_sleep=log_retry, reraise=True)
         while True:
             try:
-                streamed = retrying(lambda: self._create(messages, seed, next(attempts), waits))
+                streamed = retrying(lambda: self._create(messages, seed, next(attempts), waits,
+                                                         schema))
                 break
             except openai.BadRequestError as exc:
                 if not self._drop_refused_param(exc):   # e.g. 'temperature' on o-series
-                    raise ProposerFatal(self._refusal(exc)) from None
+                    if schema is not None and self.config.edit_format == "auto":
+                        raise _SchemaRefused(server_message(exc)) from None
+                    raise ProposerFatal(self._refusal(exc) + (
+                        "; this endpoint may not take a JSON schema (response_format): set "
+                        "proposer.edit_format: search_replace" if schema is not None else "")
+                    ) from None
             except openai.APIStatusError as exc:
                 if _is_transient(exc):
                     raise _Unavailable(f"LLM endpoint still failing after "
@@ -250,7 +291,8 @@ class LLMProposer:
                               + split_thinking(streamed.content)[0], record["cached_tokens"]))
         return streamed.content, streamed.finish, streamed.reasoning
 
-    def _create(self, messages, seed: int, attempt: int, waits: _Call) -> Streamed:
+    def _create(self, messages, seed: int, attempt: int, waits: _Call,
+                schema=None) -> Streamed:
         """One streamed request. A retry sends another seed: a deterministic server given
         the same prompt and seed answers the same way in the same time, so an identical
         retry would only repeat what failed (seed + attempt keeps a night reproducible)."""
@@ -258,6 +300,8 @@ class LLMProposer:
                   "temperature": self.config.temperature, "seed": seed + attempt,
                   "max_tokens": self.config.max_tokens,
                   "stream_options": {"include_usage": True}}
+        if schema is not None:          # the json edit format: the server enforces its shape
+            params["response_format"] = schema
         if "max_tokens" in self.refused_params:
             params["max_completion_tokens"] = params["max_tokens"]
         for name in self.refused_params:

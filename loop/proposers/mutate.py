@@ -1,9 +1,11 @@
 """The offline proposer: random search over the numeric constants of the editable files.
 
 The random-search baseline an LLM must beat. Each proposal sets one, two or three of the
-task's numeric UPPER_CASE constants to values drawn from their whole declared space
-(`search_space` in task.yaml: uniformly over a range, log-uniformly over a log_range or an
-integer range spanning orders of magnitude, any of the choices), seeded and reproducible.
+task's numeric UPPER_CASE constants (or the module-level settings its search_space names,
+lowercase ones included: nanoGPT's `learning_rate = 6e-4`; a seed only when declared) to
+values drawn from their whole declared space (`search_space` in task.yaml: uniformly over
+a range, log-uniformly over a log_range or an integer range spanning orders of magnitude,
+any of the choices), seeded and reproducible.
 It never proposes a change already tried from the same parent (the history it is shown,
 plus what it proposed itself and is not yet in the history: proposals asked for ahead),
 nor a point it has already seen this session (an earlier best, such as the baseline),
@@ -24,8 +26,8 @@ import threading
 
 from loop.proposers.base import Context, Proposal, ProposerFatal
 from loop.proposers import change as recorded
-from loop.setup.search_space import (CONSTANT, POWER, Dim, constants, implied, number, parse_space,
-                                valid)
+from loop.setup.search_space import (POWER, SEED, SETTING, Dim, constants, implied,
+                                     is_constant_name, number, parse_space, valid)
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]
 GRID = 101             # points of a continuous dimension tried once random draws run dry
@@ -134,18 +136,21 @@ class _Axis:
 
 
 def _axes(files: dict[str, str], space: dict[str, Dim]) -> list[_Axis]:
-    """The constants that may move, in file order: the declared ones, else every one."""
-    rules = implied(files)
+    """The constants that may move, in file order: the declared ones (lowercase module-level
+    settings too), else every UPPER_CASE one but a seed."""
+    rules = implied(files, space)
     out, seen = [], set()
     for path in sorted(files):
         if not path.endswith(".py"):
             continue
-        matches = sorted([*CONSTANT.finditer(files[path]), *POWER.finditer(files[path])],
+        matches = sorted([*SETTING.finditer(files[path]), *POWER.finditer(files[path])],
                          key=lambda m: m.start())
         for m in matches:
             name = m["name"]
             if name in seen or (space and name not in space):
                 continue                     # a declared space names what may change
+            if not space and (not is_constant_name(name) or SEED.search(name)):
+                continue                     # undeclared: UPPER_CASE constants, seeds fixed
             seen.add(name)
             dim = space.get(name) or rules.get(name)
             out.append(_Axis(path, name, m["value"], dim))
@@ -162,7 +167,7 @@ def candidates(files: dict[str, str], space: dict[str, Dim] | None = None) -> li
     """Every single-constant change of the systematic pass (file, name, old, new): each
     constant to each value of its grid, valid points only."""
     space = space or {}
-    values, rules = constants(files), implied(files)
+    values, rules = constants(files, space), implied(files, space)
     return [c for axis in _axes(files, space) for new in axis.grid()
             for c in [(axis.path, axis.name, axis.old, new)]
             if _ok([c], values, rules, space)]
@@ -204,7 +209,7 @@ class MutateProposer:
         space = parse_space(getattr(context.task, "search_space", None) or {}, "task.yaml")
         files = context.files
         axes = _axes(files, space)
-        values, rules = constants(files), implied(files)
+        values, rules = constants(files, space), implied(files, space)
         rng = random.Random(f"{self.seed}:{context.seed}:{context.iteration}")
         parent = _fingerprint(files)
         with self._lock:

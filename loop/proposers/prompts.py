@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from loop.edits.formats import SEARCH_REPLACE, EditFormat
 from loop.proposers.base import Attempt, Context
+from loop.proposers.tried import normal_description, tried_lines
 
 SYSTEM = """\
 You are an automated ML research engineer running a keep-or-revert experiment loop.
@@ -27,25 +29,7 @@ Rules:
   you change it in a way you can name. Build on what was kept.
 - Keep the code runnable: a crash wastes an experiment.
 
-Reply format:
-1. First line: `Description: <one line, at most 100 characters: the change and why it should
-   help>`. It becomes the commit message.
-2. Then the edit as one or more SEARCH/REPLACE blocks, each under the file's path:
-
-train.py
-```python
-<<<<<<< SEARCH
-exact lines copied from the current file
-=======
-the new lines
->>>>>>> REPLACE
-```
-
-- SEARCH must copy the current lines exactly (indentation included) and match one place only;
-  include a few unchanged lines around the change if needed. Never elide lines with "...".
-- Use several small blocks rather than one huge one. To create a new editable file, use an
-  empty SEARCH section.
-- Nothing else is needed: no explanations after the blocks."""
+{reply_format}"""
 
 USER = """\
 # Research program (program.md)
@@ -89,8 +73,7 @@ keeping what was kept since. Reply in the usual format.
 """
 
 LENGTH_REPAIR = ("Your reply was cut off: it reached the output token limit before the edit "
-                 "was complete. Reply again, shorter: the `Description:` line, then only the "
-                 "SEARCH/REPLACE blocks, each as small as possible. Do not repeat whole files.")
+                 "was complete. {shorter}")
 
 THINKING_REPAIR = ("Your reply was cut off while you were still thinking: the output token limit "
                    "was reached before any answer. Think briefly this time, then reply with the "
@@ -98,7 +81,11 @@ THINKING_REPAIR = ("Your reply was cut off while you were still thinking: the ou
 
 EDIT_REPAIR = """{error}
 
-Fix this and reply with corrected SEARCH/REPLACE blocks. {partial}"""
+{fix} {partial}"""
+
+REPEAT = ("This change repeats iteration {n}'s change (\"{what}\", {status}): it was "
+          "already tried, so it is not run again. Propose a different idea: another change, "
+          "not the same one reworded.")
 
 PARTIAL_APPLIED = ("The other {n} block(s) were applied; do not send them again: send only "
                    "the corrected versions of the blocks that failed, against the current code.")
@@ -109,11 +96,14 @@ LINE_CHARS = 220            # one journal line at most
 RECENT_IN_FULL = 8          # the latest attempts, always listed one by one
 
 
-def system_prompt(context: Context) -> str:
+def system_prompt(context: Context, fmt: EditFormat = SEARCH_REPLACE) -> str:
+    """The rules, and the reply format `fmt` asks for (loop/edits/formats.py): its example
+    is made of real lines of the editable files."""
     task = context.task
     editable = ", ".join(sorted(context.files)) or ", ".join(task.editable)
     protected = ", ".join(task.protected) or "(none besides task.yaml)"
-    return SYSTEM.format(editable=editable, protected=protected)
+    return SYSTEM.format(editable=editable, protected=protected,
+                         reply_format=fmt.instructions(context.files))
 
 
 def user_prompt(context: Context, journal_chars: int) -> str:
@@ -192,7 +182,7 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     history = [a for a in history if a.status != "running"]
     recent = history[-RECENT_IN_FULL:]
     older = history[:-RECENT_IN_FULL]
-    budget = _Budget(max_chars - len(summary) - 250)  # 250: headings and "omitted" notes
+    budget = _Budget(max_chars - len(summary) - 320)  # 320: headings and "omitted" notes
     flying_lines = budget.take([_line(a) for a in flying])
     recent_lines = budget.take([_line(a) for a in reversed(recent)])[::-1]
     tails = budget.take([f"#{a.iteration} {a.status}: ...{a.log_tail[-LOG_TAIL_CHARS:].strip()}"
@@ -201,17 +191,21 @@ def _render_journal(history: list[Attempt], max_chars: int) -> str:
     kept = [a for a in older if a.status == "keep"]
     kept_lines = budget.take([_line(a) for a in reversed(kept)])[::-1]
     tried = _dedupe_failed(a for a in reversed(older) if a.status != "keep")
-    tried_lines = budget.take(tried)
+    failed_lines = budget.take(tried)
+    repeats = budget.take(tried_lines(history))   # shown first, but the other parts come first
     parts = [summary]
+    if repeats:   # a weak model proposes one idea again and again: say so in one line each
+        parts.append("Ideas already tried more than once (propose something else):\n"
+                     + "\n".join(repeats))
     if kept:
         omitted = len(kept) - len(kept_lines)
         parts.append("Kept changes before the latest attempts (oldest first):\n"
                      + "\n".join(kept_lines) + (f"\n({omitted} older kept changes omitted)"
                                                 if omitted else ""))
     if tried:
-        omitted = len(tried) - len(tried_lines)
+        omitted = len(tried) - len(failed_lines)
         parts.append("Earlier ideas that were NOT kept (newest first; xN = tried N times):\n"
-                     + "\n".join(tried_lines)
+                     + "\n".join(failed_lines)
                      + (f"\n({omitted} older failed ideas omitted)" if omitted else ""))
     if recent_lines:
         parts.append("Latest attempts:\n" + "\n".join(recent_lines))
@@ -227,7 +221,7 @@ def _dedupe_failed(attempts) -> list[str]:
     """One line per distinct description, with how often and how it ended."""
     groups: dict[str, list[Attempt]] = {}
     for a in attempts:
-        groups.setdefault(a.description.strip().lower(), []).append(a)
+        groups.setdefault(normal_description(a.description), []).append(a)
     lines = []
     for same in groups.values():
         first = same[0]

@@ -76,6 +76,26 @@ class Workspace:
         self.restore()
         return created
 
+    def open_detached(self, commit: str) -> None:
+        """This workspace's worktree, detached at `commit`, made without a branch (check-task's
+        throwaway checkout of HEAD, where the night's first run would run)."""
+        self.worktree.parent.mkdir(parents=True, exist_ok=True)
+        self.git.worktree("add", "--quiet", "--detach", str(self.worktree), commit)
+
+    def remove_worktree(self) -> None:
+        """Remove this workspace's worktree: its files and git's record of it (nothing is
+        left for `git worktree prune`), and the folders above it that this leaves empty."""
+        gone = run_git(["worktree", "remove", "--force", "--force", str(self.worktree)],
+                       self.repo_root, check=False)
+        if gone.returncode != 0 or self.worktree.exists():
+            shutil.rmtree(self.worktree, ignore_errors=True)
+            run_git(["worktree", "prune"], self.repo_root, check=False)
+        for folder in (self.worktree.parent, self.worktree.parent.parent):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
     def _drop_other_worktrees(self) -> None:
         """A worktree of our branch somewhere else (the layout of older versions put it
         inside the state folder, in the experiment's reach) is removed: ours is recreated."""

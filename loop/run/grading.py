@@ -35,6 +35,12 @@ from loop.run.runner import CRASH, NO_METRIC
 from loop.setup.task import Task
 
 SKIP = {".git", "__pycache__", ".autoresearch"}
+# Never in a plain copy of a task folder (check-task outside git): environments, caches and
+# run state, which a checkout of HEAD would not hold either (a virtualenv of any name, one
+# holding pyvenv.cfg, or a conda env, holding conda-meta/, is skipped too)
+COPY_SKIP = (*SKIP, ".venv", "venv", "node_modules", ".cache", ".mypy_cache", ".pytest_cache",
+             ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", "mlflow.db", "mlruns",
+             "mlartifacts")
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
 
@@ -79,12 +85,21 @@ def remove(path: Path) -> None:
 
 
 def copy_task(src: Path, dest: Path) -> Path:
-    """A plain copy of a task folder (no git, caches or run state)."""
+    """A plain copy of a task folder (no git, environments, caches or run state)."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(src, dest, symlinks=True,
-                    ignore=shutil.ignore_patterns(*SKIP, "mlflow.db", "mlruns"))
+    shutil.copytree(src, dest, symlinks=True, ignore=_not_copied)
     return dest
+
+
+def _not_copied(folder: str, names: list[str]) -> set[str]:
+    skipped = set(shutil.ignore_patterns(*COPY_SKIP)(folder, names))
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.islink(path) and (os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+                                         or os.path.isdir(os.path.join(path, "conda-meta"))):
+            skipped.add(name)
+    return skipped
 
 
 class Guard:
@@ -108,9 +123,11 @@ class Guard:
         self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
 
     @classmethod
-    def at_commit(cls, task: Task, workspace, folder: str, scratch: Path) -> Guard:
-        """The guard for a loop: protected files as committed at the branch tip."""
-        pristine = workspace.export(workspace.tip(), folder, scratch)
+    def at_commit(cls, task: Task, workspace, folder: str, scratch: Path,
+                  commit: str | None = None) -> Guard:
+        """The guard for a loop: protected files as committed at the branch tip (or at
+        `commit`: check-task's HEAD)."""
+        pristine = workspace.export(commit or workspace.tip(), folder, scratch)
         try:
             return cls(task, pristine, workspace.repo_root)
         finally:

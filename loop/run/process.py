@@ -28,9 +28,11 @@ TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
 REAPER = Path(__file__).with_name("reap.py")
 
 # Variables an experiment may inherit; everything else is dropped.
+# Not the engine's VIRTUAL_ENV or CONDA_PREFIX: a run gets its own interpreter's
+# (loop/run/spec.py `activated`), or none.
 _PASS = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
-         "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "XDG_CACHE_HOME", "HF_HOME",
-         "TORCH_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "AUTORESEARCH_CACHE"}
+         "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "HF_HOME", "TORCH_HOME", "OMP_NUM_THREADS",
+         "MKL_NUM_THREADS", "AUTORESEARCH_CACHE"}
 _PASS_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "HIP_", "ROCR_", "PYTORCH_", "TORCHINDUCTOR_")
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
 

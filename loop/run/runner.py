@@ -117,7 +117,8 @@ def run_experiment(spec: RunSpec,
     artifacts = [spec.artifacts] if spec.artifacts else []
     train = execute(spec.command, spec.folder, spec.env, spec.timeout_s, log_path,
                     patterns=patterns, limits=limits,
-                    writable=[*artifacts, *data_cache(spec.env)], hidden=spec.hidden)
+                    writable=[*artifacts, *data_cache(spec.env)], hidden=spec.hidden,
+                    readonly=spec.software)
     returncode, timed_out, wall = train.returncode, train.timed_out, train.wall_s
     memory = train.output.value("memory")
     # With a grading step the script's own print is never the metric (not even a NaN it
@@ -134,7 +135,8 @@ def run_experiment(spec: RunSpec,
     if step is not None:
         grade = execute(step.command, step.folder, step.env, step.timeout_s, spec.grade_log,
                         patterns=patterns, limits=limits,
-                        writable=[*artifacts, step.folder], readonly=spec.hidden)
+                        writable=[*artifacts, step.folder],
+                        readonly=[*spec.hidden, *spec.software])
         returncode, timed_out = grade.returncode, grade.timed_out
         wall += grade.wall_s
         metric = grade.output.value("metric")

@@ -14,7 +14,9 @@ Inside the sandbox a run has:
   checkout can be read (outside HOME) but not changed;
 - HOME empty, but for an allow-list of what a run needs, read-only unless it is one of the
   writable folders above: the engine's Python (venv, base install, user site-packages, the
-  `loop` package), the folders on PATH, the data cache, the usual model caches
+  `loop` package), the task's own interpreter's environment (the caller passes its roots
+  in `readonly`: loop/setup/interpreter.py), the folders on PATH, the data cache, the usual
+  model caches
   (~/.cache/huggingface, ~/.cache/torch), and the absolute paths the run's environment
   names (a task's `env`: its data). Credentials kept anywhere else in HOME
   (~/.config/git/credentials, ~/.npmrc, ...) are not there;

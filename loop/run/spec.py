@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from loop.run import netbridge
 from loop.run.process import Limits, experiment_env
+from loop.setup import interpreter
 from loop.words import RunKey
 
 if TYPE_CHECKING:
@@ -85,6 +86,10 @@ class RunSpec:
     artifacts: Path | None = None    # $AUTORESEARCH_ARTIFACT_DIR: writable to both steps
     hidden: tuple[str, ...] = ()     # paths only the grader is told of: hidden from training
     limits: Limits = field(default_factory=Limits)
+    software: tuple[str, ...] = ()   # the task's interpreters' environments (a venv under
+                                     # HOME or /tmp, the Python it links to): shown read-only
+                                     # to both steps in the sandbox
+
 
     @property
     def patterns(self) -> dict[str, str]:
@@ -106,17 +111,20 @@ def run_envs(task: Task, job: RunJob, artifacts: Path,
     together. Training: the scrubbed parent environment, the task's `pass_env`, `env`,
     `read_only` paths and `network`, then the run's own variables and the slot's devices.
     The grader: all of that, plus what training must not see (the private folder, the
-    held-out paths, `grader_env`, `grader_network`)."""
+    held-out paths, `grader_env`, `grader_network`). Each step's interpreter sets
+    VIRTUAL_ENV (or CONDA_PREFIX) and PATH as its environment's activation would; the
+    engine's own never reaches a run."""
     passed = {k: os.environ[k] for k in task.pass_env if k in os.environ}
     shown = {f"{READ_ONLY_ENV}_{i}": path for i, path in enumerate(task.read_only)}
     network = {NETWORK_ENV: " ".join(task.network)} if task.network else {}
-    train = experiment_env({
+    common = experiment_env({
         **passed, **task.env, **shown, **network,
         "AUTORESEARCH_SEED": str(job.seed),
         "AUTORESEARCH_TIME_BUDGET": f"{task.time_budget_s:g}",
         "AUTORESEARCH_ITERATION": str(job.iteration), RUN_ID_ENV: job.run_id,
         **(slot_env or {}),
         "AUTORESEARCH_ARTIFACT_DIR": str(artifacts), JOB_ENV: job.job_id})
+    train = activated(common, task.train_command, passed)
     extra = {k: os.environ[k] for k in task.grader_env if k in os.environ}
     extra["PYTHONDONTWRITEBYTECODE"] = "1"   # a grader importing from private/ leaves it as is
     if task.private_dir:
@@ -125,7 +133,20 @@ def run_envs(task: Task, job: RunJob, artifacts: Path,
         extra[f"{HELD_OUT_ENV}_{i}"] = str(Path(path))
     if task.network or task.grader_network:
         extra[NETWORK_ENV] = " ".join([*task.network, *task.grader_network])
-    return train, {**train, **extra}
+    grade = task.grade_command or task.train_command
+    return train, activated({**common, **extra}, grade, passed)
+
+
+def activated(env: dict[str, str], command: str, passed: dict[str, str]) -> dict[str, str]:
+    """`env` for running `command`: its interpreter's environment activated (VIRTUAL_ENV or
+    CONDA_PREFIX, its bin folder first on PATH; loop/setup/interpreter.py), unless the task
+    passes those variables itself (`pass_env`)."""
+    variables = interpreter.activation(interpreter.of_command(command))
+    prefix = variables.pop("PATH_PREFIX", "")
+    env = {**env, **{k: v for k, v in variables.items() if k not in passed}}
+    if prefix:
+        env["PATH"] = os.pathsep.join([prefix, env.get("PATH", os.defpath)])
+    return env
 
 
 def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
@@ -135,9 +156,12 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
     env, grader_env = run_envs(task, job, job.artifacts, slot_env)
     grade = GradeStep(task.grade_command, grader_folder, grader_env, task.grade_timeout_s) \
         if task.grade_command else None
+    software = [root for command in (task.train_command, task.grade_command) if command
+                for root in interpreter.roots(interpreter.of_command(command))]
     return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
-                   grader_only(env, grader_env), limits or Limits())
+                   grader_only(env, grader_env), limits or Limits(),
+                   tuple(dict.fromkeys(software)))
 
 
 def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from loop.errors import ConfigError
 from loop.setup.schema import build, load_yaml
 
 PROPOSER_KINDS = ("mutate", "llm")
+EDIT_FORMATS = ("auto", "search_replace", "whole_file", "json")  # loop/edits/formats.py
 JUDGE_RULES = ("strict", "noise", "paired", "sequential")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
 BACKENDS = ("local", "ray")
@@ -34,6 +35,9 @@ class ProposerConfig:
     max_retries: int = 6                 # transient errors (connection, timeout, 429, 5xx)
     patience_s: float = 1800.0           # then wait this long for the endpoint, then stop
     repair_turns: int = 2                # edit errors sent back to the model per iteration
+    edit_format: str = "auto"            # auto (json where the endpoint accepts a schema,
+                                         # else search_replace) | search_replace |
+                                         # whole_file | json (docs/proposers.md)
     journal_chars: int = 6000            # bound on the research journal in the prompt
     price_input_per_m: float = 0.0       # USD per million prompt tokens
     price_output_per_m: float = 0.0      # USD per million completion tokens
@@ -173,6 +177,9 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: proposer.max_tokens must be >= 1")
     if cfg.max_consecutive_failures < 1:
         raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
+    if cfg.proposer.edit_format not in EDIT_FORMATS:
+        raise ConfigError(f"{where}: proposer.edit_format must be one of "
+                          f"{', '.join(EDIT_FORMATS)}, got '{cfg.proposer.edit_format}'")
     if cfg.proposer.kind == "llm" and not cfg.proposer.model:
         raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
                           f"(use --model M or proposer.model in the config)")

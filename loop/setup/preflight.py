@@ -13,6 +13,15 @@ INTERPRETERS = {"python", "python3", "bash", "sh", "Rscript", "julia", "node", "
                 "accelerate", "env", "exec", "time", "nice", "-m", "run"}
 
 
+def check_task_committed(task_rel: str, committed) -> None:
+    """The loop runs a worktree of HEAD: the task's task.yaml must be in it (`committed(path)`
+    says whether a repo-relative path is in HEAD)."""
+    if not committed(f"{task_rel}/task.yaml".lstrip("/") if task_rel not in ("", ".")
+                     else "task.yaml"):
+        raise UsageError(f"{task_rel or '.'}/task.yaml is not committed: the loop runs "
+                         f"on a branch from HEAD, so commit the task first")
+
+
 def check_run_command(task, task_rel: str, committed) -> None:
     """Every script the `run` command names exists in the task folder and is committed (the
     loop runs on a branch from HEAD); its program exists on PATH. `committed(path)` says

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                       r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
                       r"(?P<rest>\s*(?:#.*)?)$", re.M)
+# `learning_rate = 6e-4`: a module-level setting of any case (nanoGPT's style); a constant of
+# the search space only when task.yaml's `search_space` names it
+SETTING = re.compile(CONSTANT.pattern.replace("[A-Z][A-Z0-9_]*", r"[A-Za-z_]\w*"), re.M)
 # `TOTAL_BATCH_SIZE = 2**19  # ...`: a constant written as a power of two
 POWER = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                    r"(?P<value>2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
@@ -28,8 +31,10 @@ ASSERT_DIVIDES = re.compile(r"assert\s+[\w.]*?(\w+)\s*%\s*[\w.]*?(\w+)\s*==\s*0\
 ALIAS = re.compile(r"^\s+(\w+)\s*(?::\s*[\w\[\]. |]+)?\s*=\s*([A-Z][A-Z0-9_]*)\s*(?:#.*)?$", re.M)
 KINDS = ("range", "log_range", "choices", "pow2")
 KEYS = (*KINDS, "integer", "divides", "multiple_of", "requires")
-OPEN_UNIT = re.compile(r"BETA")                        # Adam betas: 0 < b < 1
-CLOSED_UNIT = re.compile(r"DROPOUT|PROB|FRAC")         # probabilities, fractions: 0 <= p <= 1
+OPEN_UNIT = re.compile(r"BETA", re.I)                  # Adam betas: 0 < b < 1
+CLOSED_UNIT = re.compile(r"DROPOUT|PROB|FRAC", re.I)   # probabilities, fractions: 0 <= p <= 1
+# a seed (a data split's too): fixed on purpose, never a dimension to search
+SEED = re.compile(r"(^|_)(seed|random_state|rng|random_seed)(_|$)|seed$", re.I)
 
 
 class SpaceError(ValueError):
@@ -205,22 +210,29 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def constants(files: dict[str, str]) -> dict[str, float]:
-    """{NAME: value} of the numeric UPPER_CASE constants the Python files define."""
+def constants(files: dict[str, str], named=()) -> dict[str, float]:
+    """{NAME: value} of the numeric UPPER_CASE constants the Python files define, and of the
+    lowercase module-level settings among `named` (a declared search space's names)."""
     out: dict[str, float] = {}
     for path in sorted(files):
         if path.endswith(".py"):
-            for m in CONSTANT.finditer(files[path]):
-                out.setdefault(m["name"], float(m["value"].replace("_", "")))
+            for m in SETTING.finditer(files[path]):
+                if m["name"] in named or is_constant_name(m["name"]):
+                    out.setdefault(m["name"], float(m["value"].replace("_", "")))
             for m in POWER.finditer(files[path]):
                 out.setdefault(m["name"], number(m["value"]))
     return out
 
 
-def implied(files: dict[str, str]) -> dict[str, Dim]:
+def is_constant_name(name: str) -> bool:
+    """UPPER_CASE: a constant by its name, searched without being declared."""
+    return re.fullmatch(r"[A-Z][A-Z0-9_]*", name) is not None
+
+
+def implied(files: dict[str, str], named=()) -> dict[str, Dim]:
     """Without a declared space: the bounds a name implies and the divisibility the code
     asserts (`assert cfg.n_embd % cfg.n_head == 0` -> N_HEAD divides N_EMBD)."""
-    names = constants(files)
+    names = constants(files, named)
     alias: dict[str, str] = {}
     for text in files.values():
         for m in ALIAS.finditer(text):

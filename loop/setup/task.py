@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 
 from loop.errors import TaskError
+from loop.setup.interpreter import resolve_command
 from loop.setup.schema import build, load_yaml
 
 TASK_FILE = "task.yaml"
@@ -229,33 +230,27 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
-    if task.grader is not None:
-        task = _replace(task, grader=_resolve_python(task.grader, Path(origin or folder), where))
     if task.held_out:
         task = _replace(task, held_out=tuple(
             str(_resolve_held_out(value, where)) for value in task.held_out))
     if task.read_only:
         task = _replace(task, read_only=tuple(
             str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
-    task = _local_interpreter(task, folder, Path(origin or folder).resolve())
+    task = _interpreters(task, folder, Path(origin or folder).resolve(), where)
     _validate(task, where)
     return task
 
 
-def _local_interpreter(task: Task, folder: Path, origin: Path) -> Task:
-    """`run`'s interpreter named by a relative path (`.venv/bin/python`) lives in an
-    ignored folder, which the loop's worktree (a checkout of HEAD) lacks: there it is the
-    one in the user's task folder, where it was made."""
-    def local(cmd: str) -> str:
-        program, _, rest = cmd.strip().partition(" ")
-        path = Path(program)
-        if "/" in program and not path.is_absolute() and not (folder / path).exists() \
-                and (origin / path).exists():
-            return f"{shlex.quote(str(origin / path))} {rest}".strip()
-        return cmd
-    if task.grader is not None:   # its interpreter is resolved by _resolve_python
-        return task
-    return _replace(task, run=local(task.run))
+def _interpreters(task: Task, folder: Path, origin: Path, where: str) -> Task:
+    """The interpreter of `run`, `evaluate` and `grader.python`, resolved once
+    (loop/setup/interpreter.py): the steps run in a worktree and a pristine copy holding
+    committed files only, in a sandbox without network."""
+    def resolve(command: str, key: str) -> str:
+        return resolve_command(command, origin, folder, where, key) if command else command
+    if task.grader is not None:     # `run` is then only the display of grader.python + script
+        grader = _replace(task.grader, python=resolve(task.grader.python, "grader.python"))
+        return _replace(task, grader=grader, evaluate=resolve(task.evaluate, "evaluate"))
+    return _replace(task, run=resolve(task.run, "run"), evaluate=resolve(task.evaluate, "evaluate"))
 
 
 def _resolve_private(value: str, origin: Path, where: str) -> Path:
@@ -263,27 +258,6 @@ def _resolve_private(value: str, origin: Path, where: str) -> Path:
     experiment's scrubbed environment), or be relative to the task folder."""
     path = Path(os.path.expanduser(_expand(value, "private", where)))
     return (path if path.is_absolute() else origin / path).resolve()
-
-
-def _resolve_python(grader: Grader, origin: Path, where: str) -> Grader:
-    """`python: .venv/bin/python` names the interpreter in the user's checkout: the steps
-    run in a worktree and a pristine copy, which hold only committed files (no venv)."""
-    words = grader.python.split()
-    if words[:2] == ["uv", "run"] and words[-1] in ("python", "python3"):
-        # `uv run` in a worktree or the grader's copy would build a new environment there
-        # (with no network in the sandbox); the project's environment is the checkout's.
-        venv = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or origin / ".venv")
-        exe = (venv if venv.is_absolute() else origin / venv) / "bin" / "python"
-        if not exe.exists():
-            raise TaskError(f"{where}: grader.python: '{grader.python}' needs the project's "
-                            f"environment: run `uv sync` in {origin} first ({exe} not found)")
-        return _replace(grader, python=shlex.quote(str(exe.absolute())))
-    if not words or "/" not in words[0] or Path(words[0]).is_absolute():
-        return grader
-    exe = (origin / words[0]).absolute()
-    if not exe.exists():
-        raise TaskError(f"{where}: grader.python: {words[0]} not found in {origin}")
-    return _replace(grader, python=" ".join([shlex.quote(str(exe)), *words[1:]]))
 
 
 def _resolve_held_out(value: str, where: str, key: str = "held_out") -> Path:
@@ -378,7 +352,7 @@ def _validate_search(task: Task, where: str) -> None:
     files = {rel: (task.root / rel).read_text(errors="replace")
              for rel in task.editable_files() if rel.endswith(".py")}
     try:
-        parse_space(task.search_space, where, set(constants(files)))
+        parse_space(task.search_space, where, set(constants(files, task.search_space)))
     except SpaceError as exc:
         raise TaskError(str(exc)) from None
 

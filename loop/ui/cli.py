@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("repo", nargs="?", default=".", help="the repo (default: here)")
     it.add_argument("--metric", help="the printed value to optimize (default: the evaluation's "
                                      "result, else a loss/bpb/accuracy-like name)")
+    it.add_argument("--metric-pattern", help="a regex with one group: the number of --metric "
+                                             "NAME in the run's output, for a line that is not "
+                                             "`name: value` (e.g. 'val loss ([0-9.]+)')")
     it.add_argument("--direction", choices=["minimize", "maximize"],
                     help="whether lower or higher is better (default: read from the metric's name)")
     it.add_argument("--script", help="the editable script (default: train.py, main.py, run.py, "
@@ -109,10 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--repo", default=".", help="the research repo (default: here)")
 
     ck = sub.add_parser("check-task", help="validate a task folder and run its baseline once "
-                                           "(in a temporary copy; no git needed)")
+                                           "as `run` would: in a throwaway worktree of HEAD "
+                                           "(a copy of the folder outside git)")
     ck.add_argument("path", help="the task folder (or its task.yaml)")
     ck.add_argument("--time-budget", type=float, dest="time_budget_s",
                     help="per-experiment budget in seconds (overrides the task's)")
+    ck.add_argument("--config", help=f"YAML run config whose sandbox, limits and devices the "
+                                     f"run gets (default: {REPO_CONFIG}, else "
+                                     f"{DEFAULT_CONFIG}, if present)")
+    ck.add_argument("--sandbox", choices=["off", "auto", "required"],
+                    help="confine the run (bubblewrap); auto: where it works (default)")
 
     tk = sub.add_parser("task", help="make a task folder from a benchmark's task")
     tk_sub = tk.add_subparsers(dest="kind", required=True)
@@ -320,15 +329,26 @@ def cmd_tasks(args) -> int:
 def cmd_init(args) -> int:
     from loop.setup.onboard import init
     init(args.repo, metric=args.metric, direction=args.direction, script=args.script,
-         time_budget_s=args.time_budget_s, force=args.force,
+         time_budget_s=args.time_budget_s, force=args.force, metric_pattern=args.metric_pattern,
          out=lambda line: print(line, flush=True))
     return 0
 
 
 def cmd_check_task(args) -> int:
+    from loop.engine.resume import install_signals
+    from loop.run import sandbox
+    from loop.run.backends.devices import slot_envs
     from loop.run.check import check_task
-    task, result = check_task(args.path, args.time_budget_s,
-                              out=lambda line: print(line, flush=True))
+    from loop.run.process import Limits
+    from loop.setup.config import load_config
+    config = load_config(args.config or default_config()).with_overrides(
+        time_budget_s=args.time_budget_s, sandbox=args.sandbox)
+    out = lambda line: print(line, flush=True)   # noqa: E731
+    sandbox.startup(config.sandbox, out)        # as `run` starts: required without one: exit 2
+    install_signals()                            # SIGTERM, SIGHUP: the worktree is removed too
+    task, result = check_task(args.path, config.time_budget_s, out=out,
+                              limits=Limits.from_config(config),
+                              slot_env=slot_envs(config.workers, config.devices)[0])
     metric = "n/a" if result.metric is None else f"{result.metric:.6f}"
     print(f"{task.name}: status {result.status}; {task.metric.name} = {metric} "
           f"({task.metric.direction}); {result.wall_s:.1f}s"
@@ -375,8 +395,9 @@ def cmd_task(args) -> int:
         folder = make_mlab(Path(args.benchmark), Path(args.out), direction=args.direction,
                            metric=args.metric, time_budget_s=args.time_budget_s,
                            timed_grader=args.timed_grader)
-    print(f"wrote task folder {folder}; check it with `autoresearch check-task {folder}`, "
-          f"commit it, then `autoresearch run --task {folder}`")
+    print(f"wrote task folder {folder}; commit it, check it with `autoresearch check-task "
+          f"{folder}` (it runs what is committed, as run does), then "
+          f"`autoresearch run --task {folder}`")
     return 0
 
 

@@ -1,0 +1,154 @@
+"""What check-task says about the working folder it does not run.
+
+check-task, as the loop, runs a checkout of HEAD: an uncommitted edit is not what runs, and a
+file that exists only in the user's folder (untracked, or ignored: prepared data, a helper
+module) is not there at all. Each is named in one line: the edits before the run, and after a
+failed run the files it looked for that exist only in the working folder (found from the
+paths its error lines name), else what the checkout left out."""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from loop.run.grading import COPY_SKIP
+
+# A line that says something was not found
+ERROR_LINE = re.compile(r"no such file|not found|does not exist|no module named|can't open|"
+                        r"cannot open|cannot access|could not open|unable to open|"
+                        r"FileNotFoundError|NotADirectoryError", re.I)
+QUOTED = re.compile(r"'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`")
+# data/train.bin, ./x/y, /abs/path, train.bin: a path with a folder or a file name extension
+BARE = re.compile(r"(?<![\w/.~-])((?:\.{1,2})?/?[\w.+-]+(?:/[\w.+-]+)+/?|[\w+-][\w.+-]*\.[A-Za-z]"
+                  r"\w{0,7})(?![\w/])")
+MODULE = re.compile(r"No module named '([\w.]+)'")
+SHOWN = 6                    # names in one line, then "and N more"
+
+
+def dirty_line(git, task_rel: str, task) -> str | None:
+    """The task folder's uncommitted edits (and untracked editable or protected files), in
+    one line, or None when the folder is HEAD's."""
+    named = []
+    for code, path in _status(git, task_rel, "--untracked-files=all"):
+        rel = _in_task(path, task_rel)
+        role = "" if rel is None else "protected" if task.is_protected(rel) else \
+            "editable" if task.is_editable(rel) else ""
+        if code == "??" and not role:
+            continue
+        how = "untracked" if code == "??" else "deleted" if "D" in code else \
+            "added" if "A" in code else "renamed" if "R" in code else "modified"
+        named.append(f"{path} ({how}{', ' + role if role else ''})")
+    if not named:
+        return None
+    return (f"check-task: your working folder differs from HEAD in {_some(named)}: "
+            f"check-task tests HEAD, as run does; commit to test your changes")
+
+
+def needed_files(log_text: str, repo_root: Path, task_rel: str,
+                 committed: Callable[[str], bool], mirrors: Iterable[Path]) -> list[str]:
+    """Repo-relative paths the run's error lines name that exist in the working folder but
+    are not committed. `mirrors`: folders laid out as the repo (the worktree, the grader's
+    copy), so that an absolute path into one names the same file in the working folder."""
+    found: list[str] = []
+    for text in mentioned_paths(log_text):
+        for rel in _repo_paths(text, task_rel, [Path(m) for m in mirrors]):
+            if rel in found:
+                break
+            if os.path.lexists(repo_root / rel) and not committed(rel):
+                found.append(rel)
+                break
+    return found
+
+
+def needed_line(paths: list[str]) -> str:
+    one = len(paths) == 1
+    return (f"check-task: the run needs {_some(paths)}, which {'is' if one else 'are'} not "
+            f"committed ({'it exists' if one else 'they exist'} only in your working folder): "
+            f"commit {'it' if one else 'them'}, or point the task at "
+            f"{'it' if one else 'them'} with an absolute path (task.yaml `env`)")
+
+
+def left_out_line(git, task_rel: str) -> str | None:
+    """After a failed run whose errors name no file: what the checkout of HEAD lacks that
+    the working folder has (untracked or ignored; environments and caches not counted)."""
+    names = [path for code, path in _status(git, task_rel, "--untracked-files=normal",
+                                            "--ignored")
+             if code in ("??", "!!") and not _noise(path)]
+    if not names:
+        return None
+    return (f"check-task: not in the run's checkout of HEAD (only in your working folder): "
+            f"{_some(names)}; if the run needs one, commit it, or point the task at it with an "
+            f"absolute path (task.yaml `env`)")
+
+
+def mentioned_paths(log_text: str) -> list[str]:
+    """Paths (as written) that the log's not-found lines name, first seen first."""
+    out: dict[str, None] = {}
+    for line in log_text.splitlines():
+        if not ERROR_LINE.search(line):
+            continue
+        for m in MODULE.finditer(line):          # a helper module left uncommitted
+            parts = m[1].split(".")
+            for i in range(len(parts), 0, -1):
+                out.update({"/".join(parts[:i]) + ".py": None, "/".join(parts[:i]): None})
+        for m in QUOTED.finditer(line):
+            out[next(g for g in m.groups() if g)] = None
+        for m in BARE.finditer(line):
+            out[m[1]] = None
+    return list(out)
+
+
+def _repo_paths(text: str, task_rel: str, mirrors: list[Path]) -> Iterator[str]:
+    """Where `text`, as the run wrote it, is in the repo: relative to the run's folder (the
+    task folder) or the repo root, or an absolute path into a folder that mirrors the repo."""
+    path = Path(text)
+    if path.is_absolute():
+        for mirror in mirrors:
+            for root in {mirror, mirror.resolve()}:
+                if root in path.parents:
+                    yield from _inside(path.relative_to(root).as_posix())
+        return
+    if task_rel not in ("", "."):
+        yield from _inside(f"{task_rel}/{text}")
+    yield from _inside(text)
+
+
+def _inside(rel: str) -> Iterator[str]:
+    norm = os.path.normpath(rel)
+    if norm != "." and not norm.startswith("..") and not os.path.isabs(norm):
+        yield Path(norm).as_posix()
+
+
+def _status(git, task_rel: str, *flags: str) -> list[tuple[str, str]]:
+    """(XY code, repo-relative path) of what `git status` lists under the task folder."""
+    text = git("status", "--porcelain=v1", "-z", *flags, "--", task_rel or ".")
+    fields = text.split("\0")
+    entries, i = [], 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:
+            i += 1                      # the old name follows a rename
+        entries.append((code, path))
+    return entries
+
+
+def _in_task(path: str, task_rel: str) -> str | None:
+    if task_rel in ("", "."):
+        return path
+    prefix = task_rel.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else None
+
+
+def _noise(path: str) -> bool:
+    parts = path.rstrip("/").split("/")
+    return bool(set(COPY_SKIP).intersection(parts)) or path.endswith((".pyc", ".egg-info/"))
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")

@@ -1,0 +1,128 @@
+"""Which printed number `autoresearch init` optimizes, and which way. Rules, in order:
+`--metric NAME` (with `--metric-pattern REGEX`: the user's own regex for it); else the
+result protected code grades (the lm shape); else the one validation metric (`val_`,
+`valid_`, `eval_`, `dev_`; of several, the one program.md / README.md name far more often
+than the others); else the one metric-like name (a loss, an accuracy) that does
+not say "test". A test metric is never chosen unless named: the test split is not for
+optimizing. Anything it cannot settle (two validation metrics, only test metrics, a
+direction its name does not give): one line, exit 2."""
+from __future__ import annotations
+
+import re
+
+from loop.setup.code_scan import direction_of
+from loop.setup.plan import Guess, InitError, Plan
+from loop.setup.shapes import Candidate
+
+HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev")
+METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
+
+
+def words(name: str) -> list[str]:
+    return [w for w in re.split(r"[_.\W]+", name.lower()) if w]
+
+
+def is_test(name: str) -> bool:
+    return "test" in words(name)
+
+
+def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str | None,
+           direction: str | None) -> Candidate:
+    """The chosen candidate; the plan's metric, direction and their guesses set."""
+    names = list(dict.fromkeys(c.name for c in found))
+    if pattern is not None:
+        chosen = _given_pattern(plan, metric, pattern)
+        plan.guesses["metric"] = Guess(f"--metric {metric} --metric-pattern", True, METRIC_FLAGS)
+    elif metric:
+        chosen = next((c for c in found if c.name == metric), None)  # type: ignore[assignment]
+        if chosen is None:
+            raise InitError(f"init: no metric found: {plan.script} and the modules it imports "
+                            f"print no number named `{metric}` (they print: "
+                            f"{', '.join(names) or 'none'}); for a line of another form pass "
+                            f"--metric-pattern REGEX too")
+        plan.guesses["metric"] = Guess(f"--metric; {chosen.source}", True, METRIC_FLAGS)
+    else:
+        chosen = _pick(plan, found, names)
+    plan.metric, plan.metric_pattern, plan.metric_source = (chosen.name, chosen.pattern,
+                                                            chosen.source)
+    guessed = direction_of(plan.metric)
+    if direction:
+        plan.direction = direction
+        plan.guesses["direction"] = Guess("--direction", True, "--direction")
+    elif guessed:
+        plan.direction = guessed
+        plan.guesses["direction"] = Guess(f"from the name {plan.metric}", False,
+                                          "--direction minimize|maximize")
+    else:
+        raise InitError(f"init: cannot tell whether a lower or a higher {plan.metric} is "
+                        f"better: pass --direction minimize or --direction maximize")
+    return chosen
+
+
+def _named_by_docs(plan: Plan, names: list[str]) -> tuple[str, str] | None:
+    """The one of `names` the repo's own words (program.md, README.md) name as the target:
+    at least twice, and at least twice as often as any other; else None."""
+    text = " ".join((plan.root / f).read_text(errors="replace")
+                    for f in ("program.md", "README.md") if (plan.root / f).is_file())
+    counts = sorted(((len(re.findall(rf"\b{re.escape(n)}\b", text)), n) for n in names),
+                    reverse=True)
+    (top, name), (second, _) = counts[0], counts[1]
+    if top >= 2 and top >= 2 * second:
+        others = ", ".join(f"{n} {k}" for k, n in counts[1:])
+        return name, f"named {top} times in program.md/README.md ({others})"
+    return None
+
+
+def _given_pattern(plan: Plan, metric: str | None, pattern: str) -> Candidate:
+    if not metric:
+        raise InitError("init: --metric-pattern needs --metric NAME too (the name results.tsv "
+                        "and the journal show)")
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise InitError(f"init: --metric-pattern is not a valid regex: {exc}") from None
+    if groups != 1:
+        raise InitError(f"init: --metric-pattern needs exactly one capture group (the number),"
+                        f" got {groups}")
+    return Candidate(metric, "script", f"--metric-pattern, read from {plan.script}'s output",
+                     pattern)
+
+
+def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
+    graded = [c for c in found if c.shape == "lm"]
+    if graded:
+        plan.guesses["metric"] = Guess(graded[0].source, True, METRIC_FLAGS)
+        return graded[0]
+    likely = [c for c in found if direction_of(c.name)]
+    tests = [c.name for c in likely if is_test(c.name)]
+    likely = [c for c in likely if not is_test(c.name)]
+    held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
+    pool = held or likely
+    distinct = list(dict.fromkeys(c.name for c in pool))
+    if len(distinct) == 1:
+        chosen = pool[0]
+        others = [n for n in names if n != chosen.name]
+        kind = "the validation metric" if held else "the only loss/accuracy-like name"
+        plan.guesses["metric"] = Guess(
+            f"{kind}, {chosen.source}" + (f"; others: {', '.join(others)}" if others else ""),
+            bool(held), METRIC_FLAGS)
+        return chosen
+    named = _named_by_docs(plan, distinct) if len(distinct) > 1 else None
+    if named:
+        chosen = next(c for c in pool if c.name == named[0])
+        plan.guesses["metric"] = Guess(f"{named[1]}, {chosen.source}", False, METRIC_FLAGS)
+        return chosen
+    if len(distinct) > 1:
+        kind = "validation metrics" if held else "metrics"
+        raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
+                        f"NAME")
+    if tests:
+        raise InitError(f"init: only test metrics are printed ({', '.join(tests)}): the test "
+                        f"split is not for optimizing; pass --metric {tests[0]} to choose it "
+                        f"anyway")
+    if names:
+        raise InitError(f"init: no metric found among the numbers printed ({', '.join(names)}):"
+                        f" none is named like a loss or an accuracy; pass --metric NAME")
+    raise InitError(f"init: no metric found: {plan.script} and the modules it imports print "
+                    f"no number after a name (e.g. print(f\"val_loss: {{loss:.4f}}\")); "
+                    f"pass --metric NAME --metric-pattern REGEX for a line of another form")

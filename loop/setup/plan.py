@@ -1,0 +1,207 @@
+"""What `autoresearch init` decided (a Plan), said back to the user, and written: task.yaml
+and autoresearch.yaml. The reading is loop/setup/onboard.py and loop/setup/shapes/."""
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loop.errors import UsageError
+
+CONFIG_FILE = "autoresearch.yaml"
+TASK_FILE = "task.yaml"
+DEFAULT_BUDGET_S = 60.0
+JUDGE_RULE = "sequential"             # what init writes, and says it writes
+
+
+class InitError(UsageError):
+    """Why init wrote nothing (one line)."""
+
+
+@dataclass
+class Guess:
+    """One thing init decided: how, how sure, and the flag that decides it instead."""
+    why: str
+    found: bool            # read from the code (True) or a guess (False)
+    flags: str             # `--metric NAME`
+
+
+@dataclass
+class Plan:
+    root: Path                          # the task folder (the repo, or a folder in it)
+    top: Path                           # its git top level
+    shape: str                          # a key of loop/setup/shapes.SHAPES
+    script: str
+    shape_line: str = ""                # the shape, in words
+    name: str = ""
+    description: str = ""
+    editable: list[str] = field(default_factory=list)
+    protected: list[str] = field(default_factory=list)
+    python: str = "python"
+    python_why: str = ""
+    metric: str = ""
+    direction: str = "minimize"
+    metric_pattern: str = ""            # metric.pattern ("": a `name: value` line)
+    metric_source: str = ""             # who prints it, in words
+    budget: float = DEFAULT_BUDGET_S
+    budget_constant: str = ""
+    grace: float = 30.0
+    grace_why: str = ""
+    throughput: str = ""
+    memory: str = ""                    # the printed memory figure's name
+    space: dict = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    conditions: list[str] = field(default_factory=list)
+    grader: dict = field(default_factory=dict)
+    held_out: list[str] = field(default_factory=list)
+    read_only: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
+    guesses: dict[str, Guess] = field(default_factory=dict)   # script, metric, budget, ...
+
+
+# -- said back -----------------------------------------------------------------------------------
+def _guess(plan: Plan, key: str) -> str:
+    g = plan.guesses.get(key)
+    if g is None:
+        return ""
+    return f" ({'found' if g.found else 'guessed'}: {g.why}; change with {g.flags})"
+
+
+def describe(plan: Plan) -> list[str]:
+    where = plan.root.relative_to(plan.top).as_posix() or "."
+    lines = [f"init: {plan.root}",
+             f"  shape:      {plan.shape_line}",
+             f"  script:     {plan.script}" + _guess(plan, "script"),
+             f"  editable:   {', '.join(plan.editable)}",
+             f"  protected:  {', '.join(plan.protected) or 'none'}"]
+    if plan.grader:
+        lines += [f"  run:        {plan.python} {plan.script}, handing its model to "
+                  f"{plan.grader['eval_function']} ({plan.python_why})",
+                  f"  grader:     lm: {plan.grader['eval_call']} at input shape "
+                  f"{plan.grader['input_shape']}, on held-out {', '.join(plan.held_out)}",
+                  f"  read-only:  {', '.join(plan.read_only) or 'none'} (no run may change "
+                  f"what the grader reads besides the held-out data)"]
+    else:
+        lines += [f"  run:        {plan.python} {plan.script} ({plan.python_why})",
+                  f"  grader:     none: unprotected metric: the number is what the run "
+                  f"prints ({plan.metric_source})"]
+    lines += [f"  metric:     {plan.metric}" + _guess(plan, "metric"),
+              f"  direction:  {plan.direction}" + _guess(plan, "direction")]
+    if plan.metric_pattern:
+        lines += [f"  pattern:    {plan.metric_pattern}  (metric.pattern: the number it "
+                  f"captures in the run's output)"]
+    lines += [f"  budget:     {plan.budget:g}s" + _guess(plan, "budget"),
+              f"  grace:      {plan.grace:g}s ({plan.grace_why})",
+              f"  throughput: {plan.throughput or 'none (no num_steps line)'}",
+              f"  memory:     {plan.memory or 'none printed'}",
+              f"  search:     {len(plan.space)} settings for mutate"
+              + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
+              + (f" ({', '.join(plan.conditions)})" if plan.conditions else "")
+              + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else ""),
+              f"  judge:      {JUDGE_RULE} (autoresearch.yaml)"]
+    lines += [f"  note:       {n}" for n in plan.notes]
+    files = [(plan.root / TASK_FILE).relative_to(plan.top).as_posix(), CONFIG_FILE]
+    lines += [f"wrote {', '.join(files)}; next:"]
+    if Path.cwd().resolve() != plan.top:
+        lines += [f"  cd {plan.top}"]
+    lines += [f"  git add {' '.join(files)} && git commit -m 'autoresearch task'",
+              f"  autoresearch check-task {where}",
+              "  autoresearch run"]
+    return lines
+
+
+# -- written -------------------------------------------------------------------------------------
+def _q(value) -> str:
+    """A YAML scalar: JSON's quoting is valid YAML."""
+    return json.dumps(value)
+
+
+def _flow(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, str) and re.fullmatch(r"[\w./~-]+", value) and not \
+            re.fullmatch(r"(true|false|null|yes|no|on|off|[-+.\d].*)", value, re.I):
+        return value
+    return _q(value)
+
+
+def task_yaml(plan: Plan) -> str:
+    lines = ["# Written by `autoresearch init` from this repo's code. Edit freely; commit it.",
+             f"name: {_flow(plan.name)}", "description: >-"]
+    lines += ["  " + s for s in textwrap.wrap(plan.description, 88)] or ["  ''"]
+    lines += [f"editable: {_flow(plan.editable)}"]
+    if plan.protected:
+        lines += [f"protected: {_flow(plan.protected)}"]
+    if plan.grader:
+        lines += ["grader:                 # protected grading, loop/run/graders/ (docs/tasks.md)"]
+        lines += [f"  {k}: {_flow(v)}" for k, v in plan.grader.items()]
+        lines += [f"held_out: {_flow(plan.held_out)}   # hidden from training, read by the "
+                  f"grader"]
+        if plan.read_only:
+            lines += [f"read_only: {_flow(plan.read_only)}   # read by both steps, changed by "
+                      f"neither (checked before each grading)"]
+    else:
+        lines += [f"run: {_flow(f'{plan.python} {plan.script}')}   # unprotected metric: the "
+                  f"number is what the run prints"]
+    metric = {"name": plan.metric, "direction": plan.direction}
+    if plan.metric_pattern:
+        metric["pattern"] = plan.metric_pattern
+    lines += [f"metric: {_flow(metric)}", f"time_budget_s: {plan.budget:g}"]
+    if plan.budget_constant:
+        lines += [f"budget_constant: {plan.budget_constant}   # --time-budget is refused: "
+                  f"change the constant"]
+    lines += [f"grace_s: {plan.grace:g}                  # {plan.grace_why}"]
+    if plan.throughput:
+        lines += [f"throughput_pattern: {plan.throughput}"]
+    if plan.memory:
+        pattern = r"^\s*" + re.escape(plan.memory) + r"\s*[:=]\s*([0-9.]+)"
+        lines += [f"memory_pattern: {_q(pattern)}"]
+    if plan.space:
+        lines += ["search_space:                 # for `--proposer mutate`"
+                  + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else "")]
+        lines += [f"  {k}: {_flow(v)}" for k, v in plan.space.items()]
+    return "\n".join(lines) + "\n"
+
+
+def config_yaml(plan: Plan) -> str:
+    task = plan.root.relative_to(plan.top).as_posix() or "."
+    program = "program.md" if (plan.top / "program.md").is_file() else None
+    lines = ["# Written by `autoresearch init`: a bare `autoresearch run` here reads this file.",
+             "# Flags override any key (e.g. --proposer llm --model M, --iterations N).",
+             f"task: {task}", "iterations: 20"]
+    if program:
+        lines += [f"program: {program}               # steers the proposals, re-read each "
+                  f"iteration"]
+    lines += ["proposer:", "  kind: mutate                 # offline random search over "
+              "search_space; or llm (--model M)",
+              "judge:", f"  rule: {JUDGE_RULE}             # keep a gain only when it beats the "
+              "measured run-to-run noise; the promising confirmed next to runs of the best"]
+    return "\n".join(lines) + "\n"
+
+
+def write(plan: Plan) -> None:
+    """Write both files, then load them as the engine will; on failure put back what was
+    there (nothing written)."""
+    from loop.setup.config import load_config
+    from loop.setup.task import load_task
+    targets = {plan.root / TASK_FILE: task_yaml(plan), plan.top / CONFIG_FILE: config_yaml(plan)}
+    before = {p: p.read_text() if p.exists() else None for p in targets}
+    try:
+        for path, text in targets.items():
+            path.write_text(text)
+        load_task(plan.root)
+        load_config(plan.top / CONFIG_FILE)
+    except BaseException as exc:
+        for path, old in before.items():
+            if old is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(old)
+        if isinstance(exc, UsageError):
+            raise InitError(f"init: the task it would write does not load: {exc}") from None
+        raise

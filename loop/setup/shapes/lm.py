@@ -1,0 +1,179 @@
+"""The language-model shape (karpathy/autoresearch): the script imports an `evaluate_*`
+function from a local module, hands it the model (`val_bpb = evaluate_bpb(model, ...)`) and
+prints the result. The metric is then graded by protected code (`grader: {kind: lm}`,
+loop/run/graders/), never taken from the script's print. The held-out file is found by
+importing the protected module with the repo's own interpreter (protected code, at init
+time, in a subprocess)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from loop.setup.code_scan import Script
+from loop.setup.plan import InitError, Plan
+from loop.setup.search_space import constants, number
+from loop.setup.shapes import Candidate, Scan, Shape
+
+
+def candidates(scan: Scan) -> list[Candidate]:
+    """The evaluation's result, when the script prints it as `name: value`."""
+    local = local_names(scan)
+    call = _eval_call(scan.script, local, scan.root)
+    if call is None:
+        return []
+    for name, expr in scan.script.printed():
+        if getattr(expr, "id", None) == call[2]:
+            return [Candidate(name, "lm", f"{call[1]}.{call[0]}'s result, printed as "
+                              f"`{name}:` (graded again by protected code)", data=call)]
+    return []
+
+
+def apply(plan: Plan, scan: Scan, chosen: Candidate) -> None:
+    try:
+        _lm_grader(plan, scan.script, local_names(scan), scan.known, chosen.data)
+    except InitError as exc:                 # the way out: the printed number, unprotected
+        raise InitError(f"{exc}; or read {chosen.name} unprotected from the run's output: "
+                        f"--metric {chosen.name} --metric-pattern "
+                        f"'^{chosen.name}:\\s*([0-9.]+)'") from None
+
+
+def local_names(scan: Scan) -> dict[str, str]:
+    """{name: module} for the names the script imports from its local modules."""
+    return {name: mod for name, mod in scan.script.imports_from().items()
+            if mod in scan.modules}
+
+
+def _eval_call(src: Script, local: dict[str, str], root: Path):
+    """(function, module, result name, call) for `x = evaluate_*(model, ...)` where the
+    function comes from a local module that defines it; else None."""
+    for func, mod in local.items():
+        if not func.startswith(("evaluate", "eval_")):
+            continue
+        mod_src = Script(f"{mod}.py", (root / f"{mod.replace('.', '/')}.py").read_text())
+        if not mod_src.defines(func):
+            continue
+        for call in src.calls(func):
+            target = src.assigned_from(call)
+            if target and call.args and _simple_name(call.args[0]):
+                return func, mod, target, call
+    return None
+
+
+def _simple_name(node) -> bool:
+    """A variable such as `model` (an UPPER_CASE constant is a setting, not a model)."""
+    import ast
+    return isinstance(node, ast.Name) and not node.id.isupper()
+
+
+def _lm_grader(plan: Plan, src: Script, local: dict, known: dict, call) -> None:
+    import ast
+    func, mod, _, node = call
+    assigns = src.assigns()
+    args = ["model"]
+    for arg in node.args[1:]:
+        text = _protected_expr(arg, assigns, local, src)
+        if text is None:
+            raise InitError(f"init: {plan.script}: cannot pass `{ast.unparse(arg)}` of the "
+                            f"call {ast.unparse(node)} to the grader: it must be built from "
+                            f"{mod}'s names or a number")
+        args.append(text)
+    batch = next((int(number(a)) for a in args[1:] if re.fullmatch(r"\d+", a)), None)
+    seq_name = next((n for n in ("MAX_SEQ_LEN", "SEQ_LEN", "BLOCK_SIZE", "CONTEXT_LEN")
+                     if isinstance(known.get(n), int)), None)
+    if batch is None or seq_name is None:
+        raise InitError(f"init: cannot tell the (batch, sequence) shape the grader calls the "
+                        f"model with: {ast.unparse(node)} and {', '.join(plan.protected)}'s "
+                        f"constants give no batch size and sequence length")
+    plan.grader = {"kind": "lm", "python": plan.python, "script": plan.script,
+                   "eval_function": f"{mod}.{func}", "eval_call": f"{func}({', '.join(args)})",
+                   "input_shape": [batch, known[seq_name]]}
+    plan.held_out = [_held_out(plan, mod)]
+
+
+def _protected_expr(arg, assigns: dict, local: dict, src: Script) -> str | None:
+    """An argument of the evaluation call as the grader can write it: a number (an
+    editable constant's value now), or an expression over the protected module's names."""
+    import ast
+    values = constants({src.path: src.source})
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float)):
+        return repr(arg.value)
+    if isinstance(arg, ast.Name) and arg.id in values:
+        v = values[arg.id]
+        return str(int(v)) if v == int(v) else repr(v)
+    if isinstance(arg, ast.Name) and arg.id in assigns:
+        arg = assigns[arg.id]
+    names = {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
+    if names and names <= set(local):
+        return ast.unparse(arg)
+    return None
+
+
+PROBE = """\
+import json, os, sys
+sys.path.insert(0, os.getcwd())
+import importlib
+m = importlib.import_module(sys.argv[1])
+out = {k: v for k, v in vars(m).items()
+       if k.isupper() and isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+print("@@probe " + json.dumps(out))
+"""
+
+
+def _held_out(plan: Plan, mod: str) -> str:
+    """The validation file the protected module reads: imported with the repo's own
+    interpreter (its data paths are often computed: a cache folder, an env variable)."""
+    from loop.errors import TaskError
+    from loop.setup.interpreter import argv
+    try:        # the interpreter a run gets: `uv run python` is the .venv, never a sync
+        cmd = [*argv(plan.python, plan.root), "-c", PROBE, mod]
+    except TaskError as exc:
+        raise InitError(f"init: {exc}") from None
+    try:
+        done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise InitError(f"init: `{cmd[0]}` not found: this repo runs with `{plan.python}` "
+                        f"({plan.python_why}); install it, or run init where it is") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InitError(f"init: could not import {mod}.py with `{plan.python}`: {exc}") from None
+    line = next((s for s in done.stdout.splitlines() if s.startswith("@@probe ")), None)
+    if done.returncode != 0 or line is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InitError(f"init: could not import {mod}.py with `{plan.python}` to find its "
+                        f"validation data: {last}")
+    values = json.loads(line[len("@@probe "):])
+    strings = {k: v for k, v in values.items() if isinstance(v, str)}
+    dirs = [Path(v).expanduser() for k, v in strings.items() if k.endswith(("_DIR", "_PATH"))
+            and Path(v).expanduser().is_dir()]
+    named = [v for k, v in strings.items()
+             if re.search(r"(^|_)(VAL|VALID|VALIDATION|TEST|EVAL)(_|$)", k)]
+    found = []
+    for v in named:
+        path = Path(v).expanduser()
+        if path.is_absolute() and path.exists():
+            found.append(path)
+        found += [d / v for d in dirs if not path.is_absolute() and (d / v).exists()]
+    if not found:
+        raise InitError(f"init: {mod}.py names no validation file that exists yet "
+                        f"({', '.join(named) or 'no VAL_* constant'}): prepare the data first "
+                        f"(e.g. `{plan.python} {mod}.py`)")
+    path = found[0].resolve()
+    if path == plan.top or plan.top in path.parents:
+        raise InitError(f"init: the validation file {path} is inside the repo: held-out data "
+                        f"must live outside it, where the training run cannot read it")
+    # the data folders it reads (a tokenizer the grader trusts, training shards): shown to
+    # both steps read-only; a folder holding another listed one is left out (the cache root)
+    data = sorted({d.resolve() for d in dirs} - {plan.top}, key=str)
+    plan.read_only = [_home_relative(d) for d in data
+                      if not any(d in o.parents for o in data) and plan.top not in d.parents]
+    return _home_relative(path)
+
+
+def _home_relative(path: Path) -> str:
+    home = Path.home().resolve()
+    return f"~/{path.relative_to(home).as_posix()}" if home in path.parents else str(path)
+
+
+SHAPE = Shape("lm", "language-model repo (karpathy/autoresearch shape): protected grading",
+              candidates, apply)

@@ -1,0 +1,242 @@
+"""`autoresearch init` on the shapes people have (issue 22): a karpathy-shaped repo whose
+protected module evaluates and prints, nanoGPT-style lowercase settings and log lines,
+words printed next to colons, fixed seeds, and every ambiguity refused in one line. Real
+git repos in tmp folders and the real CLI in a subprocess."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
+                          TABULAR_TRAIN)
+from test_init import commit, listing, plain_repo
+from loop.run.runner import parse_metric
+from loop.setup.code_scan import Script
+from loop.setup.task import load_task
+
+
+def tabular(tmp_path: Path) -> Path:
+    return plain_repo(tmp_path / "tabular", {"prepare.py": TABULAR_PREPARE,
+                                             "train.py": TABULAR_TRAIN,
+                                             "README.md": TABULAR_README})
+
+
+def nano(tmp_path: Path) -> Path:
+    return plain_repo(tmp_path / "nano", {"train.py": NANO_TRAIN,
+                                          "configurator.py": NANO_CONFIGURATOR})
+
+
+def init(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_cli("init", *args, cwd=repo)
+
+
+def refused(repo: Path, *args: str) -> str:
+    """init exits 2 with one line and writes nothing; the line."""
+    before = {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()}
+    done = init(repo, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()} == before
+    return done.stderr.strip()
+
+
+def run_output(repo: Path) -> str:
+    done = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True,
+                          text=True, check=True)
+    return done.stdout
+
+
+# -- karpathy-shaped, the protected module evaluating and printing -------------------------------
+@pytest.mark.parametrize("flags", [(), ("--script", "train.py")])
+def test_protected_evaluator_keeps_prepare_protected_and_picks_val(tmp_path, flags):
+    repo = tabular(tmp_path)
+    done = init(repo, *flags)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["editable"] == ["train.py"] and task["protected"] == ["prepare.py"]
+    assert task["run"] == "python train.py"
+    assert task["metric"] == {"name": "val_auc", "direction": "maximize"}
+    assert "RANDOM_STATE" not in task.get("search_space", {})     # the split's seed
+    assert set(task["search_space"]) == {"THRESHOLD", "NOISE"}
+    out = done.stdout
+    assert "printed by the protected prepare.py, which train.py imports" in out
+    assert "others: test_auc" in out and "an edit to train.py could print a line" in out
+    # the metric as the loop reads it: the validation number of a real run, not the test one
+    loaded = load_task(repo)
+    printed = run_output(repo)
+    val = float(next(s for s in printed.splitlines() if s.startswith("val_auc:")).split()[1])
+    assert parse_metric(printed, loaded.metric.pattern) == val
+
+
+def test_a_module_the_script_imports_is_never_the_editable_one(tmp_path):
+    repo = tabular(tmp_path)
+    line = refused(repo, "--script", "prepare.py")
+    assert "train.py imports it" in line and "--script train.py" in line
+
+
+def test_a_test_metric_is_chosen_only_by_name(tmp_path):
+    only_test = "X = 1.0\nprint(f'test_acc: {X * 0.5:.3f}')\n"
+    repo = plain_repo(tmp_path / "t", {"train.py": only_test})
+    line = refused(repo)
+    assert "only test metrics are printed (test_acc)" in line and "--metric test_acc" in line
+    done = init(repo, "--metric", "test_acc")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "test_acc"
+
+
+def test_two_validation_metrics_are_an_ambiguity(tmp_path):
+    both = "X = 1.0\nprint(f'val_loss: {X:.3f}')\nprint(f'val_acc: {X / 2:.3f}')\n"
+    line = refused(plain_repo(tmp_path / "t", {"train.py": both}))
+    assert "several validation metrics printed (val_loss, val_acc): pass --metric NAME" in line
+
+
+def test_words_after_a_colon_are_not_metrics(tmp_path):
+    config = ("import sys\nname = 'toy'\nfor arg in sys.argv[1:]:\n    key, attempt = "
+              "arg.split('=')\n    print(f\"Overriding: {key} = {attempt}\")\n"
+              "print(f\"Task: {name}\")\nprint('Features:', ', '.join(sys.argv))\n")
+    train = "import config\nLR = 0.1\nprint('done')\n"
+    repo = plain_repo(tmp_path / "t", {"config.py": config, "train.py": train})
+    assert "no metric found" in refused(repo)
+    src = Script("config.py", config)
+    assert src.reported() == []
+    assert [v.name for v in Script("x.py", "print(f'val_auc: {auc}')\n").reported()] == \
+        ["val_auc"]                            # a metric-like name: a number, unformatted
+
+
+# -- nanoGPT style -------------------------------------------------------------------------------
+def test_log_line_becomes_the_metric_pattern_and_lowercase_settings_the_space(tmp_path):
+    repo = nano(tmp_path)
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["metric"]["name"] == "val_loss" and task["metric"]["direction"] == "minimize"
+    assert task["metric"]["pattern"]
+    space = set(task["search_space"])
+    assert {"learning_rate", "n_layer", "batch_size", "beta2", "dropout"} <= space
+    assert not space & {"seed_offset", "eval_interval", "log_interval", "eval_iters",
+                        "iter_num", "best_val_loss"}
+    # the pattern written reads the last validation loss of a real run, as the runner does
+    loaded = load_task(repo)
+    printed = run_output(repo)
+    last = [s for s in printed.splitlines() if s.startswith("step ")][-1]
+    assert parse_metric(printed, loaded.metric.pattern) == float(last.rsplit(" ", 1)[1])
+    assert "fixes its own seed (random.seed(1337 + seed_offset))" in done.stdout
+    assert "baseline spread near 0" in done.stdout and "AUTORESEARCH_SEED" in done.stdout
+    # and mutate moves the lowercase settings the space names
+    from loop.proposers.base import Context
+    from loop.proposers.mutate import MutateProposer
+    files = {"train.py": (repo / "train.py").read_text()}
+    p = MutateProposer(seed=3).propose(Context(1, loaded, files, "", [], None, seed=1))
+    assert p.error is None and p.description.split()[1] in space, p.description
+    assert p.files["train.py"] != files["train.py"]
+
+
+def test_metric_pattern_flag(tmp_path):
+    repo = nano(tmp_path)
+    assert "needs --metric NAME" in refused(repo, "--metric-pattern", r"val loss ([0-9.]+)")
+    assert "not a valid regex" in refused(repo, "--metric", "vl", "--metric-pattern", "(")
+    assert "exactly one capture group" in refused(repo, "--metric", "vl", "--metric-pattern",
+                                                  "val loss")
+    done = init(repo, "--metric", "vl", "--metric-pattern", r"val loss ([0-9.]+)",
+                "--direction", "minimize")
+    assert done.returncode == 0, done.stderr
+    loaded = load_task(repo)
+    assert loaded.metric.name == "vl" and parse_metric(run_output(repo),
+                                                       loaded.metric.pattern) is not None
+
+
+def test_nothing_to_search_is_said(tmp_path):
+    train = ("import os, random\nseed = int(os.environ.get('AUTORESEARCH_SEED', '0'))\n"
+             "print(f'val_loss: {random.Random(seed).random():.4f}')\n")
+    done = init(plain_repo(tmp_path / "t", {"train.py": train}))
+    assert done.returncode == 0, done.stderr
+    notes = [s for s in done.stdout.splitlines() if "mutate has nothing to search" in s]
+    assert len(notes) == 1 and "search_space:" in notes[0] and "fixes its own seed" \
+        not in done.stdout
+
+
+# -- what init says and writes -------------------------------------------------------------------
+def test_guesses_are_printed_with_their_flags_and_the_judge_is_what_is_written(tmp_path):
+    repo = tabular(tmp_path)
+    done = init(repo)
+    lines = {s.split(":", 1)[0].strip(): s for s in done.stdout.splitlines() if s[:2] == "  "}
+    assert "(found:" in lines["script"] and "--script FILE" in lines["script"]
+    assert "(found: the validation metric" in lines["metric"] and "--metric NAME" in \
+        lines["metric"] and "--metric-pattern REGEX" in lines["metric"]
+    assert "(guessed: from the name val_auc" in lines["direction"]
+    assert "--direction" in lines["direction"]
+    assert "(found: prepare.py:TIME_BUDGET" in lines["budget"]
+    config = yaml.safe_load((repo / "autoresearch.yaml").read_text())
+    assert lines["judge"].split()[1] == config["judge"]["rule"] == "sequential"
+    # a script that times itself gets a grace that grows with its budget
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["time_budget_s"] == 2 and task["grace_s"] == 121
+
+
+def test_the_validation_metric_the_repos_own_words_name_settles_a_tie(tmp_path):
+    prepare = TABULAR_PREPARE.replace('    print(f"val_auc: {val_auc:.6f}")',
+                                      '    print(f"val_accuracy: {val_auc / 2:.6f}")\n'
+                                      '    print(f"val_auc: {val_auc:.6f}")')
+    program = ("# goal\n\nGet the highest val_auc. Read it with grep '^val_auc:'; val_auc "
+               "is the target.\n")
+    repo = plain_repo(tmp_path / "t", {"prepare.py": prepare, "train.py": TABULAR_TRAIN,
+                                       "program.md": program})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "val_auc"
+    assert "(guessed: named 3 times in program.md/README.md (val_accuracy 0)" in done.stdout
+
+
+def test_every_local_module_the_script_imports_stays_protected(tmp_path):
+    files = {"train.py": "import helpers\nfrom data.load import rows\nLR = 0.1\n"
+                         "print(f'val_loss: {helpers.loss(LR, rows()):.4f}')\n",
+             "helpers.py": "from metrics import squared\ndef loss(lr, xs):\n"
+                           "    return squared(lr) + len(xs)\n",
+             "metrics.py": "def squared(x):\n    return x * x\n"}
+    repo = plain_repo(tmp_path / "t", files)
+    (repo / "data").mkdir()
+    (repo / "data" / "load.py").write_text("def rows():\n    return [1, 2]\n")
+    commit(repo)
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["editable"] == ["train.py"]
+    assert task["protected"] == ["data/load.py", "helpers.py", "metrics.py"]
+
+
+@pytest.mark.parametrize("code,fixed", [
+    ("import torch\ntorch.manual_seed(1337)\n", "torch.manual_seed(1337)"),
+    ("import numpy as np\nnp.random.seed(42)\n", "np.random.seed(42)"),
+    ("from sklearn.ensemble import RandomForestClassifier as F\nm = F(random_state=42)\n",
+     "F(random_state=42)"),
+    ("import os, torch\ntorch.manual_seed(int(os.environ.get('AUTORESEARCH_SEED', '0')))\n",
+     None),
+    ("import random\nx = random.random()\n", None),
+])
+def test_a_fixed_seed_is_found(code, fixed):
+    from loop.setup.settings_scan import fixed_seeds
+    assert fixed_seeds(Script("train.py", code)) == ([fixed] if fixed else [])
+
+
+def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path, monkeypatch):
+    from karpathy_repo import FIXTURE, make_karpathy_repo
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    train = (FIXTURE / "train.py").read_text().replace(
+        "val_bpb = evaluate_bpb(model, tokenizer, DEVICE_BATCH_SIZE)",
+        "eval_tok = tokenizer if model else None\n"
+        "val_bpb = evaluate_bpb(model, eval_tok, DEVICE_BATCH_SIZE)")
+    repo = make_karpathy_repo(tmp_path / "shape", cache, {"train.py": train})
+    line = refused(repo)
+    assert "cannot pass `eval_tok`" in line and "--metric val_bpb --metric-pattern" in line
+    pattern = line.split("--metric-pattern ", 1)[1].strip("'")
+    done = init(repo, "--metric", "val_bpb", "--metric-pattern", pattern)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert task.grader is None and task.metric.pattern == pattern
+    assert parse_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678
