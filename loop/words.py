@@ -173,5 +173,7 @@ def progress_line(rec, metric, total: int) -> str:
     change = f" ({gain_text(rec.delta)})" if rec.delta is not None else ""
     runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
     why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""
+    proposed = (rec.usage or {}).get("proposal_s") or 0.0
+    asked = f", proposal {proposed:.0f}s" if proposed >= 1 else ""  # an LLM's, mostly
     return (f"[{rec.iteration:>3}/{total}] {shown_status(rec):<9} {value}{change}  "
-            f"{rec.description}  ({rec.wall_s:.1f}s{runs}{why})")
+            f"{rec.description}  ({rec.wall_s:.1f}s{runs}{asked}{why})")

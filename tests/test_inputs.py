@@ -73,6 +73,8 @@ def test_good_task_loads(tmp_path):
     ("proposer: {modle: x}\n", "unknown key 'modle' (did you mean 'model'?)"),
     ("judge: {rule: lenient}\n", "judge.rule must be one of"),
     ("proposer: {patience_s: -1}\n", "proposer.patience_s must be >= 0"),
+    ("proposer: {stall_s: 0}\n", "proposer.stall_s must be a finite number of seconds > 0"),
+    ("proposer: {max_tokens: 0}\n", "proposer.max_tokens must be >= 1"),
     ("iterations: many\n", "iterations: expected an integer"),
     ("time_budget_s: .inf\n", "time_budget_s: expected a finite number"),
     ("max_wall_s: .nan\n", "max_wall_s: expected a finite number"),
@@ -90,8 +92,10 @@ def test_bad_config_gives_one_line(tmp_path, text, message):
 def test_config_overrides_and_defaults(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("task: t\niterations: 3\nproposer: {kind: llm, model: a}\n")
-    cfg = load_config(path).with_overrides(iterations=7, proposer_model="b", tag=None)
+    cfg = load_config(path).with_overrides(iterations=7, proposer_model="b", tag=None,
+                                           proposer_timeout_s=900.0, proposer_max_tokens=2048)
     assert (cfg.iterations, cfg.proposer.model, cfg.proposer.kind) == (7, "b", "llm")
+    assert (cfg.proposer.timeout_s, cfg.proposer.max_tokens) == (900.0, 2048)  # the flags
     assert cfg.resolve("t") == (tmp_path / "t").resolve()
 
 
@@ -111,6 +115,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, toy_repo):
 def test_a_time_budget_that_never_ends_is_refused_in_one_line(toy_repo, value):
     for args in (("run", "--task", "task", f"--time-budget={value}"),
                  ("run", "--task", "task", f"--max-wall={value}"),
+                 ("run", "--task", "task", f"--llm-timeout={value}"),
                  ("check-task", "task", f"--time-budget={value}")):
         res = run_cli(*args, cwd=toy_repo)
         assert res.returncode == 2, (args, res.stdout, res.stderr)

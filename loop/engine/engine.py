@@ -40,6 +40,9 @@ from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_re
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
 ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
+# Ctrl-C: MLflow gets this long for its last writes; what is left is logged at the next
+# start (the journal knows), so the process ends within seconds of the signal
+KILLED_WAIT_S = 2.0
 
 
 @dataclass
@@ -90,7 +93,12 @@ class Engine:
                 return self._stop_cleanly(Stop("git", git_failed_message(exc), 1))
             raise
         finally:
-            lock.release()
+            # held while a proposal still runs (it ends with the process at the latest):
+            # a second engine on this tag must not start beside its request
+            if self.parts is not None:
+                self.parts.proposals.when_idle(lock.release)
+            else:
+                lock.release()
 
     def _stop_cleanly(self, stop: Stop) -> Stop:
         """A full disk, or git failing (a stale lock file, a read-only .git): the journal
@@ -167,7 +175,7 @@ class Loop:
         except KeyboardInterrupt:
             self.interrupted()
             self.sink.flush()
-            self.tracker.close("KILLED")
+            self.tracker.close("KILLED", KILLED_WAIT_S)
             return Stop("interrupted", "interrupted: experiments killed, worktree restored", 130)
         finally:
             self.backend.close()
@@ -628,6 +636,7 @@ class Loop:
         """Ctrl-C / SIGTERM: kill every run in flight, roll back every open step."""
         self.sched.drop(lambda j: False)
         self.sched.cancel(lambda j: True)
+        self.proposals.cancel_all()          # an LLM request in flight ends now
         self.backend.close()
         self._drop_proposals(wait=False)
         for n, cand in sorted(self.cands.items()):   # the redo will reuse attempt-<n>

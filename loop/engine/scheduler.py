@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future
 
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.run.spec import RunJob
@@ -73,28 +74,68 @@ class ProposalQueue:
     """Proposals requested ahead, `concurrency` at a time, each against the best at request
     time (its base). A proposal whose base has moved when it starts is replayed onto the
     new best (see docs/design.md). A proposer bug costs that proposal (an error Proposal);
-    ProposerFatal stops the loop when the proposal is taken."""
+    ProposerFatal stops the loop when the proposal is taken.
+
+    Each request runs on a daemon thread of its own (not a ThreadPoolExecutor, whose
+    workers the interpreter joins at exit: Ctrl-C then waited for an LLM request to time
+    out). `drop_all(wait=False)` cancels the requests in flight (the proposer shuts their
+    connections); `when_idle` runs a callback once no request runs any more: the engine
+    releases the tag's lock there, so a second engine never starts beside a request."""
 
     def __init__(self, proposer, concurrency: int, events: queue.Queue):
         self.proposer = proposer
-        self.pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="propose")
+        self.slots = threading.Semaphore(max(1, concurrency))
         self.events = events
         self.items: dict[int, tuple] = {}   # iteration -> (base, program_sha, future)
         self._lock = threading.Lock()
+        self._live = 0                      # threads not yet ended
+        self._idle: list = []               # callbacks for when none is live
 
     def request(self, n: int, base: str, program_sha: str, context) -> None:
-        future = self.pool.submit(self._call, context)
+        future: Future = Future()
         self.items[n] = (base, program_sha, future)
         future.add_done_callback(lambda f: self.events.put(("proposal", n, None)))
+        with self._lock:
+            self._live += 1
+        threading.Thread(target=self._run, args=(future, context), daemon=True,
+                         name=f"propose-{n}").start()
+
+    def _run(self, future: Future, context) -> None:
+        try:
+            with self.slots:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(self._call(context))
+                    except BaseException as exc:   # ProposerFatal, re-raised by take()
+                        future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._live -= 1
+                ready = self._idle if self._live == 0 else []
+                if ready:
+                    self._idle = []
+            for callback in ready:
+                callback()
+
+    def when_idle(self, callback) -> None:
+        """Call `callback` once no request runs (now, if none does)."""
+        with self._lock:
+            if self._live:
+                self._idle.append(callback)
+                return
+        callback()
 
     def _call(self, context) -> Proposal:
+        started = time.monotonic()
         try:
-            return self.proposer.propose(context)
+            proposal = self.proposer.propose(context)
         except ProposerFatal:
             raise
         except Exception as exc:     # a proposer bug costs an iteration, not the night
-            return Proposal("proposer error",
-                            error=f"proposer raised {type(exc).__name__}: {exc}")
+            proposal = Proposal("proposer error",
+                                error=f"proposer raised {type(exc).__name__}: {exc}")
+        proposal.usage.proposal_s += time.monotonic() - started   # results.tsv, MLflow
+        return proposal
 
     def numbers(self) -> set[int]:
         return set(self.items)
@@ -136,5 +177,11 @@ class ProposalQueue:
             except Exception:
                 out.append((n, None))
         self.items.clear()
-        self.pool.shutdown(wait=False, cancel_futures=True)
         return out
+
+    def cancel_all(self) -> None:
+        """End every request in flight now (the loop stops): a proposer that can, shuts
+        its connections; threads that still run end with the process (daemons)."""
+        cancel = getattr(self.proposer, "cancel", None)
+        if cancel is not None:
+            cancel()

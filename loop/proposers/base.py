@@ -55,6 +55,7 @@ class Usage:
     reasoning_tokens: int = 0   # as reported; estimated (chars / 4) where servers report none
     requests: int = 0
     cost_usd: float = 0.0
+    proposal_s: float = 0.0     # wall time the proposer took (the engine measures it)
 
     def add(self, other: Usage) -> None:
         for name in self.__dataclass_fields__:

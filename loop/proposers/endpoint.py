@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 from loop.proposers.base import ProposerFatal
@@ -94,9 +95,13 @@ def _garbled(exc: Exception) -> str:
 
 
 def wait_until_back(client, base_url: str | None, patience_s: float, since: float,
-                    reason: str, scale: float = 1.0, err=sys.stderr) -> None:
+                    reason: str, scale: float = 1.0, err=sys.stderr,
+                    cancelled: threading.Event | None = None) -> None:
     """Return once the endpoint lists its models again; ProposerFatal when `patience_s`
-    seconds have passed since the outage began (`since`, a time.monotonic())."""
+    seconds have passed since the outage began (`since`, a time.monotonic()); Cancelled at
+    once when `cancelled` is set (the loop stops)."""
+    from loop.proposers.stream import Cancelled
+    cancelled = cancelled or threading.Event()
     pause, told = FIRST_PAUSE_S, False
     while True:
         left = patience_s - (time.monotonic() - since)
@@ -107,7 +112,8 @@ def wait_until_back(client, base_url: str | None, patience_s: float, since: floa
             print(f"waiting for the LLM endpoint (up to {left:.0f}s more): {reason}",
                   file=err, flush=True)
             told = True
-        time.sleep(min(pause * scale, left))
+        if cancelled.wait(min(pause * scale, left)):
+            raise Cancelled("the loop is stopping")
         pause = min(pause * 2, MAX_PAUSE_S)
         if _answers(client):
             return

@@ -16,11 +16,13 @@ content) is split off before parsing, never sent back, kept as reasoning.md and 
 `openai` is imported lazily so importing this module stays cheap."""
 from __future__ import annotations
 
-import email.utils
 import logging
+import json
 import os
+import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 
 from loop.setup.config import ProposerConfig
 from loop.edits.edits import (NOTHING_CHANGED, describe_failures, settle_named, split_thinking,
@@ -32,15 +34,29 @@ from loop.proposers.tried import key_of_files, repeated
 from loop.edits.hunks import hunks
 from loop.proposers.base import Context, Proposal, ProposerFatal, Usage
 from loop.proposers.change import Change
+from loop.proposers.http_errors import (error_code, jitter, log_retry, retry_after,
+                                        server_message, status)
+from loop.proposers.window import Window, estimate_tokens
+from loop.proposers.stream import (REASONING_FIELDS, Cancelled, OverCap, Stalled, Streamed,
+                                   Waits, stream_completion)
 
 log = logging.getLogger(__name__)
 
 LOCAL_DUMMY_KEY = "sk-local"       # local servers ignore the key, but the client wants one
 MAX_RETRY_AFTER_S = 120.0          # a server asking for longer is not worth waiting for
 TRANSIENT_STATUS = {408, 409, 429}
-REASONING_FIELDS = ("reasoning", "reasoning_content")  # vLLM >= 0.11 / DeepSeek, llama.cpp
+SLOW_ATTEMPTS = 2                  # a server too slow for the timeouts: tries before stopping
+CONNECT_TIMEOUT_S = 30.0           # a server that does not even accept the connection
 CHARS_PER_TOKEN = 4                # to count thinking when the server does not report it
 _tracing_enabled = False
+
+
+@dataclass
+class _Call(Waits):
+    """One proposal's waits, and its requests as recorded (proposals may run at once, on one
+    proposer: nothing of one proposal is kept on the proposer)."""
+    requests: list[dict] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
 
 class _Unavailable(Exception):
@@ -72,9 +88,12 @@ class LLMProposer:
         if not key:
             raise ProposerFatal(f"no API key: set ${config.api_key_env} (or point "
                                 f"proposer.base_url / $OPENAI_BASE_URL at a local server)")
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key,
-                                    timeout=config.timeout_s, max_retries=0)
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=key, max_retries=0,
+            timeout=openai.Timeout(config.timeout_s, connect=CONNECT_TIMEOUT_S))
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
+        self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
+        self.window = Window(self.base_url, config.model, key, config.max_tokens)
         # the edit format (loop/edits/formats.py); `auto` is json until the server refuses
         # a schema with a 400, then search_replace for the rest of the night
         self.format = FORMATS.get(config.edit_format, AUTO_FIRST)
@@ -92,21 +111,27 @@ class LLMProposer:
             return self._converse(context)
 
     def _converse(self, context: Context) -> Proposal:
-        fmt = self.format
+        c, fmt = self.config, self.format
         schema = fmt.response_format(context.files)
-        messages = [{"role": "system", "content": prompts.system_prompt(context, fmt)},
-                    {"role": "user", "content": prompts.user_prompt(
-                        context, self.config.journal_chars)}]
+        messages, left_out = self._fitted(context, fmt)
+        waits = _Call(c.timeout_s, c.stall_s, time.monotonic() + c.proposal_timeout_s,
+                      self.cancelled, left_out=left_out)
         usage, replies, thoughts = Usage(), [], []
         working = dict(context.files)   # blocks that applied, kept across repair turns
         done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
         for turn in range(self.config.repair_turns + 1):
+            if turn and self.window.over(messages):   # never truncated by the server unseen
+                error = (f"{error}; no repair turn: the conversation would outgrow the "
+                         f"server's context window ({self.window.tokens} tokens)")
+                break
             try:
-                text, finish, reasoning = self._complete_patiently(messages, usage, context.seed,
-                                                                   schema)
-            except _Unavailable as exc:
-                error = str(exc)
+                text, finish, reasoning = self._complete_patiently(messages, usage,
+                                                                   context.seed, waits, schema)
+            except (_Unavailable, OverCap) as exc:
+                error = (f"no complete reply within proposer.proposal_timeout_s="
+                         f"{c.proposal_timeout_s:g}s: {exc}" if isinstance(exc, OverCap)
+                         else str(exc))
                 break
             thinking, text = split_thinking(text)
             thinking = "\n\n".join(t for t in (reasoning.strip(), thinking) if t)
@@ -146,7 +171,7 @@ class LLMProposer:
                     feedback = error
                 elif not failures and changed:
                     proposal = self._proposal(description, changed, None, usage, messages,
-                                              replies, thoughts)
+                                              replies, thoughts, waits.requests)
                     proposal.change = _change(done, context.files, changed)
                     return proposal
                 else:
@@ -159,10 +184,10 @@ class LLMProposer:
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
         return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
-                              messages, replies, thoughts)
+                              messages, replies, thoughts, waits.requests)
 
     def _proposal(self, description, files, error, usage, messages, replies,
-                  thoughts) -> Proposal:
+                  thoughts, requests: list[dict]) -> Proposal:
         artifacts = {}
         reasoning = "\n\n---\n\n".join(f"## reply {i + 1}\n\n{t or '(none)'}"
                                        for i, t in enumerate(thoughts)) if any(thoughts) else ""
@@ -173,46 +198,69 @@ class LLMProposer:
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
             if reasoning:
                 artifacts["reasoning.md"] = reasoning
+        if requests:
+            artifacts["requests.json"] = json.dumps(requests, indent=1)
         description = clean_description(description) if description else ""
         return Proposal(description=description or "LLM proposal (no description given)",
                         files=files, error=error, usage=usage, artifacts=artifacts,
                         reasoning=reasoning)
 
+    # -- the prompt, fitted to the server's context window -------------------------------------
+    def _fitted(self, context: Context, fmt) -> tuple[list[dict], list[str]]:
+        """The first messages, shortened to fit the window, and what they left out."""
+        render = lambda ctx, chars: [prompts.system_prompt(ctx, fmt),   # noqa: E731
+                                     prompts.user_prompt(ctx, chars)]
+        texts, left_out = self.window.fit(render, context, self.config.journal_chars)
+        return ([{"role": "system", "content": texts[0]},
+                 {"role": "user", "content": texts[1]}], left_out)
+
     # -- the endpoint: checked before the night, waited for during it --------------------------
     def check_endpoint(self) -> str:
         from loop.proposers.endpoint import check
-        return check(self.client, self.config.model, self.base_url)
+        said = check(self.client, self.config.model, self.base_url)
+        return said + self.window.said()
 
-    def _complete_patiently(self, messages, usage: Usage, seed: int, schema=None):
-        """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop."""
+    def cancel(self) -> None:
+        """The loop stops (Ctrl-C, SIGTERM): end the request in flight now (its connection
+        is shut, which also tells the server to stop), and start no other."""
+        self.cancelled.set()
+
+    def _complete_patiently(self, messages, usage: Usage, seed: int, waits: _Call,
+                            schema=None):
+        """An outage is not the code's bad_edit: wait up to patience_s, then stop the loop.
+        The outage's clock starts at the first request that found no server, so the time
+        a slow server spent answering never counts as downtime."""
         from loop.proposers.endpoint import wait_until_back
-        since = time.monotonic()
+        since = None
         while True:
             try:
-                return self._complete(messages, usage, seed, schema)
+                return self._complete(messages, usage, seed, waits, schema)
             except _Unavailable as exc:
+                since = time.monotonic() if since is None else since
                 wait_until_back(self.client, self.base_url, self.config.patience_s, since,
-                                str(exc), self.backoff_scale)
+                                str(exc), self.backoff_scale, cancelled=self.cancelled)
 
     # -- one request, with retries ------------------------------------------------------------
     def _complete(self, messages, usage: Usage, seed: int,
-                  schema=None) -> tuple[str, str | None, str]:
+                  waits: _Call, schema=None) -> tuple[str, str | None, str]:
         """(content, finish_reason, reasoning field) of one request, usage added."""
         import openai
         import tenacity
 
+        attempts = iter(range(10**6))
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_is_transient),
-            stop=tenacity.stop_after_attempt(self.config.max_retries + 1),
-            wait=self._wait, before_sleep=_log_retry, reraise=True)
+            stop=self._stop_retrying(waits), sleep=self._sleep,
+            wait=self._wait, before_sleep=log_retry, reraise=True)
         while True:
             try:
-                response = retrying(self._create, messages, seed, schema)
+                streamed = retrying(lambda: self._create(messages, seed, next(attempts), waits,
+                                                         schema))
                 break
             except openai.BadRequestError as exc:
                 if not self._drop_refused_param(exc):   # e.g. 'temperature' on o-series
                     if schema is not None and self.config.edit_format == "auto":
-                        raise _SchemaRefused(_server_message(exc)) from None
+                        raise _SchemaRefused(server_message(exc)) from None
                     raise ProposerFatal(self._refusal(exc) + (
                         "; this endpoint may not take a JSON schema (response_format): set "
                         "proposer.edit_format: search_replace" if schema is not None else "")
@@ -221,8 +269,15 @@ class LLMProposer:
                 if _is_transient(exc):
                     raise _Unavailable(f"LLM endpoint still failing after "
                                        f"{self.config.max_retries} retries: "
-                                       f"{_status(exc)}: {_server_message(exc)}") from None
+                                       f"{status(exc)}: {server_message(exc)}") from None
                 raise ProposerFatal(self._refusal(exc)) from None
+            except openai.APITimeoutError as exc:   # no headers within the first-token wait
+                if not _slow(exc):
+                    raise _Unavailable(f"LLM endpoint does not accept connections "
+                                       f"({self.base_url or 'api.openai.com'})") from None
+                raise ProposerFatal(self._too_slow(waits, "did not begin to answer")) from None
+            except Stalled as exc:
+                raise ProposerFatal(self._too_slow(waits, str(exc), exc.first)) from None
             except openai.APIConnectionError as exc:
                 raise _Unavailable(f"LLM endpoint unreachable after {self.config.max_retries}"
                                    f" retries ({self.base_url or 'api.openai.com'}): "
@@ -230,18 +285,21 @@ class LLMProposer:
             except _Garbled as exc:
                 raise _Unavailable(f"LLM endpoint still answering no completion after "
                                    f"{self.config.max_retries} retries: {exc}") from None
-        choice = response.choices[0]
-        content = choice.message.content or ""
-        extra = choice.message.model_extra or {}
-        reasoning = next((extra[k] for k in REASONING_FIELDS
-                          if isinstance(extra.get(k), str) and extra[k].strip()), "")
-        usage.add(self._usage(response, reasoning + split_thinking(content)[0]))
-        return content, choice.finish_reason, reasoning
+        record = _request_record(streamed, messages, self.window.tokens, waits.left_out)
+        waits.requests.append(record)
+        usage.add(self._usage(streamed.usage, streamed.reasoning
+                              + split_thinking(streamed.content)[0], record["cached_tokens"]))
+        return streamed.content, streamed.finish, streamed.reasoning
 
-    def _create(self, messages, seed: int, schema=None):
+    def _create(self, messages, seed: int, attempt: int, waits: _Call,
+                schema=None) -> Streamed:
+        """One streamed request. A retry sends another seed: a deterministic server given
+        the same prompt and seed answers the same way in the same time, so an identical
+        retry would only repeat what failed (seed + attempt keeps a night reproducible)."""
         params = {"model": self.config.model, "messages": messages,
-                  "temperature": self.config.temperature, "seed": seed,
-                  "max_tokens": self.config.max_tokens}
+                  "temperature": self.config.temperature, "seed": seed + attempt,
+                  "max_tokens": self.config.max_tokens,
+                  "stream_options": {"include_usage": True}}
         if schema is not None:          # the json edit format: the server enforces its shape
             params["response_format"] = schema
         if "max_tokens" in self.refused_params:
@@ -249,19 +307,42 @@ class LLMProposer:
         for name in self.refused_params:
             params.pop(name, None)
         try:
-            response = self.client.chat.completions.create(**params)
-        except ValueError as exc:          # json.JSONDecodeError: garbage or an empty body
-            raise _Garbled(f"a 200 whose body is not JSON ({exc})") from None
-        _check_completion(response)
-        return response
+            streamed = stream_completion(self.client, params, waits)
+        except ValueError as exc:          # json.JSONDecodeError: garbage in a chunk
+            raise _Garbled(f"a 200 whose stream is not JSON ({exc})") from None
+        _check_streamed(streamed)
+        return streamed
+
+    def _stop_retrying(self, waits: _Call):
+        attempts = self.config.max_retries + 1
+
+        def stop(state) -> bool:
+            exc = state.outcome.exception()
+            if _slow(exc) and state.attempt_number >= SLOW_ATTEMPTS:
+                return True   # each costs minutes: a server that slow needs other settings
+            return (state.attempt_number >= attempts or waits.left() <= 0
+                    or self.cancelled.is_set())
+        return stop
+
+    def _sleep(self, seconds: float) -> None:
+        """Back off, but end at once when the loop stops."""
+        if self.cancelled.wait(seconds):
+            raise Cancelled("the loop is stopping")
+
+    def _too_slow(self, waits: Waits, what: str, first: bool = True) -> str:
+        knob = ("proposer.timeout_s / --llm-timeout" if first else "proposer.stall_s")
+        return (f"the LLM endpoint {self.base_url or 'api.openai.com'} is there but too slow "
+                f"for these settings: {what} (first token within {waits.first_token_s:g}s, "
+                f"then at most {waits.stall_s:g}s between tokens); raise {knob}, "
+                f"or use a smaller model")
 
     def _drop_refused_param(self, exc) -> bool:
         """Endpoints differ in what they accept; drop an optional parameter the endpoint
         says it does not support (max_tokens becomes max_completion_tokens), once each."""
-        text = f"{getattr(exc, 'param', '') or ''} {_server_message(exc)}".lower()
+        text = f"{getattr(exc, 'param', '') or ''} {server_message(exc)}".lower()
         if "unsupported" not in text and "not supported" not in text:
             return False
-        for name in ("max_tokens", "temperature", "seed"):
+        for name in ("max_tokens", "temperature", "seed", "stream_options"):
             if name not in self.refused_params and (f"'{name}'" in text or
                                                     getattr(exc, "param", None) == name):
                 self.refused_params.add(name)
@@ -270,22 +351,21 @@ class LLMProposer:
         return False
 
     def _wait(self, state) -> float:
-        after = _retry_after(state.outcome.exception())
+        after = retry_after(state.outcome.exception())
         if after is not None:
             return min(after, MAX_RETRY_AFTER_S)
         # exponential backoff with jitter: 1, 2, 4 ... s (+ up to 1 s), capped at 60 s
         base = min(60.0, 2.0 ** (state.attempt_number - 1))
-        return self.backoff_scale * (base + _jitter())
+        return self.backoff_scale * (base + jitter())
 
-    def _usage(self, response, thinking: str = "") -> Usage:
-        """Tokens and cost; reasoning tokens as the server reports them, else estimated
-        from the thinking text (vLLM, Ollama and llama.cpp report none)."""
-        u = getattr(response, "usage", None)
+    def _usage(self, u, thinking: str = "", cached: int | None = None) -> Usage:
+        """Tokens and cost from a stream's usage; reasoning tokens as the server reports
+        them, else estimated from the thinking text (vLLM, Ollama and llama.cpp report none)."""
         estimate = len(thinking) // CHARS_PER_TOKEN
         if u is None:
             return Usage(reasoning_tokens=estimate, requests=1)
         prompt, completion = u.prompt_tokens or 0, u.completion_tokens or 0
-        cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0
+        cached = cached or 0         # OpenAI's prompt_tokens_details, llama.cpp's cache_n
         reasoning = getattr(getattr(u, "completion_tokens_details", None),
                             "reasoning_tokens", 0) or estimate
         c = self.config
@@ -296,19 +376,19 @@ class LLMProposer:
         return Usage(prompt, completion, cached, reasoning, 1, cost)
 
     def _refusal(self, exc) -> str:
-        status, detail = _status(exc), _server_message(exc)
+        said, detail = status(exc), server_message(exc)
         where = self.base_url or "api.openai.com"
         if exc.status_code == 401:
-            return (f"LLM endpoint refused the request ({status}): check "
+            return (f"LLM endpoint refused the request ({said}): check "
                     f"${self.config.api_key_env} ({where})")
         if exc.status_code == 403:
-            return f"LLM endpoint denied access ({status}) to model '{self.config.model}': {detail}"
+            return f"LLM endpoint denied access ({said}) to model '{self.config.model}': {detail}"
         if exc.status_code == 404:
-            return (f"LLM endpoint found no such model or route ({status}): check the model "
+            return (f"LLM endpoint found no such model or route ({said}): check the model "
                     f"'{self.config.model}' and base_url {where}")
         if exc.status_code == 429:
-            return f"LLM account is out of quota ({status}): {detail}"
-        return f"LLM endpoint rejected the request ({status}): {detail}"
+            return f"LLM account is out of quota ({said}): {detail}"
+        return f"LLM endpoint rejected the request ({said}): {detail}"
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -323,6 +403,36 @@ def _change(done: list, before: dict[str, str], after: dict[str, str]) -> Change
                     {p: after[p] for p in whole if p in after})
     return Change(edits=tuple(kept + derived))
 
+
+
+def _check_streamed(streamed: Streamed) -> None:
+    """_Garbled unless the stream said something (content, even "", thinking, a refusal or
+    tool calls): a proxy's garbage, an empty body, `choices: []` or null content."""
+    if streamed.chunks == 0:
+        raise _Garbled("a 200 without a stream of chunks")
+    if not streamed.said:
+        raise _Garbled("a 200 whose stream has no message content")
+
+
+def _request_record(streamed: Streamed, messages: list[dict], window: int | None,
+                    left_out: list[str]) -> dict:
+    """One request as recorded (requests.json): its size against the window, its speed,
+    and how much of its prompt the server had cached."""
+    chars = sum(len(m["content"]) for m in messages)
+    u = streamed.usage
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    timings = streamed.extra.get("timings")
+    if cached is None and isinstance(timings, dict):       # llama.cpp
+        cached = timings.get("cache_n")
+    return {"prompt_chars": chars, "prompt_tokens_estimate": estimate_tokens(chars),
+            "context_window": window, "prompt_tokens": getattr(u, "prompt_tokens", None),
+            "cached_tokens": cached,
+            "completion_tokens": getattr(u, "completion_tokens", None),
+            "first_token_s": None if streamed.first_token_s is None
+            else round(streamed.first_token_s, 2),
+            "seconds": round(streamed.seconds, 2), "finish": streamed.finish,
+            "left_out": left_out}
 
 
 def _check_completion(response) -> None:
@@ -345,67 +455,35 @@ def _check_completion(response) -> None:
 
 def _is_transient(exc: BaseException) -> bool:
     import openai
-    if isinstance(exc, _Garbled):
+    if isinstance(exc, (_Garbled, Stalled)):
         return True
     if isinstance(exc, openai.APIConnectionError):       # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429 and _error_code(exc) == "insufficient_quota":
+        if exc.status_code == 429 and error_code(exc) == "insufficient_quota":
             return False                                  # billing, not load: retrying is futile
         return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
     return False
 
 
-def _retry_after(exc) -> float | None:
-    """Seconds the server asked us to wait (retry-after-ms, retry-after: seconds or date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    try:
-        if headers.get("retry-after-ms") is not None:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+def _slow(exc: BaseException | None) -> bool:
+    """A server that is there but sent no token in time (not one that is away: a
+    connection that was never accepted is an outage)."""
+    import openai
+    if isinstance(exc, Stalled):
+        return True
+    return (isinstance(exc, openai.APITimeoutError)
+            and type(exc.__cause__).__name__ != "ConnectTimeout")
 
 
-def _jitter() -> float:
-    import random
-    return random.random()
 
 
-def _status(exc) -> str:
-    from http import HTTPStatus
-    try:
-        return f"{exc.status_code} {HTTPStatus(exc.status_code).phrase}"
-    except ValueError:
-        return str(exc.status_code)
 
 
-def _error_code(exc) -> str | None:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            return inner.get("code") or inner.get("type")
-    return getattr(exc, "code", None)
 
 
-def _server_message(exc) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return " ".join(str(message).split())[:300]
-    return " ".join(str(getattr(exc, "message", exc)).split())[:300]
+
+
 
 
 def _one_line_error(error: str | None, replies: int) -> str:
@@ -416,11 +494,6 @@ def _one_line_error(error: str | None, replies: int) -> str:
     return (prefix + first)[:400]
 
 
-def _log_retry(state) -> None:
-    exc = state.outcome.exception()
-    what = _status(exc) if hasattr(exc, "status_code") else type(exc).__name__
-    log.warning("LLM request failed (%s); retry %d in %.1f s", what, state.attempt_number,
-                state.next_action.sleep if state.next_action else 0.0)
 
 
 def _enable_tracing() -> None:

@@ -1,8 +1,11 @@
 """The LLM proposer's prompts: the system rules, the user message, the research journal.
 
 Kept beside the coder (aider's habit) so the wording can be read and tuned in one place.
-The user message is ordered stable-first (program, task, code, then the journal) so
-providers' prompt caching reuses the prefix across iterations."""
+The user message is ordered stable-first so a server's prompt cache (llama.cpp's and
+vLLM's prefix cache, providers' cached input) reuses everything up to the end of the code
+listing: the program, the task, the code, and only then what changes every iteration (the
+iteration number, the best so far, the noise, the journal, a redo). A local server on a
+few cores otherwise reads the whole code again each iteration."""
 from __future__ import annotations
 
 from collections import Counter
@@ -36,12 +39,16 @@ USER = """\
 # Task: {name}
 
 {description}
-Metric: {metric} ({direction}: {better} is better). Best so far: {best}.{noise}
-Each experiment runs for about {budget:g} s. This is iteration {iteration}.
+Metric: {metric} ({direction}: {better} is better).
+Each experiment runs for about {budget:g} s.
 
 # Current best code (the editable files, as kept so far)
 
 {files}
+
+# Where the research stands
+
+This is iteration {iteration}. Best {metric} so far: {best}.{noise}
 
 # Research journal
 

@@ -82,6 +82,24 @@ def handover_error(log: str, fallback: str) -> str:
     return f"{said[-1][:300]} ({fallback})" if said else fallback
 
 
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
+
+
+def exception_error(log: str, fallback: str) -> str:
+    """A Python crash's reason: the exception line that ends the log's last traceback
+    (`NameError: name 'np' is not defined`), so the journal says what broke, not only
+    `exit code 1`."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if line.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return fallback
+    for line in lines[starts[-1] + 1:]:
+        if line and not line[0].isspace() and _EXCEPTION.match(line.rstrip()):
+            return f"{' '.join(line.split())[:300]} ({fallback})"
+    return fallback
+
+
 def run_experiment(spec: RunSpec,
                    after_run: Callable[[], tuple[str, str] | None] | None = None) -> RunResult:
     """Run the spec's training step and, when it has one, its grading step after it.
@@ -133,7 +151,9 @@ def run_experiment(spec: RunSpec,
     if step is not None and status == CRASH:
         detail = grader_error(read_tail(spec.grade_log), detail)
     elif status == CRASH:
-        detail = handover_error(read_tail(log_path), detail)
+        tail = read_tail(log_path)
+        said = handover_error(tail, detail)
+        detail = said if said != detail else exception_error(tail, detail)
     if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"

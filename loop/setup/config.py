@@ -27,7 +27,11 @@ class ProposerConfig:
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
     temperature: float = 0.7
     max_tokens: int = 4096
-    timeout_s: float = 180.0
+    # Waits sized for a local server on 2 CPU cores (a 4k-token prompt read in ~130 s, then
+    # ~9 tokens/s); see docs/proposers.md. The answer is streamed: these bound silences.
+    timeout_s: float = 600.0             # the first token (reading the prompt shows none)
+    stall_s: float = 120.0               # then the longest silence between tokens
+    proposal_timeout_s: float = 1800.0   # one proposal, all its requests and retries
     max_retries: int = 6                 # transient errors (connection, timeout, 429, 5xx)
     patience_s: float = 1800.0           # then wait this long for the endpoint, then stop
     repair_turns: int = 2                # edit errors sent back to the model per iteration
@@ -164,6 +168,13 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: time_budget_s must be > 0")
     if cfg.proposer.patience_s < 0:
         raise ConfigError(f"{where}: proposer.patience_s must be >= 0 (seconds)")
+    for name in ("timeout_s", "stall_s", "proposal_timeout_s"):
+        value = getattr(cfg.proposer, name)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}: proposer.{name} must be a finite number of "
+                              f"seconds > 0, got {value}")
+    if cfg.proposer.max_tokens < 1:
+        raise ConfigError(f"{where}: proposer.max_tokens must be >= 1")
     if cfg.max_consecutive_failures < 1:
         raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
     if cfg.proposer.edit_format not in EDIT_FORMATS:

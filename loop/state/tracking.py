@@ -19,7 +19,7 @@ from typing import Any
 from loop.state.journal import Record
 
 TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",
-             "mlflow_run_id", "throughput"]
+             "mlflow_run_id", "throughput", "proposal_s"]
 
 
 def _fmt(x, digits=6) -> str:
@@ -38,7 +38,8 @@ def tsv_row(rec: Record) -> list[str]:
             _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
-            ",".join("" if x is None else f"{x:g}" for x in rec.throughput)]  # per run
+            ",".join("" if x is None else f"{x:g}" for x in rec.throughput),  # per run
+            _fmt(rec.usage.get("proposal_s"), 1)]      # blank: nothing was proposed
 
 
 def results_text(metric_name: str, records: list[Record]) -> str:
@@ -297,7 +298,8 @@ class Tracker:
         metrics = {"gain": rec.delta, "wall_s": rec.wall_s, "memory_gb": rec.memory_gb,
                    "runs": float(len(rec.samples)), "lines_added": float(rec.lines_added),
                    "lines_removed": float(rec.lines_removed), metric_name: rec.metric,
-                   f"best_{metric_name}": rec.best_after}
+                   f"best_{metric_name}": rec.best_after,
+                   "proposal_s": rec.usage.get("proposal_s")}
         metrics.update({f"judge.{k}": v for k, v in rec.stats.items()})
         metrics.update({f"llm.{k}": v for k, v in rec.usage.items()})
         per_run = [(f"{metric_name}_run", s, i) for i, s in enumerate(rec.samples)]

@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where runs execute: this machine, or a Ray cluster ($RAY_ADDRESS)")
     run.add_argument("--concurrency", type=int, dest="proposer_concurrency",
                      help="proposals requested at once (parallel LLM calls)")
+    run.add_argument("--llm-timeout", type=float, dest="proposer_timeout_s", metavar="S",
+                     help="seconds the LLM may take to its first token (a local server "
+                          "reads the prompt first; default 600); the answer is streamed")
+    run.add_argument("--max-tokens", type=int, dest="proposer_max_tokens", metavar="N",
+                     help="the longest LLM reply, in tokens (default 4096)")
 
     st = sub.add_parser("status", help="where a tag stands")
     st.add_argument("--tag", help="default: the most recent tag in this repo")
@@ -213,7 +218,8 @@ def _exit_quietly_on_sigint() -> None:
 def _bad_seconds(args: argparse.Namespace) -> str | None:
     """A seconds flag that is not a finite number > 0 (`nan`, `inf` parse as floats)."""
     import math
-    for name, flag in (("time_budget_s", "--time-budget"), ("max_wall_s", "--max-wall")):
+    for name, flag in (("time_budget_s", "--time-budget"), ("max_wall_s", "--max-wall"),
+                       ("proposer_timeout_s", "--llm-timeout")):
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             return f"{flag} must be a finite number of seconds > 0, got {value:g}"
@@ -257,7 +263,8 @@ def cmd_run(args) -> int:
         proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
         proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule,
         sandbox=args.sandbox, workers=args.workers, devices=args.devices,
-        backend=args.backend, proposer_concurrency=args.proposer_concurrency)
+        backend=args.backend, proposer_concurrency=args.proposer_concurrency,
+        proposer_timeout_s=args.proposer_timeout_s, proposer_max_tokens=args.proposer_max_tokens)
     from loop.engine.engine import Engine
     from loop.ui.progress import make_progress
     progress = make_progress()
