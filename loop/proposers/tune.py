@@ -30,6 +30,7 @@ import random
 import re
 import threading
 import warnings
+from typing import Any
 
 from loop.errors import UsageError
 from loop.proposers import change as recorded
@@ -81,6 +82,7 @@ class _Codec:
 
     def param(self, value: float):
         """The parameter standing for a written value; None when it is outside the space."""
+        p: Any
         if self.pow2:
             p = int(value).bit_length() - 1 if value >= 1 else -1
             ok = 2 ** p == value
@@ -91,6 +93,12 @@ class _Codec:
             p = int(value) if self.axis.integer else value
             ok = not self.axis.integer or value == int(value)
         return p if ok and self.dist._contains(self.dist.to_internal_repr(p)) else None
+
+
+def _codecs(optuna, files: dict[str, str], space: dict) -> dict[str, _Codec]:
+    """The searched constants (mutate's axes: the declared ones, else every one), by name."""
+    return {a.name: _Codec(optuna, a, "**" in a.old or getattr(space.get(a.name), "kind", "")
+                           == "pow2") for a in _axes(files, space)}
 
 
 class TuneProposer:
@@ -106,8 +114,7 @@ class TuneProposer:
     def propose(self, context: Context) -> Proposal:
         space = parse_space(getattr(context.task, "search_space", None) or {}, "task.yaml")
         files = context.files
-        codecs = {a.name: _Codec(self.optuna, a, "**" in a.old or getattr(
-            space.get(a.name), "kind", "") == "pow2") for a in _axes(files, space)}
+        codecs = _codecs(self.optuna, files, space)
         if not codecs:
             raise SpaceExhausted("nothing to tune: no numeric UPPER_CASE constant to search")
         values, rules = constants(files), implied(files)
