@@ -186,10 +186,11 @@ def night(proposer, n):
 
 def test_tpe_beats_random_search_on_a_bowl():
     start = bowl(constants(BOWL))
-    tpe = [night(TuneProposer(seed=s), 30) for s in range(3)]
-    rand = [night(MutateProposer(seed=s), 30) for s in range(3)]
+    tpe = [night(TuneProposer(seed=s), 40) for s in range(4)]
+    rand = [night(MutateProposer(seed=s), 40) for s in range(4)]
     gain = lambda finals: sum(start - f for f in finals) / len(finals)  # noqa: E731
-    assert gain(tpe) > 1.2 * gain(rand), (tpe, rand)
+    # seeds 0-3: TPE 3.40 of the 4.09 available on average, random search 2.06
+    assert gain(tpe) > 1.4 * gain(rand), (tpe, rand)
 
 
 # -- a real night: killed with SIGKILL mid-night, resumed, the same as one never killed ------
@@ -311,3 +312,17 @@ def test_four_workers_have_four_distinct_points_in_flight(tmp_path, mlflow_uri):
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert len(table(repo)) == 5
+
+
+def test_the_config_names_the_sampler(tmp_path):
+    from loop.errors import ConfigError
+    from loop.proposers.base import make_proposer
+    from loop.setup.config import load_config
+    path = tmp_path / "autoresearch.yaml"
+    path.write_text("proposer: {kind: tune, sampler: cmaes}\n")
+    cfg = load_config(path)
+    proposer = make_proposer(cfg.proposer, seed=4)
+    assert isinstance(proposer, TuneProposer) and proposer.sampler == "cmaes"
+    path.write_text("proposer: {kind: tune, sampler: grid}\n")
+    with pytest.raises(ConfigError, match="proposer.sampler must be one of tpe, cmaes"):
+        load_config(path)

@@ -124,10 +124,10 @@ class TuneProposer:
             self._pending = {d: p for d, p in self._pending.items() if d not in shown}
             trials = _trials(context, codecs, tip) + [(p, None, "running")
                                                       for p in self._pending.values()]
-            tried = {_key(p) for p, _, _ in trials}
+            best = {n: c.param(tip[n]) for n, c in codecs.items()}
+            tried = {_key(p) for p, _, _ in trials} | {_key(best)}
             seed = int(hashlib.sha256(f"{self.seed}:{context.seed}:{context.iteration}"
                                       .encode()).hexdigest()[:8], 16)
-            best = {n: c.param(tip[n]) for n, c in codecs.items()}
             study = self._study(context.task.metric.direction, seed, codecs, trials,
                                 best if None not in best.values() else None)
 
