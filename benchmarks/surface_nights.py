@@ -9,9 +9,12 @@ branch is read back and scored with the task's own `true_loss`; every kept commi
 scored against its parent, so a keep that made things truly worse is counted.
 
     python benchmarks/surface_nights.py [--wall 80] [--noise 0.05] [--seeds 0]
+        [--proposers mutate,tune,tune-cmaes] [--rules sequential]
 
 Rules: strict (`--judge strict`), paired (`--judge paired`, the default before) and
-sequential (`--judge sequential`, the default). Costs wall time: rules x noise levels x seeds x W.
+sequential (`--judge sequential`, the default). Proposers: mutate (random search, the
+default), tune (`--proposer tune`, TPE) and tune-cmaes (`--proposer tune --sampler cmaes`).
+Costs wall time: proposers x rules x noise levels x seeds x W.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TASK = HERE / "surface"
 RULES = {"strict": "strict", "paired": "paired", "sequential": "sequential"}
+PROPOSERS = {"mutate": ["--proposer", "mutate"], "tune": ["--proposer", "tune"],
+             "tune-cmaes": ["--proposer", "tune", "--sampler", "cmaes"]}
 CONSTANT = re.compile(r"^([A-L]) = ([-+0-9.eE]+)\s*$", re.M)
 
 
@@ -66,7 +71,8 @@ def constants(text: str) -> dict:
     return {k: float(v) for k, v in CONSTANT.findall(text)}
 
 
-def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float) -> dict:
+def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float,
+              proposer: str = "mutate") -> dict:
     truth = load_surface().true_loss
     with tempfile.TemporaryDirectory(prefix="surface-night-") as tmp:
         repo = make_repo(Path(tmp), noise, run_s)
@@ -75,12 +81,13 @@ def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float) -> 
         proc = subprocess.run(
             [sys.executable, "-m", "loop", "run", "--task", "surface", "--tag", "night",
              "--max-wall", str(wall), "--iterations", "100000", "--judge", RULES[rule],
-             "--seed", str(seed), "--sandbox", "off"],
+             "--seed", str(seed), "--sandbox", "off", *PROPOSERS[proposer]],
             cwd=repo, env=env, capture_output=True, text=True, timeout=wall + 300)
         took = time.perf_counter() - t0
         # the offline proposer may try every value it can reach before the wall time is up:
         # the night then ends early, on failures in a row ("no untried mutation left")
-        exhausted = "no untried mutation left" in proc.stdout
+        exhausted = any(s in proc.stdout for s in ("no untried mutation left",
+                                                   "search space exhausted"))
         if proc.returncode != 0 and not exhausted:
             raise RuntimeError(f"{rule}: the loop exited {proc.returncode}: "
                                f"{(proc.stderr or proc.stdout)[-2000:]}")
@@ -97,7 +104,7 @@ def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float) -> 
         with open(repo / ".autoresearch" / "night" / "results.tsv") as f:
             rows = list(csv.DictReader(f, delimiter="\t"))
         runs = sum(int(r.get("runs") or 0) for r in rows)
-    return {"rule": rule, "noise": noise, "seed": seed, "gain": base - final,
+    return {"proposer": proposer, "rule": rule, "noise": noise, "seed": seed, "gain": base - final,
             "ideas": sum(r["status"] != "bad_edit" for r in rows) - 1,
             "kept": sum(r["status"] == "keep" for r in rows) - 1,
             "harmful": harmful, "noops": noops, "runs": runs, "wall": took,
@@ -110,6 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--noise", default="0.05", help="comma-separated noise sd")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds")
     ap.add_argument("--rules", default=",".join(RULES), help=f"of {', '.join(RULES)}")
+    ap.add_argument("--proposers", default="mutate", help=f"of {', '.join(PROPOSERS)}")
     ap.add_argument("--run-s", type=float, default=1.0, help="seconds one run takes")
     args = ap.parse_args(argv)
     try:
@@ -118,21 +126,24 @@ def main(argv=None) -> int:
     except ValueError:
         ap.error("--noise/--seeds: comma-separated numbers")
     rules = [r for r in args.rules.split(",") if r]
+    proposers = [p for p in args.proposers.split(",") if p]
+    if not proposers or any(p not in PROPOSERS for p in proposers):
+        ap.error(f"--proposers: each of {', '.join(PROPOSERS)}")
     if not rules or any(r not in RULES for r in rules):
         ap.error(f"--rules: each of {', '.join(RULES)}")
     best = load_surface()
     ceiling = best.true_loss(constants((TASK / "train.py").read_text())) - best.FLOOR
     print(f"surface task: true gain available {ceiling:.3f}; {args.wall:g} s per night, "
           f"runs of {args.run_s:g} s, seeds {seeds}")
-    print("| noise sd | rule | true gain of the final best | ideas | kept | truly worse "
-          "kept | no-ops kept | runs | wall |\n|---|---|---|---|---|---|---|---|---|")
+    print("| noise sd | proposer | rule | true gain of the final best | ideas | kept | truly "
+          "worse kept | no-ops kept | runs | wall |\n|---|---|---|---|---|---|---|---|---|---|")
     for noise in noises:
-        for rule in rules:
-            res = [one_night(rule, noise, s, args.wall, args.run_s) for s in seeds]
+        for proposer, rule in ((p, r) for p in proposers for r in rules):
+            res = [one_night(rule, noise, s, args.wall, args.run_s, proposer) for s in seeds]
             mean = lambda k: sum(r[k] for r in res) / len(res)  # noqa: E731
             gains = ", ".join(f"{r['gain']:.3f}" for r in res)
             ended = sum(r["exhausted"] for r in res)
-            print(f"| {noise:g} | {rule} | {mean('gain'):.3f} ({gains}) | {mean('ideas'):.1f} "
+            print(f"| {noise:g} | {proposer} | {rule} | {mean('gain'):.3f} ({gains}) | {mean('ideas'):.1f} "
                   f"| {mean('kept'):.1f} | {mean('harmful'):.1f} | {mean('noops'):.1f} "
                   f"| {mean('runs'):.1f} "
                   f"| {mean('wall'):.0f} s{f', {ended} out of ideas' if ended else ''} |",

@@ -68,7 +68,7 @@ def test_good_task_loads(tmp_path):
 
 @pytest.mark.parametrize("text,message", [
     ("iteratons: 5\n", "unknown key 'iteratons' (did you mean 'iterations'?)"),
-    ("proposer: {kind: gpt}\n", "proposer.kind must be one of mutate, llm"),
+    ("proposer: {kind: gpt}\n", "proposer.kind must be one of mutate, tune, llm"),
     ("proposer: {kind: llm}\n", "no proposer.model is set"),
     ("proposer: {modle: x}\n", "unknown key 'modle' (did you mean 'model'?)"),
     ("judge: {rule: lenient}\n", "judge.rule must be one of"),

@@ -109,7 +109,7 @@ class PromptContext:
              if r.program_sha), None)
         self._program_sha = sha
         if last and sha != last:
-            who = (" (the mutate proposer does not read it)"
-                   if self.proposer_kind == "mutate" else "")
+            who = (f" (the {self.proposer_kind} proposer does not read it)"
+                   if self.proposer_kind in ("mutate", "tune") else "")
             self.out(f"steering: {self.program_path.name} changed ({last} -> {sha}); "
                      f"iteration {n} is the first to use it{who}")

@@ -88,6 +88,9 @@ def make_proposer(config, seed: int = 0) -> Proposer:
     if config.kind == "mutate":
         from loop.proposers.mutate import MutateProposer
         return MutateProposer(seed=seed)
+    if config.kind == "tune":
+        from loop.proposers.tune import TuneProposer
+        return TuneProposer(seed=seed, sampler=config.sampler)
     if config.kind == "llm":
         from loop.proposers.llm import LLMProposer
         return LLMProposer(config)

@@ -12,7 +12,8 @@ from pathlib import Path
 from loop.errors import ConfigError
 from loop.setup.schema import build, load_yaml
 
-PROPOSER_KINDS = ("mutate", "llm")
+PROPOSER_KINDS = ("mutate", "tune", "llm")
+TUNE_SAMPLERS = ("tpe", "cmaes")            # as loop/proposers/tune.py's SAMPLERS
 EDIT_FORMATS = ("auto", "search_replace", "whole_file", "json")  # loop/edits/formats.py
 JUDGE_RULES = ("strict", "noise", "paired", "sequential")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
@@ -22,6 +23,7 @@ BACKENDS = ("local", "ray")
 @dataclass
 class ProposerConfig:
     kind: str = "mutate"
+    sampler: str = "tpe"                 # tune: tpe (Optuna's TPE) | cmaes (CMA-ES)
     model: str | None = None
     base_url: str | None = None          # default: $OPENAI_BASE_URL, then the OpenAI API
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
@@ -141,6 +143,9 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.proposer.kind not in PROPOSER_KINDS:
         raise ConfigError(f"{where}: proposer.kind must be one of {', '.join(PROPOSER_KINDS)}, "
                           f"got '{cfg.proposer.kind}'")
+    if cfg.proposer.sampler not in TUNE_SAMPLERS:
+        raise ConfigError(f"{where}: proposer.sampler must be one of {', '.join(TUNE_SAMPLERS)}, "
+                          f"got '{cfg.proposer.sampler}'")
     if cfg.judge.rule not in JUDGE_RULES:
         raise ConfigError(f"{where}: judge.rule must be one of {', '.join(JUDGE_RULES)}, "
                           f"got '{cfg.judge.rule}'")
