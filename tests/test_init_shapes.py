@@ -148,6 +148,9 @@ def test_metric_pattern_flag(tmp_path):
     loaded = load_task(repo)
     assert loaded.metric.name == "vl" and parse_metric(run_output(repo),
                                                        loaded.metric.pattern) is not None
+    # the description says who prints it in words, not a flag followed by a comma
+    assert ("vl: lower is better, printed by train.py, matched by --metric-pattern (read from"
+            in " ".join(loaded.description.split())), loaded.description
 
 
 def test_nothing_to_search_is_said(tmp_path):
