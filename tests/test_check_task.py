@@ -260,3 +260,28 @@ def test_the_run_config_sets_the_sandbox_as_for_run(tmp_path):
     assert res.returncode == 0 and "warning: sandbox: off" in res.stdout, res.stdout
     res = run_cli("check-task", ".", "--sandbox", "auto", cwd=repo)
     assert res.returncode == 0 and "sandbox: off" not in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(__import__("loop.run.sandbox", fromlist=["x"]).unavailable() is not None,
+                    reason="bubblewrap is not installed or cannot run here")
+def test_data_the_sandbox_hides_is_named_with_the_env_that_shows_it(tmp_path):
+    """Data kept by absolute path outside the repo, under a folder the sandbox empties
+    (HOME, or /tmp where tmp_path is): the baseline would crash as check-task does, and
+    check-task says why and what shows it, instead of only the traceback."""
+    data = tmp_path / "mydata"
+    data.mkdir()
+    (data / "train.bin").write_text("x" * 42)
+    repo = repo_with_data(tmp_path / "repo", data_committed=True)
+    (repo / "train.py").write_text(f"with open({str(data / 'train.bin')!r}) as f:\n"
+                                   f"    print('loss:', len(f.read()) / 10)\n")
+    commit(repo, "data by absolute path", "train.py")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "FileNotFoundError" in res.stdout, res.stdout + res.stderr
+    assert (f"check-task: the run needs {data / 'train.bin'}, which the sandbox hides"
+            in res.stdout), res.stdout
+    assert f"`env: {{DATA_DIR: {data}}}`" in res.stdout
+    (repo / "task.yaml").write_text(TASK + f"env: {{DATA_DIR: {data}}}\n")
+    commit(repo, "show the data", "task.yaml")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 0 and "status ok; loss = 4.200000" in res.stdout, res.stdout
+    assert_cleaned_up(repo)
