@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -284,4 +285,30 @@ def test_data_the_sandbox_hides_is_named_with_the_env_that_shows_it(tmp_path):
     commit(repo, "show the data", "task.yaml")
     res = run_cli("check-task", ".", cwd=repo)
     assert res.returncode == 0 and "status ok; loss = 4.200000" in res.stdout, res.stdout
+    assert_cleaned_up(repo)
+
+
+def test_a_package_the_environment_lacks_is_named_with_how_to_install_it(tmp_path):
+    """`No module named 'x'` for no file of the repo: the task's environment lacks a
+    package. A uv project's .venv (what `uv run python` runs, never synced) says `uv sync`."""
+    repo = repo_with_data(tmp_path / "repo", data_committed=True)
+    (repo / "train.py").write_text("import not_a_package_here\nprint('loss: 1.0')\n")
+    commit(repo, "a dependency", "train.py")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "status crash" in res.stdout, res.stdout + res.stderr
+    assert ("check-task: not_a_package_here is not installed in the engine's interpreter (the "
+            "task runs plain `python`): install it there" in res.stdout), res.stdout
+    # a uv project: its .venv, made without the package
+    shutil.rmtree(repo / ".venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")],
+                   check=True)
+    (repo / "pyproject.toml").write_text('[project]\nname = "t"\nversion = "0"\n')
+    (repo / "uv.lock").write_text('version = 1\n')
+    (repo / "task.yaml").write_text(TASK.replace("run: python", "run: uv run python"))
+    commit(repo, "uv project", "pyproject.toml", "uv.lock", "task.yaml")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "status crash" in res.stdout, res.stdout + res.stderr
+    assert (f"check-task: not_a_package_here is not installed in the task's environment "
+            f"({repo / '.venv'}): `uv sync` in {repo} (runs use it as it is, offline)"
+            in res.stdout), res.stdout
     assert_cleaned_up(repo)

@@ -84,6 +84,7 @@ def _at_head(user_task: Task, repo_root: Path, tmp: Path, time_budget_s: float |
                 if sandbox.active((limits or Limits()).sandbox) else []
             hint = uncommitted.needed_line(needed) if needed else \
                 uncommitted.hidden_line(hidden) if hidden else \
+                uncommitted.missing_package_line(logs, user_task.root, task) or \
                 uncommitted.left_out_line(ws.git, task_rel)
             if hint:
                 out(hint)

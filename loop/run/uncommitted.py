@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loop.run.grading import COPY_SKIP
 from loop.run.sandbox import emptied_folders
+from loop.setup.interpreter import environment, of_command, uv_environment
 
 # A line that says something was not found
 ERROR_LINE = re.compile(r"no such file|not found|does not exist|no module named|can't open|"
@@ -96,6 +97,24 @@ def hidden_line(paths: list[str]) -> str:
             f"$HOME and /tmp but for the task's environment, the data cache and the folders "
             f"the task's `env` names): name {'its folder' if one else 'their folders'} in "
             f"task.yaml, e.g. `env: {{DATA_DIR: {folder}}}`")
+
+
+def missing_package_line(log_text: str, folder: Path, task) -> str | None:
+    """After a failed run whose errors name no file of the repo: a module that is not the
+    task folder's own (`No module named 'torch'`) is a package its environment lacks."""
+    names = [m[1].split(".")[0] for line in log_text.splitlines() for m in MODULE.finditer(line)]
+    names = [n for n in dict.fromkeys(names)
+             if not (folder / f"{n}.py").exists() and not (folder / n).is_dir()]
+    if not names:
+        return None
+    exe = of_command(task.grader.python if task.grader else task.run)
+    env = environment(exe) if exe else None
+    where = f"the task's environment ({env or exe})" if exe else \
+        "the engine's interpreter (the task runs plain `python`)"
+    project = uv_environment(folder)[0]
+    how = f"`uv sync` in {project}" if (project / "uv.lock").is_file() else "install it there"
+    return (f"check-task: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not "
+            f"installed in {where}: {how} (runs use it as it is, offline)")
 
 
 def left_out_line(git, task_rel: str) -> str | None:
