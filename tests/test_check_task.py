@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -260,3 +261,54 @@ def test_the_run_config_sets_the_sandbox_as_for_run(tmp_path):
     assert res.returncode == 0 and "warning: sandbox: off" in res.stdout, res.stdout
     res = run_cli("check-task", ".", "--sandbox", "auto", cwd=repo)
     assert res.returncode == 0 and "sandbox: off" not in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(__import__("loop.run.sandbox", fromlist=["x"]).unavailable() is not None,
+                    reason="bubblewrap is not installed or cannot run here")
+def test_data_the_sandbox_hides_is_named_with_the_env_that_shows_it(tmp_path):
+    """Data kept by absolute path outside the repo, under a folder the sandbox empties
+    (HOME, or /tmp where tmp_path is): the baseline would crash as check-task does, and
+    check-task says why and what shows it, instead of only the traceback."""
+    data = tmp_path / "mydata"
+    data.mkdir()
+    (data / "train.bin").write_text("x" * 42)
+    repo = repo_with_data(tmp_path / "repo", data_committed=True)
+    (repo / "train.py").write_text(f"with open({str(data / 'train.bin')!r}) as f:\n"
+                                   f"    print('loss:', len(f.read()) / 10)\n")
+    commit(repo, "data by absolute path", "train.py")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "FileNotFoundError" in res.stdout, res.stdout + res.stderr
+    assert (f"check-task: the run needs {data / 'train.bin'}, which the sandbox hides"
+            in res.stdout), res.stdout
+    assert f"`env: {{DATA_DIR: {data}}}`" in res.stdout
+    (repo / "task.yaml").write_text(TASK + f"env: {{DATA_DIR: {data}}}\n")
+    commit(repo, "show the data", "task.yaml")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 0 and "status ok; loss = 4.200000" in res.stdout, res.stdout
+    assert_cleaned_up(repo)
+
+
+def test_a_package_the_environment_lacks_is_named_with_how_to_install_it(tmp_path):
+    """`No module named 'x'` for no file of the repo: the task's environment lacks a
+    package. A uv project's .venv (what `uv run python` runs, never synced) says `uv sync`."""
+    repo = repo_with_data(tmp_path / "repo", data_committed=True)
+    (repo / "train.py").write_text("import not_a_package_here\nprint('loss: 1.0')\n")
+    commit(repo, "a dependency", "train.py")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "status crash" in res.stdout, res.stdout + res.stderr
+    assert ("check-task: not_a_package_here is not installed in the engine's interpreter (the "
+            "task runs plain `python`): install it there" in res.stdout), res.stdout
+    # a uv project: its .venv, made without the package
+    shutil.rmtree(repo / ".venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")],
+                   check=True)
+    (repo / "pyproject.toml").write_text('[project]\nname = "t"\nversion = "0"\n')
+    (repo / "uv.lock").write_text('version = 1\n')
+    (repo / "task.yaml").write_text(TASK.replace("run: python", "run: uv run python"))
+    commit(repo, "uv project", "pyproject.toml", "uv.lock", "task.yaml")
+    res = run_cli("check-task", ".", cwd=repo)
+    assert res.returncode == 1 and "status crash" in res.stdout, res.stdout + res.stderr
+    assert (f"check-task: not_a_package_here is not installed in the task's environment "
+            f"({repo / '.venv'}): `uv sync` in {repo} (runs use it as it is, offline)"
+            in res.stdout), res.stdout
+    assert_cleaned_up(repo)

@@ -221,6 +221,21 @@ def test_karpathy_shape_init_writes_a_task_check_task_passes(shaped):
     assert FIXTURE.is_dir()
 
 
+def test_a_uv_repo_not_synced_is_refused_in_one_line_saying_uv_sync(tmp_path, monkeypatch):
+    """A karpathy-shaped uv project cloned without its `.venv`: init's probe of prepare.py
+    needs the environment; one line says `uv sync` (once prefixed `init: init:`)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    repo = make_karpathy_repo(tmp_path / "tinyuv", cache, {
+        "uv.lock": 'version = 1\nrequires-python = ">=3.10"\n', ".gitignore": ".venv/\n"})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1 and "run `uv sync` in" in line, line
+    assert line.startswith("autoresearch: error: init: python: 'uv run python' needs"), line
+    assert not (repo / "task.yaml").exists()
+
+
 def test_a_repo_venv_is_its_interpreter_in_the_loops_worktree_too(tmp_path, mlflow_uri):
     """`.venv/` is ignored, so the worktree (a checkout of HEAD) has none: the loop runs
     the one in the user's folder, shown in the sandbox though the repo is under /tmp."""

@@ -148,6 +148,9 @@ def test_metric_pattern_flag(tmp_path):
     loaded = load_task(repo)
     assert loaded.metric.name == "vl" and parse_metric(run_output(repo),
                                                        loaded.metric.pattern) is not None
+    # the description says who prints it in words, not a flag followed by a comma
+    assert ("vl: lower is better, printed by train.py, matched by --metric-pattern (read from"
+            in " ".join(loaded.description.split())), loaded.description
 
 
 def test_nothing_to_search_is_said(tmp_path):
@@ -240,3 +243,18 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
     task = load_task(repo)
     assert task.grader is None and task.metric.pattern == pattern
     assert parse_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678
+
+
+def test_metric_pattern_without_script_reads_train_py(tmp_path):
+    """A train.py whose only report is a line the scan does not read (`%` formatting):
+    with --metric and --metric-pattern, train.py is the script, as --script's help says
+    (once refused: 'no metric found ... pass --script FILE')."""
+    repo = plain_repo(tmp_path / "pct", {"train.py": "lr = 0.1\nloss = 2.0 + lr\n"
+                                                      "print('val loss %.4f' % loss)\n"})
+    assert "no metric found" in refused(repo)
+    done = init(repo, "--metric", "val_loss", "--metric-pattern", r"val loss ([0-9.]+)")
+    assert done.returncode == 0, done.stderr
+    assert "train.py (found: a train.py, its output read with --metric-pattern" in done.stdout
+    loaded = load_task(repo)
+    assert list(loaded.editable) == ["train.py"]
+    assert parse_metric(run_output(repo), loaded.metric.pattern) == pytest.approx(2.1)

@@ -25,7 +25,7 @@ from loop.run.grading import Guard, copy_task
 from loop.run.process import Limits
 from loop.run.runner import OK, RunResult
 from loop.run.spec import RunJob, grade_log
-from loop.run import uncommitted
+from loop.run import sandbox, uncommitted
 from loop.setup.preflight import check_run_command, check_task_committed
 from loop.setup.task import Task, load_task, with_budget
 from loop.words import RunKey
@@ -78,9 +78,13 @@ def _at_head(user_task: Task, repo_root: Path, tmp: Path, time_budget_s: float |
             _show_tail(job, out)
             logs = "\n".join(p.read_text(errors="replace") for p in
                              (job.log_path, grade_log(job.log_path)) if p.exists())
-            needed = uncommitted.needed_files(logs, repo_root, task_rel, ws.committed,
-                                              [ws.worktree, grader_folder(job.run_dir)])
+            mirrors = [ws.worktree, grader_folder(job.run_dir)]
+            needed = uncommitted.needed_files(logs, repo_root, task_rel, ws.committed, mirrors)
+            hidden = uncommitted.sandbox_hidden(logs, mirrors) \
+                if sandbox.active((limits or Limits()).sandbox) else []
             hint = uncommitted.needed_line(needed) if needed else \
+                uncommitted.hidden_line(hidden) if hidden else \
+                uncommitted.missing_package_line(logs, user_task.root, task) or \
                 uncommitted.left_out_line(ws.git, task_rel)
             if hint:
                 out(hint)

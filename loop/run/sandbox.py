@@ -149,6 +149,12 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
     return cmd + list(argv)
 
 
+def emptied_folders() -> list[Path]:
+    """The folders a sandboxed run sees empty but for what `wrap` shows in them."""
+    home = _home()
+    return [Path(e) for e in EMPTIED] + ([home] if home else [])
+
+
 def _home() -> Path | None:
     """HOME, to be emptied; None where hiding it would hide the system (HOME unset or /)."""
     home = os.path.realpath(os.path.expanduser("~"))

@@ -4,7 +4,8 @@ check-task, as the loop, runs a checkout of HEAD: an uncommitted edit is not wha
 file that exists only in the user's folder (untracked, or ignored: prepared data, a helper
 module) is not there at all. Each is named in one line: the edits before the run, and after a
 failed run the files it looked for that exist only in the working folder (found from the
-paths its error lines name), else what the checkout left out."""
+paths its error lines name), else what the checkout left out. A file the run did not find
+that exists here, where the sandbox hides it ($HOME, /tmp: data under HOME), is named too."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from loop.run.grading import COPY_SKIP
+from loop.run.sandbox import emptied_folders
+from loop.setup.interpreter import environment, of_command, uv_environment
 
 # A line that says something was not found
 ERROR_LINE = re.compile(r"no such file|not found|does not exist|no module named|can't open|"
@@ -67,6 +70,51 @@ def needed_line(paths: list[str]) -> str:
             f"committed ({'it exists' if one else 'they exist'} only in your working folder): "
             f"commit {'it' if one else 'them'}, or point the task at "
             f"{'it' if one else 'them'} with an absolute path (task.yaml `env`)")
+
+
+def sandbox_hidden(log_text: str, mirrors: Iterable[Path]) -> list[str]:
+    """Absolute paths the run's error lines name that exist on this machine, under a folder
+    the sandbox empties (HOME, /tmp, /var/tmp, /run) and outside the run's own folders
+    (`mirrors`): the run did not find them because the sandbox hid them."""
+    emptied = emptied_folders()
+    own = [r for m in mirrors for r in {Path(m), Path(m).resolve()}]
+    found = []
+    for text in mentioned_paths(log_text):
+        path = Path(text)
+        if not path.is_absolute() or not os.path.lexists(path) or text in found:
+            continue
+        real = path.resolve()
+        if any(e in real.parents for e in emptied) and \
+                not any(r == real or r in real.parents for r in own):
+            found.append(text)
+    return found
+
+
+def hidden_line(paths: list[str]) -> str:
+    one = len(paths) == 1
+    folder = os.path.dirname(paths[0].rstrip("/")) or paths[0]
+    return (f"check-task: the run needs {_some(paths)}, which the sandbox hides (it empties "
+            f"$HOME and /tmp but for the task's environment, the data cache and the folders "
+            f"the task's `env` names): name {'its folder' if one else 'their folders'} in "
+            f"task.yaml, e.g. `env: {{DATA_DIR: {folder}}}`")
+
+
+def missing_package_line(log_text: str, folder: Path, task) -> str | None:
+    """After a failed run whose errors name no file of the repo: a module that is not the
+    task folder's own (`No module named 'torch'`) is a package its environment lacks."""
+    names = [m[1].split(".")[0] for line in log_text.splitlines() for m in MODULE.finditer(line)]
+    names = [n for n in dict.fromkeys(names)
+             if not (folder / f"{n}.py").exists() and not (folder / n).is_dir()]
+    if not names:
+        return None
+    exe = of_command(task.grader.python if task.grader else task.run)
+    env = environment(exe) if exe else None
+    where = f"the task's environment ({env or exe})" if exe else \
+        "the engine's interpreter (the task runs plain `python`)"
+    project = uv_environment(folder)[0]
+    how = f"`uv sync` in {project}" if (project / "uv.lock").is_file() else "install it there"
+    return (f"check-task: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not "
+            f"installed in {where}: {how} (runs use it as it is, offline)")
 
 
 def left_out_line(git, task_rel: str) -> str | None:

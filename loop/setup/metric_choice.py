@@ -84,7 +84,7 @@ def _given_pattern(plan: Plan, metric: str | None, pattern: str) -> Candidate:
     if groups != 1:
         raise InitError(f"init: --metric-pattern needs exactly one capture group (the number),"
                         f" got {groups}")
-    return Candidate(metric, "script", f"--metric-pattern, read from {plan.script}'s output",
+    return Candidate(metric, "script", f"printed by {plan.script}, matched by --metric-pattern",
                      pattern)
 
 

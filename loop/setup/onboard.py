@@ -52,7 +52,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     for path in (root / TASK_FILE, top / CONFIG_FILE):
         if path.exists() and not force:
             raise InitError(f"init: {path} already exists (pass --force to overwrite it)")
-    rel, script_guess = _pick_script(root, script)
+    rel, script_guess = _pick_script(root, script, metric_pattern)
     src = _parse(root, rel)
     modules = _local_modules(root, src)
     plan = Plan(root=root, top=top, shape="script", script=rel, editable=[rel])
@@ -144,9 +144,12 @@ def _reports(root: Path, path: Path) -> bool:
         return False
 
 
-def _pick_script(root: Path, script: str | None) -> tuple[str, Guess]:
+def _pick_script(root: Path, script: str | None,
+                 metric_pattern: str | None = None) -> tuple[str, Guess]:
     """The script the user runs: never a module another script imports (that one stays
-    protected); train.py, main.py or run.py first, else the only one that reports numbers."""
+    protected); train.py, main.py or run.py first (one that reports numbers, or any with
+    --metric-pattern, which reads a line of a form the scan does not know), else the only
+    one that reports numbers."""
     files = sorted(root.glob("*.py"))
     importers: dict[str, str] = {}
     for path in files:
@@ -168,6 +171,9 @@ def _pick_script(root: Path, script: str | None) -> tuple[str, Guess]:
     for name in SCRIPT_NAMES:
         if name in printing:
             return name, Guess(f"a {name} that reports numbers", True, SCRIPT_FLAG)
+        if metric_pattern and name in entries:
+            return name, Guess(f"a {name}, its output read with --metric-pattern", True,
+                               SCRIPT_FLAG)
     if len(printing) == 1:
         return printing[0], Guess("the only script that reports numbers", False, SCRIPT_FLAG)
     if not printing:

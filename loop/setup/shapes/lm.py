@@ -128,8 +128,8 @@ def _held_out(plan: Plan, mod: str) -> str:
     from loop.setup.interpreter import argv
     try:        # the interpreter a run gets: `uv run python` is the .venv, never a sync
         cmd = [*argv(plan.python, plan.root), "-c", PROBE, mod]
-    except TaskError as exc:
-        raise InitError(f"init: {exc}") from None
+    except TaskError as exc:        # it says `init: python: ...` itself
+        raise InitError(str(exc)) from None
     try:
         done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
