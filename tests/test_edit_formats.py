@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from llm_task import GOOD, no_openai_env, tiny_task  # noqa: F401
 from openai_server import Reply
 
 from loop.edits.formats import FORMATS, example, read_reply
@@ -14,32 +15,17 @@ from loop.proposers.llm import LLMProposer
 from loop.proposers.prompts import system_prompt
 from loop.proposers.tried import key_of_files, key_of_patch, repeated, tried_lines
 from loop.setup.config import ProposerConfig
-from loop.setup.task import load_task
 
 TRAIN = "import math\n\nLR = 3e-4\nSTEPS = 100\n\n\ndef lr_at(progress):\n    return LR\n"
 EXPECTED = TRAIN.replace("LR = 3e-4", "LR = 1e-3")
-GOOD = ("Description: raise LR to 1e-3 to converge faster\n\ntrain.py\n```python\n"
-        "<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n>>>>>>> REPLACE\n```\n")
 JSON_REPLY = json.dumps({"description": "Description: raise LR to 1e-3",
                          "edits": [{"file": "train.py", "search": "LR = 3e-4\n",
                                     "replace": "LR = 1e-3\n"}]})
 
 
-@pytest.fixture(autouse=True)
-def no_openai_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def task(tmp_path):
-    (tmp_path / "task.yaml").write_text(
-        "name: tiny\ndescription: a tiny language model\neditable: [train.py]\n"
-        "protected: [prepare.py]\nrun: python train.py\n"
-        "metric: {name: val_loss, direction: minimize}\ntime_budget_s: 30\n")
-    (tmp_path / "train.py").write_text(TRAIN)
-    (tmp_path / "prepare.py").write_text("DATA = 1\n")
-    return load_task(tmp_path)
+    return tiny_task(tmp_path, TRAIN)
 
 
 def context(task, history=()):

@@ -4,18 +4,13 @@ parsing (a draft edit in it is never applied), never sent back, kept and counted
 from __future__ import annotations
 
 import pytest
+from llm_task import no_openai_env  # noqa: F401
 from openai_server import Reply
 from test_llm_proposer import EXPECTED, GOOD, TRAIN, context, proposer, task  # noqa: F401
 
 # a draft inside the thinking that would apply, and would be wrong
 DRAFT = ("Let me try lowering STEPS first.\n\ntrain.py\n```python\n<<<<<<< SEARCH\n"
          "STEPS = 100\n=======\nSTEPS = 1\n>>>>>>> REPLACE\n```\nNo, LR matters more.")
-
-
-@pytest.fixture(autouse=True)
-def no_openai_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize("shape, content", [

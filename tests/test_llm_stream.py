@@ -9,32 +9,20 @@ import threading
 import time
 
 import pytest
+from llm_task import GOOD, no_openai_env, tiny_task  # noqa: F401
 from openai_server import Reply
 
 from loop.proposers.base import Context, ProposerFatal
 from loop.proposers.llm import LLMProposer
 from loop.setup.config import ProposerConfig
-from loop.setup.task import load_task
 
 TRAIN = "import torch\n\nLR = 3e-4\nSTEPS = 100\n"
-GOOD = ("Description: raise LR to 1e-3 to converge faster\n\ntrain.py\n```python\n"
-        "<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n>>>>>>> REPLACE\n```\n")
 EXPECTED = TRAIN.replace("LR = 3e-4", "LR = 1e-3")
-
-
-@pytest.fixture(autouse=True)
-def no_openai_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
 def task(tmp_path):
-    (tmp_path / "task.yaml").write_text(
-        "name: tiny\ndescription: a tiny model\neditable: [train.py]\nrun: python train.py\n"
-        "metric: {name: val_loss, direction: minimize}\ntime_budget_s: 30\n")
-    (tmp_path / "train.py").write_text(TRAIN)
-    return load_task(tmp_path)
+    return tiny_task(tmp_path, TRAIN, protected=False, description="a tiny model")
 
 
 def context(task):
