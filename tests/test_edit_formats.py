@@ -199,3 +199,15 @@ def test_the_config_key_takes_a_registry_format_and_refuses_others(tmp_path):
     path.write_text("proposer:\n  kind: llm\n  model: m\n  edit_format: xml\n")
     with pytest.raises(ConfigError, match="edit_format must be one of auto, search_replace"):
         load_config(path)
+
+
+def test_a_json_search_of_a_line_without_its_comment_applies():
+    # the real 1.5B model's reply on tinylm, three turns running: no newline, no comment
+    from loop.edits.edits import apply_edits
+    from loop.edits.jsonreply import parse_json_reply
+    files = {"train.py": "SEQ_LEN = 128           # training context in bytes\n"}
+    reply = json.dumps({"description": "Increase the sequence length to 150",
+                        "edits": [{"file": "train.py", "search": "SEQ_LEN = 128",
+                                   "replace": "SEQ_LEN = 150"}]})
+    changed = apply_edits(files, parse_json_reply(reply, files))
+    assert changed["train.py"] == "SEQ_LEN = 150           # training context in bytes\n"

@@ -244,6 +244,29 @@ def test_an_ambiguous_missing_keyword_match_is_refused():
                     None)
 
 
+SEQ = "SEQ_LEN = 128           # training context in bytes\nBATCH = 32  # sequences\n"
+
+
+def test_a_line_quoted_without_its_trailing_comment_is_matched_and_the_comment_kept():
+    # seen with Qwen2.5-Coder-1.5B on tinylm: `"search": "SEQ_LEN = 128"`, three times
+    _, changed = apply_reply({"train.py": SEQ}, sr("train.py", "SEQ_LEN = 128\n", "SEQ_LEN = 256\n"),
+                             None)
+    assert changed["train.py"] == SEQ.replace("= 128 ", "= 256 ")
+    two = sr("train.py", "SEQ_LEN = 128\nBATCH = 32\n", "SEQ_LEN = 64\nBATCH = 16\n")
+    _, changed = apply_reply({"train.py": SEQ}, two, None)
+    assert changed["train.py"] == ("SEQ_LEN = 64           # training context in bytes\n"
+                                   "BATCH = 16  # sequences\n")
+
+
+def test_a_line_without_its_comment_is_refused_where_it_fits_two_places_or_is_a_prefix():
+    twice = {"train.py": "A = 1  # first\nA = 1  # again\n"}
+    with pytest.raises(EditError, match="matches 2 places"):
+        apply_reply(twice, sr("train.py", "A = 1\n", "A = 2\n"), None)
+    with pytest.raises(EditError, match="not found"):      # code that only starts the same
+        apply_reply({"train.py": SEQ}, sr("train.py", "SEQ_LEN = 12\n", "SEQ_LEN = 15\n"),
+                    None)
+
+
 def test_a_missing_part_that_is_no_whole_word_does_not_match():
     files = {"train.py": "self.lr = 0.1\nmax_lr = 1\n"}
     for search in ("lr = 0.1\n", "lr = 1\n"):

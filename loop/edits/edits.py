@@ -15,6 +15,7 @@ Pure: texts in, texts out; no git, no files. The contract the engine relies on:
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -276,6 +277,7 @@ def _trailing_ws(a: str, b: str) -> bool:
 
 
 LEVELS = (("exact", _exact), ("trailing whitespace", _trailing_ws))
+TRAILING_COMMENT = re.compile(r"^(?P<code>.*?\S)(?P<tail>\s+#.*)$")
 
 
 def _locate(lines, search, replace, hint):
@@ -310,6 +312,27 @@ def _locate(lines, search, replace, hint):
             fixed_s = _with_keyword(s, keyword)
             fixed_r = _with_keyword(r, keyword) if _first_word(r) == _first_word(s) else r
             return _shifted(lines[start:start + len(s)], fixed_s, fixed_r, None, start)
+    for s, r in variants:  # the lines copied without their trailing comments
+        hits = [i for i in range(len(lines) - len(s) + 1)
+                if all(_comment_dropped(lines[i + j], s[j]) is not None for j in range(len(s)))]
+        if hits:
+            start = _unique(hits, hint, len(s))
+            tails = [_comment_dropped(lines[start + j], l) or "" for j, l in enumerate(s)]
+            if len(r) == len(s):            # line for line: each keeps its comment
+                r = [l.rstrip() + t if t and l.strip() else l for l, t in zip(r, tails)]
+            return start, start + len(s), r
+    return None
+
+
+def _comment_dropped(have: str, want: str) -> str | None:
+    """The trailing comment `have` has and `want` lacks (with the spaces before it), when
+    their code is the same ('' when the lines are the same); None otherwise. A model that
+    quotes `SEQ_LEN = 128` for `SEQ_LEN = 128   # context length` means that line."""
+    if have.rstrip() == want.rstrip():
+        return ""
+    m = TRAILING_COMMENT.match(have)
+    if m and "#" not in want and m.group("code") == want.rstrip():
+        return m.group("tail")
     return None
 
 
