@@ -313,10 +313,11 @@ def _locate(lines, search, replace, hint):
             fixed_r = _with_keyword(r, keyword) if _first_word(r) == _first_word(s) else r
             return _shifted(lines[start:start + len(s)], fixed_s, fixed_r, None, start)
     for s, r in variants:  # the lines copied without their trailing comments
-        hits = [i for i in range(len(lines) - len(s) + 1)
-                if all(_comment_dropped(lines[i + j], s[j]) is not None for j in range(len(s)))]
-        if hits:
-            start = _unique(hits, hint, len(s))
+        places = [i for i in range(len(lines) - len(s) + 1)
+                  if all(_comment_dropped(lines[i + j], s[j]) is not None
+                         for j in range(len(s)))]
+        if places:
+            start = _unique(places, hint, len(s))
             tails = [_comment_dropped(lines[start + j], l) or "" for j, l in enumerate(s)]
             if len(r) == len(s):            # line for line: each keeps its comment
                 r = [l.rstrip() + t if t and l.strip() else l for l, t in zip(r, tails)]
