@@ -193,3 +193,66 @@ def test_a_night_runs_with_inputs_and_a_failed_baseline_says_why(tmp_path, mlflo
     assert "data/shakespeare_char/train.bin" not in git(repo, "ls-tree", "-r", "--name-only",
                                                          "autoresearch/b")
     assert os.path.isfile(repo / "data/shakespeare_char/train.bin")
+
+
+# -- init on nanoGPT's layout ---------------------------------------------------------------------
+def init(repo: Path, *args: str):
+    return run_cli("init", *args, cwd=repo)
+
+
+def test_init_with_args_reads_the_config_and_guesses_inputs(tmp_path):
+    import yaml
+    repo = nanogpt_repo(tmp_path / "nano")
+    done = init(repo, "--args", "config/train_shakespeare_char.py")
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["run"] == "python train.py config/train_shakespeare_char.py"
+    assert task["editable"] == ["train.py", "config/train_shakespeare_char.py"]
+    assert task["inputs"] == ["data/shakespeare_char"]
+    assert "inputs:     data/shakespeare_char (guessed: ignored data train.py names (data); " \
+           "change with --inputs PATH)" in done.stdout
+    # the config's learning_rate (1e-3) is what the run uses: the range is around it
+    assert task["search_space"]["learning_rate"] == {"log_range": [0.00025, 0.004]}
+    assert "config/train_shakespeare_char.py sets learning_rate, max_iters, n_layer" in \
+        done.stdout
+    # what init wrote runs, and mutate moves the config's value, not the script's
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "task")
+    check = run_cli("check-task", ".", cwd=repo)
+    assert check.returncode == 0 and "status ok; val_loss" in check.stdout, check.stdout
+    from loop.proposers.base import Context
+    from loop.proposers.mutate import MutateProposer
+    loaded = load_task(repo)
+    files = {p: (repo / p).read_text() for p in loaded.editable}
+    moved = set()
+    for seed in range(6):
+        p = MutateProposer(seed=seed).propose(Context(1, loaded, files, "", [], None, seed=1))
+        if p.error is None and "learning_rate" in p.description:
+            moved |= {path for path in p.files if p.files[path] != files[path]}
+    assert moved == {"config/train_shakespeare_char.py"}
+
+
+def test_init_inputs_flag_and_script_with_arguments(tmp_path):
+    import yaml
+    repo = nanogpt_repo(tmp_path / "nano")
+    line = init(repo, "--script", "train.py config/train_shakespeare_char.py")
+    assert line.returncode == 2 and "pass the script's arguments with --args" in line.stderr
+    assert not (repo / "task.yaml").exists()
+    done = init(repo, "--args", "config/train_shakespeare_char.py", "--inputs",
+                "data/shakespeare_char/train.bin,data/shakespeare_char/val.bin",
+                "--inputs", "data/shakespeare_char/meta.pkl")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["inputs"] == [
+        "data/shakespeare_char/train.bin", "data/shakespeare_char/val.bin",
+        "data/shakespeare_char/meta.pkl"]
+    assert "(found: --inputs; change with --inputs PATH)" in done.stdout
+    # an input that is committed: the task would not load, so nothing is written
+    bad = init(repo, "--force", "--inputs", "configurator.py")
+    assert bad.returncode == 2 and "inputs: configurator.py is committed" in bad.stderr
+
+
+def test_init_unprepared_repo_guesses_no_inputs(tmp_path):
+    repo = nanogpt_repo(tmp_path / "nano", prepared=False)
+    done = init(repo, "--args", "config/train_shakespeare_char.py")
+    assert done.returncode == 0, done.stderr
+    assert "inputs:     none (uncommitted data the run reads: --inputs PATH)" in done.stdout
