@@ -30,6 +30,7 @@ def links(patterns, origin: Path, task, where: str) -> tuple[tuple[str, str], ..
     """(path relative to the task folder, absolute target in the user's checkout) for each
     entry to link, from the task's `inputs` patterns resolved in `origin`."""
     out: dict[str, str] = {}
+    guarded: list[str] | None = None
     for pattern in patterns:
         rel = Path(pattern)
         if rel.is_absolute() or ".." in rel.parts or pattern.startswith("~"):
@@ -42,7 +43,8 @@ def links(patterns, origin: Path, task, where: str) -> tuple[tuple[str, str], ..
                             f"{_maker(origin, pattern)}")
         for match in found:
             name = Path(os.path.normpath(match)).as_posix()
-            _not_editable(task, name, origin, where)
+            guarded = _guarded_files(task, origin) if guarded is None else guarded
+            _not_editable(task, name, guarded, where)
             entries = _uncommitted(origin, name)
             if not entries:
                 raise TaskError(f"{where}: inputs: {name} is committed (it is in every "
@@ -77,8 +79,13 @@ def changed_link(folder: Path, entries) -> str | None:
     return None
 
 
-def _not_editable(task, name: str, origin: Path, where: str) -> None:
-    files = [f for f in task.editable_files(origin) + task.protected_files(origin)]
+def _guarded_files(task, origin: Path) -> list[str]:
+    """The editable and protected files of the task folder in `origin` (listed once)."""
+    from loop.setup.task import _list_files
+    return [f for f in _list_files(origin) if task.is_editable(f) or task.is_protected(f)]
+
+
+def _not_editable(task, name: str, files: list[str], where: str) -> None:
     inside = [f for f in files if f == name or f.startswith(name.rstrip("/") + "/")]
     if task.is_editable(name) or task.is_protected(name) or inside:
         role = "protected" if task.is_protected(inside[0] if inside else name) else "editable"
