@@ -256,3 +256,14 @@ def test_init_unprepared_repo_guesses_no_inputs(tmp_path):
     done = init(repo, "--args", "config/train_shakespeare_char.py")
     assert done.returncode == 0, done.stderr
     assert "inputs:     none (uncommitted data the run reads: --inputs PATH)" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_baseline_missing_a_package_says_so(tmp_path, mlflow_uri):
+    train = "import learning_rate_helpers_not_installed\nlearning_rate = 1e-3\n"
+    repo = repo_with_task(tmp_path, "[data/shakespeare_char]", train=train)
+    ran = run_cli("run", "--task", ".", "--iterations", "1", "--proposer", "mutate",
+                  "--tag", "p", cwd=repo)
+    assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "run: learning_rate_helpers_not_installed is not installed in the engine's " \
+           "interpreter" in ran.stdout, ran.stdout[-2000:]
