@@ -267,3 +267,14 @@ def test_a_baseline_missing_a_package_says_so(tmp_path, mlflow_uri):
     assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "run: learning_rate_helpers_not_installed is not installed in the engine's " \
            "interpreter" in ran.stdout, ran.stdout[-2000:]
+
+
+def test_a_failed_run_does_not_name_the_inputs_it_had(tmp_path):
+    repo = repo_with_task(tmp_path, "[data/shakespeare_char]",
+                          train="learning_rate = 1e-3\nraise SystemExit(3)\n")
+    (repo / "notes.txt").write_text("untracked, not an input")
+    lines: list[str] = []
+    _, result = check_task(repo, out=lines.append, limits=Limits(sandbox="off"))
+    assert result.status == "crash"
+    said = next(s for s in lines if "not in the run's checkout" in s)
+    assert "notes.txt" in said and "shakespeare_char" not in said, said

@@ -97,8 +97,10 @@ def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
     hidden = sandbox_hidden(log_text, mirrors) if sandboxed else []
     if hidden:
         return hidden_line(hidden, who)
+    linked = [f"{task_rel}/{rel}" if task_rel not in ("", ".") else rel
+              for rel, _ in getattr(task, "input_links", ())]
     return missing_package_line(log_text, folder, task, who) or left_out_line(git, task_rel,
-                                                                               who)
+                                                                               who, linked)
 
 
 def _ignored(repo_root: Path, rel: str) -> bool:
@@ -153,12 +155,16 @@ def missing_package_line(log_text: str, folder: Path, task,
             f"installed in {where}: {how} (runs use it as it is, offline)")
 
 
-def left_out_line(git, task_rel: str, who: str = "check-task") -> str | None:
+def left_out_line(git, task_rel: str, who: str = "check-task",
+                  linked: Iterable[str] = ()) -> str | None:
     """After a failed run whose errors name no file: what the checkout of HEAD lacks that
-    the working folder has (untracked or ignored; environments and caches not counted)."""
+    the working folder has (untracked or ignored; environments and caches not counted, nor
+    the task's `inputs`, which the run had: `linked`, repo-relative)."""
+    linked = [p.rstrip("/") for p in linked]
     names = [path for code, path in _status(git, task_rel, "--untracked-files=normal",
                                             "--ignored")
-             if code in ("??", "!!") and not _noise(path)]
+             if code in ("??", "!!") and not _noise(path) and not any(
+                 path.rstrip("/") == p or path.startswith(p + "/") for p in linked)]
     if not names:
         return None
     return (f"{who}: not in the run's checkout of HEAD (only in your working folder): "
