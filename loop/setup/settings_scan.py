@@ -152,7 +152,9 @@ def with_config(plan: Plan, config: Script) -> None:
             plan.space[name] = spec
         elif not first:
             plan.skipped.append(f"{name} (set by {config.path})")
-    plan.notes.append(f"{config.path} sets {', '.join(set_here)} for the run, over "
-                      f"{plan.script}'s values: " + (f"the search space moves them in "
-                                                     f"{config.path}, editable" if first else
-                                                     "they are left out of the search space"))
+    moved = [n for n in set_here if n in plan.space]
+    plan.notes.append(f"{config.path} sets {len(set_here)} settings for the run, over "
+                      f"{plan.script}'s values: " + (
+                          f"the search space moves {', '.join(moved) or 'none of them'} in "
+                          f"{config.path}, editable" if first else
+                          f"{', '.join(set_here)} are left out of the search space"))
