@@ -98,3 +98,99 @@ for arg in sys.argv[1:]:
     print(f"Overriding: {key} = {attempt}")
     globals()[key] = type(globals()[key])(attempt)
 '''
+
+# nanoGPT's layout, as a repo that is checked out and prepared: a committed
+# data/<dataset>/prepare.py writes train.bin, val.bin and meta.pkl, all git-ignored; train.py
+# builds their path itself from `dataset`; a config file under config/ (plain `name = value`
+# assignments) is passed on the command line and read by the configurator.
+NANOGPT_PREPARE = '''\
+import os
+import pickle
+here = os.path.dirname(os.path.abspath(__file__))
+text = bytes(range(32, 127)) * 40
+cut = int(len(text) * 0.9)
+with open(os.path.join(here, 'train.bin'), 'wb') as f:
+    f.write(text[:cut])
+with open(os.path.join(here, 'val.bin'), 'wb') as f:
+    f.write(text[cut:])
+with open(os.path.join(here, 'meta.pkl'), 'wb') as f:
+    pickle.dump({'vocab_size': 95}, f)
+'''
+
+NANOGPT_TRAIN = '''\
+import math
+import os
+import random
+out_dir = 'out'
+eval_interval = 5
+eval_iters = 2
+dataset = 'openwebtext'
+batch_size = 12
+n_layer = 12
+learning_rate = 6e-4
+dropout = 0.0
+max_iters = 10
+config_keys = [k for k, v in globals().items() if not k.startswith('_')]
+exec(open('configurator.py').read())
+random.seed(int(os.environ.get('AUTORESEARCH_SEED', '0')))
+data_dir = os.path.join('data', dataset)
+train_data = open(os.path.join(data_dir, 'train.bin'), 'rb').read()
+val_data = open(os.path.join(data_dir, 'val.bin'), 'rb').read()
+iter_num = 0
+while iter_num <= max_iters:
+    loss = 2.0 + abs(math.log(learning_rate / 1e-3)) + 1.0 / (n_layer * (iter_num + 1))
+    loss += dropout + 1.0 / batch_size + 100.0 / len(train_data)
+    if iter_num % eval_interval == 0:
+        val = loss + 10.0 / len(val_data) + random.random() * 0.01
+        print(f"step {iter_num}: train loss {loss:.4f}, val loss {val:.4f}")
+    print(f"iter {iter_num}: loss {loss:.4f}, time {12.5:.2f}ms")
+    iter_num += 1
+'''
+
+NANOGPT_CONFIGURATOR = '''\
+import sys
+for arg in sys.argv[1:]:
+    if '=' not in arg:
+        print(f"Overriding config with {arg}:")
+        exec(open(arg).read())
+    else:
+        key, val = arg.split('=')
+        key = key[2:]
+        globals()[key] = type(globals()[key])(val)
+'''
+
+NANOGPT_CONFIG = '''\
+out_dir = 'out-shakespeare-char'
+dataset = 'shakespeare_char'
+n_layer = 4
+learning_rate = 1e-3
+max_iters = 10
+'''
+
+NANOGPT_IGNORE = "__pycache__/\n*.bin\n*.pkl\nout*/\n"
+
+
+def nanogpt_repo(root, prepared: bool = True):
+    """A nanoGPT-shaped git repo at `root`, committed; its data prepared (ignored files
+    written by the committed prepare.py) unless `prepared` is False."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(root)
+    files = {"train.py": NANOGPT_TRAIN, "configurator.py": NANOGPT_CONFIGURATOR,
+             "config/train_shakespeare_char.py": NANOGPT_CONFIG,
+             "data/shakespeare_char/prepare.py": NANOGPT_PREPARE,
+             ".gitignore": NANOGPT_IGNORE, "README.md": "# nano\n\nA tiny character model.\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=Tester", "-c", "user.email=t@example.com",
+                        *args], cwd=root, check=True, capture_output=True)
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "nano")
+    if prepared:
+        subprocess.run([sys.executable, "data/shakespeare_char/prepare.py"], cwd=root,
+                       check=True)
+    return root

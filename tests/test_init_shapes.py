@@ -258,3 +258,15 @@ def test_metric_pattern_without_script_reads_train_py(tmp_path):
     loaded = load_task(repo)
     assert list(loaded.editable) == ["train.py"]
     assert parse_metric(run_output(repo), loaded.metric.pattern) == pytest.approx(2.1)
+
+
+# -- a training loss is not an objective (issue 22 acceptance) -------------------------------
+def test_a_training_loss_alone_is_refused_unless_named(tmp_path):
+    no_val = "\n".join(line for line in NANO_TRAIN.splitlines() if "val loss" not in line)
+    repo = plain_repo(tmp_path / "noval", {"train.py": no_val + "\n",
+                                           "configurator.py": NANO_CONFIGURATOR})
+    line = refused(repo)
+    assert "only a training metric is printed" in line and "--metric loss" in line
+    done = init(repo, "--metric", "loss")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "loss"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 from dataclasses import dataclass
 
 from loop.judge import judge as judging
@@ -578,9 +579,27 @@ class Loop:
         self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
         if cand.baseline and not rec.kept:
+            log = self.sink.log_path(rec.iteration)
+            hint = self._failure_hint(log)
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
-                                         f"{rec.reason}); see {self.sink.log_path(rec.iteration)}",
-                             1)
+                                         f"{rec.reason}); see {log}"
+                                         + (f"\n{hint}" if hint else ""), 1)
+
+    def _failure_hint(self, log: Path) -> str | None:
+        """What check-task would say about the failed baseline: a file not committed (or
+        ignored: `inputs:`), one the sandbox hides, a package the environment lacks."""
+        from loop.run import uncommitted
+        from loop.run.spec import grade_log
+        logs = "\n".join(p.read_text(errors="replace") for p in (log, grade_log(log))
+                         if p.exists())
+        site = self.parts.site
+        try:
+            return uncommitted.failure_hint(
+                logs, site.repo_root, self.task_rel, self.task, self.workspace.git,
+                self.workspace.committed, [self.workspace.worktree], site.sandbox == "bwrap",
+                who="run")
+        except Exception:     # a hint is a courtesy: never the reason a stop goes wrong
+            return None
 
     def _remeasure_best(self, n: int, wanted: int) -> None:
         """Run the best state again (new seeds): its mean corrects a lucky keep, and the runs

@@ -78,14 +78,10 @@ def _at_head(user_task: Task, repo_root: Path, tmp: Path, time_budget_s: float |
             _show_tail(job, out)
             logs = "\n".join(p.read_text(errors="replace") for p in
                              (job.log_path, grade_log(job.log_path)) if p.exists())
-            mirrors = [ws.worktree, grader_folder(job.run_dir)]
-            needed = uncommitted.needed_files(logs, repo_root, task_rel, ws.committed, mirrors)
-            hidden = uncommitted.sandbox_hidden(logs, mirrors) \
-                if sandbox.active((limits or Limits()).sandbox) else []
-            hint = uncommitted.needed_line(needed) if needed else \
-                uncommitted.hidden_line(hidden) if hidden else \
-                uncommitted.missing_package_line(logs, user_task.root, task) or \
-                uncommitted.left_out_line(ws.git, task_rel)
+            hint = uncommitted.failure_hint(
+                logs, repo_root, task_rel, task, ws.git, ws.committed,
+                [ws.worktree, grader_folder(job.run_dir)],
+                sandbox.active((limits or Limits()).sandbox))
             if hint:
                 out(hint)
         return task, result

@@ -121,6 +121,9 @@ class Guard:
         self.held_out_digest = [_digest_path(p) for p in self.held_out]
         self.read_only = [Path(p) for p in task.read_only]
         self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
+        self.inputs = task.input_links      # the links no run may replace or write through
+        self.inputs_digest = [_digest_path(Path(t), READ_ONLY_FULL_BYTES)
+                              for _, t in self.inputs]
 
     @classmethod
     def at_commit(cls, task: Task, workspace, folder: str, scratch: Path,
@@ -144,6 +147,18 @@ class Guard:
                 same_kind = now.startswith("symlink:") == digest.startswith("symlink:")
                 how = "modified" if same_kind and now != "not a file" else "replaced"
                 return f"{how} protected file {rel}"
+        return None
+
+    def check_inputs(self, folder: Path) -> str | None:
+        """Why the task's `inputs` are not as the loop found them: a link in `folder` the
+        run replaced, or a target written through its link (without the sandbox)."""
+        from loop.setup.inputs import changed_link
+        rel = changed_link(folder, self.inputs)
+        if rel:
+            return f"replaced the input {rel} (a link to your checkout's data)"
+        for (rel, target), digest in zip(self.inputs, self.inputs_digest):
+            if _digest_path(Path(target), READ_ONLY_FULL_BYTES) != digest:
+                return f"changed the input {rel} ({target}) since the loop started"
         return None
 
     def check_private(self) -> str | None:
@@ -172,7 +187,7 @@ class Guard:
                        grader_copy: Callable[[], Path]) -> tuple[str, str] | None:
         """After a training step that exited 0: None to go on to grading, else (status, why).
         `grader_copy()` makes the pristine folder the grader will run in."""
-        tampered = self.check_folder(run_folder)
+        tampered = self.check_folder(run_folder) or self.check_inputs(run_folder)
         if tampered:
             return CRASH, f"tampered: the run {tampered}"
         missing = self.check_artifact(artifact_dir)

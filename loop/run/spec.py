@@ -158,6 +158,7 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
         if task.grade_command else None
     software = [root for command in (task.train_command, task.grade_command) if command
                 for root in interpreter.roots(interpreter.of_command(command))]
+    software += [target for _, target in task.input_links]   # `inputs`: read-only data
     return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),

@@ -64,12 +64,49 @@ def needed_files(log_text: str, repo_root: Path, task_rel: str,
     return found
 
 
-def needed_line(paths: list[str]) -> str:
+def needed_line(paths: list[str], ignored: list[str] | None = None,
+                who: str = "check-task") -> str:
+    """`ignored`: those of `paths` git ignores (prepared data): task.yaml `inputs` links
+    them into every worktree, where committing them is not the way."""
     one = len(paths) == 1
-    return (f"check-task: the run needs {_some(paths)}, which {'is' if one else 'are'} not "
-            f"committed ({'it exists' if one else 'they exist'} only in your working folder): "
-            f"commit {'it' if one else 'them'}, or point the task at "
+    said = (f"{who}: the run needs {_some(paths)}, which {'is' if one else 'are'} not "
+            f"committed ({'it exists' if one else 'they exist'} only in your working folder)")
+    if ignored:
+        return (f"{said}: git ignores {'it' if len(ignored) == 1 else 'them'}; list "
+                f"{_some(ignored)} under `inputs:` in task.yaml (linked, read-only, into "
+                f"every worktree of the night)")
+    return (f"{said}: commit {'it' if one else 'them'}, or point the task at "
             f"{'it' if one else 'them'} with an absolute path (task.yaml `env`)")
+
+
+def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
+                 committed: Callable[[str], bool], mirrors: Iterable[Path], sandboxed: bool,
+                 who: str = "check-task") -> str | None:
+    """After a failed run (check-task's, or a night's baseline): the one line that says
+    why, from its log: a file it needs that is not committed (with `inputs:` when git
+    ignores it), a file the sandbox hides, a package the task's environment lacks, else
+    what the checkout of HEAD left out; None when nothing fits."""
+    mirrors = list(mirrors)
+    folder = repo_root / task_rel if task_rel not in ("", ".") else repo_root
+    needed = needed_files(log_text, repo_root, task_rel, committed, mirrors)
+    if needed:
+        task_paths = [_in_task(p, task_rel) for p in needed]
+        ignored = [rel for p, rel in zip(needed, task_paths)
+                   if rel is not None and _ignored(repo_root, p)]
+        return needed_line(needed, ignored, who)
+    hidden = sandbox_hidden(log_text, mirrors) if sandboxed else []
+    if hidden:
+        return hidden_line(hidden, who)
+    linked = [f"{task_rel}/{rel}" if task_rel not in ("", ".") else rel
+              for rel, _ in getattr(task, "input_links", ())]
+    return missing_package_line(log_text, folder, task, who) or left_out_line(git, task_rel,
+                                                                               who, linked)
+
+
+def _ignored(repo_root: Path, rel: str) -> bool:
+    import subprocess
+    return subprocess.run(["git", "check-ignore", "-q", "--", rel], cwd=repo_root,
+                          capture_output=True).returncode == 0
 
 
 def sandbox_hidden(log_text: str, mirrors: Iterable[Path]) -> list[str]:
@@ -90,16 +127,17 @@ def sandbox_hidden(log_text: str, mirrors: Iterable[Path]) -> list[str]:
     return found
 
 
-def hidden_line(paths: list[str]) -> str:
+def hidden_line(paths: list[str], who: str = "check-task") -> str:
     one = len(paths) == 1
     folder = os.path.dirname(paths[0].rstrip("/")) or paths[0]
-    return (f"check-task: the run needs {_some(paths)}, which the sandbox hides (it empties "
+    return (f"{who}: the run needs {_some(paths)}, which the sandbox hides (it empties "
             f"$HOME and /tmp but for the task's environment, the data cache and the folders "
             f"the task's `env` names): name {'its folder' if one else 'their folders'} in "
             f"task.yaml, e.g. `env: {{DATA_DIR: {folder}}}`")
 
 
-def missing_package_line(log_text: str, folder: Path, task) -> str | None:
+def missing_package_line(log_text: str, folder: Path, task,
+                         who: str = "check-task") -> str | None:
     """After a failed run whose errors name no file of the repo: a module that is not the
     task folder's own (`No module named 'torch'`) is a package its environment lacks."""
     names = [m[1].split(".")[0] for line in log_text.splitlines() for m in MODULE.finditer(line)]
@@ -113,19 +151,23 @@ def missing_package_line(log_text: str, folder: Path, task) -> str | None:
         "the engine's interpreter (the task runs plain `python`)"
     project = uv_environment(folder)[0]
     how = f"`uv sync` in {project}" if (project / "uv.lock").is_file() else "install it there"
-    return (f"check-task: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not "
+    return (f"{who}: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not "
             f"installed in {where}: {how} (runs use it as it is, offline)")
 
 
-def left_out_line(git, task_rel: str) -> str | None:
+def left_out_line(git, task_rel: str, who: str = "check-task",
+                  linked: Iterable[str] = ()) -> str | None:
     """After a failed run whose errors name no file: what the checkout of HEAD lacks that
-    the working folder has (untracked or ignored; environments and caches not counted)."""
+    the working folder has (untracked or ignored; environments and caches not counted, nor
+    the task's `inputs`, which the run had: `linked`, repo-relative)."""
+    linked = [p.rstrip("/") for p in linked]
     names = [path for code, path in _status(git, task_rel, "--untracked-files=normal",
                                             "--ignored")
-             if code in ("??", "!!") and not _noise(path)]
+             if code in ("??", "!!") and not _noise(path) and not any(
+                 path.rstrip("/") == p or path.startswith(p + "/") for p in linked)]
     if not names:
         return None
-    return (f"check-task: not in the run's checkout of HEAD (only in your working folder): "
+    return (f"{who}: not in the run's checkout of HEAD (only in your working folder): "
             f"{_some(names)}; if the run needs one, commit it, or point the task at it with an "
             f"absolute path (task.yaml `env`)")
 

@@ -3,9 +3,12 @@
 result protected code grades (the lm shape); else the one validation metric (`val_`,
 `valid_`, `eval_`, `dev_`; of several, the one program.md / README.md name far more often
 than the others); else the one metric-like name (a loss, an accuracy) that does
-not say "test". A test metric is never chosen unless named: the test split is not for
-optimizing. Anything it cannot settle (two validation metrics, only test metrics, a
-direction its name does not give): one line, exit 2."""
+not say "test" or "train". A test metric is never chosen unless named: the test split is
+not for optimizing. Nor is a training loss (a name that says `train`/`training`, or a bare
+`loss` read from inside a per-step log line, nanoGPT's `iter 5: loss 2.31, time ...`): as the
+objective it rewards memorising the training data; `--metric NAME` takes it anyway. Anything
+it cannot settle (two validation metrics, only test or training metrics, a direction its
+name does not give): one line, exit 2."""
 from __future__ import annotations
 
 import re
@@ -24,6 +27,14 @@ def words(name: str) -> list[str]:
 
 def is_test(name: str) -> bool:
     return "test" in words(name)
+
+
+def is_training(candidate: Candidate) -> bool:
+    """A training metric: its name says so, or a bare `loss` printed inside a log line (the
+    per-step loss a training loop logs); a `loss: X` line of its own is an unlabeled loss."""
+    said = words(candidate.name)
+    return bool({"train", "training"} & set(said)) or (said == ["loss"]
+                                                        and bool(candidate.pattern))
 
 
 def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str | None,
@@ -95,7 +106,8 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         return graded[0]
     likely = [c for c in found if direction_of(c.name)]
     tests = [c.name for c in likely if is_test(c.name)]
-    likely = [c for c in likely if not is_test(c.name)]
+    training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
+    likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
     held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
@@ -116,6 +128,10 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         kind = "validation metrics" if held else "metrics"
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
                         f"NAME")
+    if training:
+        raise InitError(f"init: only a training metric is printed ({', '.join(training)}): as "
+                        f"the objective it rewards memorising the training data; print a "
+                        f"validation metric, or pass --metric {training[0]} to accept it anyway")
     if tests:
         raise InitError(f"init: only test metrics are printed ({', '.join(tests)}): the test "
                         f"split is not for optimizing; pass --metric {tests[0]} to choose it "

@@ -11,7 +11,9 @@ the lm shape (loop/setup/shapes/lm.py). Any problem or any ambiguity it cannot s
 line, exit 2, nothing written."""
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -19,7 +21,8 @@ from loop.setup.code_scan import Script
 from loop.setup.metric_choice import choose
 from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
-from loop.setup.settings_scan import fixed_seeds, search_space
+from loop.setup.inputs import guess_inputs
+from loop.setup.settings_scan import fixed_seeds, search_space, with_config
 from loop.setup.shapes import Scan, registry, shape
 from loop.setup.shapes.lm import local_names
 
@@ -35,8 +38,10 @@ SCRIPT_FLAG = "--script FILE"
 # -- entry point ---------------------------------------------------------------------------------
 def init(repo: str | Path = ".", metric: str | None = None, direction: str | None = None,
          script: str | None = None, time_budget_s: float | None = None, force: bool = False,
-         metric_pattern: str | None = None, out=print) -> Plan:
-    plan = analyse(repo, metric, direction, script, time_budget_s, force, metric_pattern)
+         metric_pattern: str | None = None, script_args: str | None = None,
+         inputs: list[str] | None = None, out=print) -> Plan:
+    plan = analyse(repo, metric, direction, script, time_budget_s, force, metric_pattern,
+                   script_args, inputs)
     write(plan)
     for line in describe(plan):
         out(line)
@@ -44,7 +49,7 @@ def init(repo: str | Path = ".", metric: str | None = None, direction: str | Non
 
 
 def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
-            force=False, metric_pattern=None) -> Plan:
+            force=False, metric_pattern=None, script_args=None, inputs=None) -> Plan:
     root = Path(repo).expanduser().resolve()
     if not root.is_dir():
         raise InitError(f"init: {root} is not a folder")
@@ -57,9 +62,14 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     modules = _local_modules(root, src)
     plan = Plan(root=root, top=top, shape="script", script=rel, editable=[rel])
     plan.guesses["script"] = script_guess
+    plan.args, config = _script_args(root, script_args, modules)
+    if config:              # the settings file the run is given: what the run trains with
+        plan.config_file = config.path
+        plan.editable.append(config.path)
     plan.python, plan.python_why = _interpreter(root)
     plan.protected = sorted(f"{mod.replace('.', '/')}.py" for mod in modules)
-    _check_clean(plan, [rel, *plan.protected, "program.md", "README.md"], force)
+    _check_clean(plan, [rel, *plan.editable, *plan.protected, "program.md", "README.md"],
+                 force)
     known: dict[str, object] = {}                # the protected modules' literals
     for mod_src in modules.values():
         known.update(mod_src.literals())
@@ -69,9 +79,15 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     kind = shape(chosen.shape)
     plan.shape, plan.shape_line = kind.key, kind.words
     kind.apply(plan, scan, chosen)
+    if plan.grader and plan.args:
+        raise InitError("init: --args: the lm grader runs the script through its handover, "
+                        "without arguments; give its settings in the script instead")
     _budget(plan, src, local_names(scan), known, time_budget_s)
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)
+    if config:
+        with_config(plan, config)
+    guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
     seeds = fixed_seeds(src)
     if seeds:
         plan.notes.append(f"{rel} fixes its own seed ({'; '.join(seeds[:2])}) and never reads "
@@ -134,6 +150,34 @@ def _local_modules(root: Path, src: Script) -> dict[str, Script]:
     return out
 
 
+def _script_args(root: Path, args: str | None,
+                 modules: dict[str, Script]) -> tuple[str, Script | None]:
+    """The arguments `run` passes the script, and the settings file among them: a .py file
+    of the repo (nanoGPT's `config/train_shakespeare_char.py`, plain `name = value` lines
+    its configurator executes), which is made editable with the script."""
+    if not args:
+        return "", None
+    try:
+        words = shlex.split(args)
+    except ValueError as exc:
+        raise InitError(f"init: --args {args!r}: {exc}") from None
+    files = [w for w in words if w.endswith(".py") and (root / w).is_file()]
+    for word in words:
+        if word.endswith(".py") and word not in files:
+            raise InitError(f"init: --args: {word}: no such file in {root}")
+    if len(files) > 1:
+        raise InitError(f"init: --args names several settings files ({', '.join(files)}): "
+                        f"merge them into one, or pass the others' settings as --name=value")
+    config = None
+    if files:
+        rel = Path(os.path.normpath(files[0])).as_posix()
+        if rel.removesuffix(".py").replace("/", ".") in modules:
+            raise InitError(f"init: --args: {rel} is a module the script imports (it stays "
+                            f"protected), not a settings file")
+        config = _parse(root, rel)
+    return " ".join(shlex.quote(w) for w in words), config
+
+
 def _reports(root: Path, path: Path) -> bool:
     """Does running this file print a number: itself, or a local module it imports?"""
     try:
@@ -159,6 +203,10 @@ def _pick_script(root: Path, script: str | None,
         except SyntaxError:
             continue
     if script:
+        if len(script.split()) > 1:
+            raise InitError(f"init: --script {script!r}: one file; pass the script's arguments "
+                            f"with --args (e.g. --script {script.split()[0]} --args "
+                            f"{shlex.quote(' '.join(script.split()[1:]))})")
         if not (root / script).is_file():
             raise InitError(f"init: --script {script}: no such file in {root}")
         if script in importers:

@@ -34,6 +34,9 @@ class Plan:
     top: Path                           # its git top level
     shape: str                          # a key of loop/setup/shapes.SHAPES
     script: str
+    args: str = ""                      # what `run` passes the script (init --args)
+    config_file: str = ""               # the settings file among them (editable)
+    inputs: list[str] = field(default_factory=list)   # uncommitted data the run reads
     shape_line: str = ""                # the shape, in words
     name: str = ""
     description: str = ""
@@ -61,6 +64,10 @@ class Plan:
     reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
     guesses: dict[str, Guess] = field(default_factory=dict)   # script, metric, budget, ...
 
+    @property
+    def run(self) -> str:
+        return f"{self.python} {self.script}" + (f" {self.args}" if self.args else "")
+
 
 # -- said back -----------------------------------------------------------------------------------
 def _guess(plan: Plan, key: str) -> str:
@@ -85,7 +92,7 @@ def describe(plan: Plan) -> list[str]:
                   f"  read-only:  {', '.join(plan.read_only) or 'none'} (no run may change "
                   f"what the grader reads besides the held-out data)"]
     else:
-        lines += [f"  run:        {plan.python} {plan.script} ({plan.python_why})",
+        lines += [f"  run:        {plan.run} ({plan.python_why})",
                   f"  grader:     none: unprotected metric: the number is what the run "
                   f"prints ({plan.metric_source})"]
     lines += [f"  metric:     {plan.metric}" + _guess(plan, "metric"),
@@ -101,6 +108,8 @@ def describe(plan: Plan) -> list[str]:
               + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
               + (f" ({', '.join(plan.conditions)})" if plan.conditions else "")
               + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else ""),
+              f"  inputs:     {', '.join(plan.inputs) or 'none'}" + (
+                  _guess(plan, "inputs") or " (uncommitted data the run reads: --inputs PATH)"),
               f"  judge:      {JUDGE_RULE} (autoresearch.yaml)"]
     lines += [f"  note:       {n}" for n in plan.notes]
     files = [(plan.root / TASK_FILE).relative_to(plan.top).as_posix(), CONFIG_FILE]
@@ -146,8 +155,11 @@ def task_yaml(plan: Plan) -> str:
             lines += [f"read_only: {_flow(plan.read_only)}   # read by both steps, changed by "
                       f"neither (checked before each grading)"]
     else:
-        lines += [f"run: {_flow(f'{plan.python} {plan.script}')}   # unprotected metric: the "
-                  f"number is what the run prints"]
+        lines += [f"run: {_flow(plan.run)}   # unprotected metric: the number is what the "
+                  f"run prints"]
+    if plan.inputs:
+        lines += [f"inputs: {_flow(plan.inputs)}   # not committed (ignored): linked read-only "
+                  f"into every worktree"]
     metric = {"name": plan.metric, "direction": plan.direction}
     if plan.metric_pattern:
         metric["pattern"] = plan.metric_pattern

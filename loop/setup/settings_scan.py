@@ -123,3 +123,38 @@ def fixed_seeds(src: Script) -> list[str]:
             text = ast.unparse(node)
             out.append(text if len(text) <= 60 else text[:57] + "...")
     return list(dict.fromkeys(out))
+
+
+def with_config(plan: Plan, config: Script) -> None:
+    """The run is given a settings file (`init --args config/x.py`, nanoGPT's configurator
+    executes it after the script's own settings): what it assigns is what the run trains
+    with. The file is editable; its numeric settings join the space with ranges around its
+    values, replacing the script's. mutate changes a name in the first file, in path order,
+    that defines it: when the script would come first, the names the file sets are left out
+    instead (an edit of the script's value would change nothing)."""
+    once = _set_once(config)
+    values = {m["name"]: float(m["value"].replace("_", ""))
+              for m in SETTING.finditer(config.source) if m["name"] in once}
+    values.update({m["name"]: float(m["value"].replace("_", ""))
+                   for m in CONSTANT.finditer(config.source)})
+    if not values:
+        return
+    set_here = sorted(values)
+    texts = _sources(config.source, True)
+    first = sorted([config.path, plan.script])[0] == config.path
+    for name in set_here:
+        plan.space.pop(name, None)
+        if name in plan.skipped:
+            continue
+        spec = _dim_spec(name, values[name], texts.get(name, "")) if first and not (
+            SEED.search(name) or BOOKKEEPING.search(name)) else None
+        if spec:
+            plan.space[name] = spec
+        elif not first:
+            plan.skipped.append(f"{name} (set by {config.path})")
+    moved = [n for n in set_here if n in plan.space]
+    plan.notes.append(f"{config.path} sets {len(set_here)} settings for the run, over "
+                      f"{plan.script}'s values: " + (
+                          f"the search space moves {', '.join(moved) or 'none of them'} in "
+                          f"{config.path}, editable" if first else
+                          f"{', '.join(set_here)} are left out of the search space"))

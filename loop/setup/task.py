@@ -95,6 +95,10 @@ class Task:
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
                                         # with one group; shown per run, warned on when it moves
     search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
+    inputs: tuple[str, ...] = ()        # uncommitted files/folders (globs) of the task folder
+                                        # the run reads (prepared data): linked, read-only,
+                                        # into every worktree (loop/setup/inputs.py)
+    input_links: tuple[tuple[str, str], ...] = field(default=(), metadata={"internal": True})
     root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
 
     @property
@@ -238,6 +242,10 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
             str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
     task = _interpreters(task, folder, Path(origin or folder).resolve(), where)
     _validate(task, where)
+    if task.inputs:         # resolved in the user's checkout, which the links point into
+        from loop.setup.inputs import links
+        task = _replace(task, input_links=links(task.inputs, Path(origin or folder).resolve(),
+                                                task, where))
     return task
 
 

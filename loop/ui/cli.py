@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whether lower or higher is better (default: read from the metric's name)")
     it.add_argument("--script", help="the editable script (default: train.py, main.py, run.py, "
                                      "or the only one printing values)")
+    it.add_argument("--args", dest="script_args",
+                    help="the script's arguments, as the run passes them (e.g. "
+                         "'config/train_shakespeare_char.py': a .py file of the repo given "
+                         "there is read as the settings it overrides, and made editable)")
+    it.add_argument("--inputs", action="append", metavar="PATH",
+                    help="an uncommitted (ignored) file or folder the run reads, linked "
+                         "read-only into every worktree; repeatable or comma-separated "
+                         "(default: the ignored data the script names, a guess)")
     it.add_argument("--time-budget", type=float, dest="time_budget_s",
                     help="seconds per run, for a script with no budget of its own")
     it.add_argument("--force", action="store_true", help="overwrite an existing task.yaml "
@@ -337,8 +345,11 @@ def cmd_tasks(args) -> int:
 
 def cmd_init(args) -> int:
     from loop.setup.onboard import init
+    inputs = None if args.inputs is None else \
+        [p.strip() for flag in args.inputs for p in flag.split(",") if p.strip()]
     init(args.repo, metric=args.metric, direction=args.direction, script=args.script,
          time_budget_s=args.time_budget_s, force=args.force, metric_pattern=args.metric_pattern,
+         script_args=args.script_args, inputs=inputs,
          out=lambda line: print(line, flush=True))
     return 0
 

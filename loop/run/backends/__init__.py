@@ -20,6 +20,7 @@ from loop.run import grading
 from loop.run.process import Limits, kill_marked
 from loop.run.runner import CRASH, RunResult, run_experiment
 from loop.run.spec import JOB_ENV, RunJob, make_spec
+from loop.setup import inputs
 
 BACKENDS = ("local", "ray")
 
@@ -55,13 +56,19 @@ def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_re
     grader_cwd = grader_root / task_rel if task_rel not in ("", ".") else grader_root
     spec = make_spec(job, task, folder, grader_cwd, slot_env, limits)
     artifacts = grading.fresh_dir(job.artifacts)
+    inputs.place(folder, task.input_links)   # the uncommitted data the run reads
+
+    def grader_copy() -> Path:
+        copy = export_grader(grader_root)
+        inputs.place(copy, task.input_links)
+        return copy
 
     def before_grading():  # the run has ended; the grader's copy is made only now
         kill_marked(f"{JOB_ENV}={job.job_id}")
-        return guard.before_grading(folder, artifacts, lambda: export_grader(grader_root))
+        return guard.before_grading(folder, artifacts, grader_copy)
     result = run_experiment(spec, before_grading)
     grading.remove(grader_root)             # a copy of the task folder per run adds up
-    problem = guard.check_folder(folder)
+    problem = guard.check_folder(folder) or guard.check_inputs(folder)
     if problem:
         result.status, result.metric = CRASH, None
         result.detail = f"tampered: the run {problem}"
