@@ -315,6 +315,7 @@ def measure(repo: Path, console: str) -> dict:
 
 def artifacts(repo: Path) -> tuple[dict, dict]:
     """Per iteration: how many replies the model gave, and its requests' records."""
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     import mlflow
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlflow.db'}")
     replies, requests = {}, {}
