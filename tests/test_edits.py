@@ -293,3 +293,13 @@ def test_a_whole_file_listing_of_the_file_as_it_is_is_named_unchanged(task):
     with pytest.raises(EditError) as err:
         apply_reply(FILES, f"train.py\n```python\n{TRAIN}```\n", task)
     assert "the file as it is, unchanged" in err.value.message
+
+
+def test_a_statement_quoted_wrong_is_shown_the_files_own_statement_of_that_kind():
+    # Qwen2.5-Coder-1.5B on tinylm searched for 'while True:' three replies running, and
+    # was shown 'with autocast:' (more characters in common) instead of the loop's header
+    text = ("def train():\n    with autocast:\n        pass\n    step = 0\n"
+            "    while training_time < BUDGET:\n        step += 1\n")
+    with pytest.raises(EditError, match="(?s)closest lines.*while training_time < BUDGET:"):
+        apply_reply({"train.py": text}, sr("train.py", "while True:\n", "while step < 9:\n"),
+                    None)

@@ -15,6 +15,7 @@ Pure: texts in, texts out; no git, no files. The contract the engine relies on:
 from __future__ import annotations
 
 import difflib
+import keyword
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -462,17 +463,32 @@ def closest_lines(lines: list[str], search: list[str], limit: int = 12) -> list[
     if not lines or not want:
         return []
     size = min(len(want), limit)
-    matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2("\n".join(want[:size]))
-    best, best_ratio = None, 0.0
     stripped = [l.strip() for l in lines]
-    for start in range(max(1, len(lines) - size + 1)):
+    starts = range(max(1, len(lines) - size + 1))
+    # a statement quoted wrong ('while True:' for 'while step < STEPS:') is nearer the file's
+    # own `while` than any line that merely shares characters ('with autocast:')
+    word = want[0].split()[0].rstrip(":(") if want[0].split() else ""
+    if keyword.iskeyword(word):
+        same = [i for i in starts if stripped[i].split()[:1] and
+                stripped[i].split()[0].rstrip(":(") == word]
+        found = _most_similar(stripped, want[:size], same, floor=0.25)
+        if found is not None:
+            return lines[found:found + size]
+    found = _most_similar(stripped, want[:size], starts, floor=0.4)
+    return [] if found is None else lines[found:found + size]
+
+
+def _most_similar(stripped: list[str], want: list[str], starts, floor: float) -> int | None:
+    """The start of the window most like `want` (difflib's ratio, at least `floor`)."""
+    size = len(want)
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2("\n".join(want))
+    best, best_ratio = None, 0.0
+    for start in starts:
         matcher.set_seq1("\n".join(stripped[start:start + size]))
         if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
             continue
         ratio = matcher.ratio()
         if ratio > best_ratio:
             best, best_ratio = start, ratio
-    if best is None or best_ratio < 0.4:
-        return []
-    return lines[best:best + size]
+    return best if best is not None and best_ratio >= floor else None
