@@ -7,10 +7,12 @@ curves make a `Band` (their mean and run-to-run sd at each point). A candidate's
 stopped (`Watcher`) once, past the warm-up share of the budget, `lines` progress lines in a
 row sit above
 
-    mean(f) + z * sd(f) * sqrt(1 + 1/n) + margin * mean(f)
+    mean(f) + z * sd(f) * sqrt(1 + 1/n) + margin * (mean(f) - mean(end))
 
 (the band's prediction interval for one more run of the best, n its runs, plus a margin as a
-share of the loss there). Lower loss is better. A change to the schedule's own constants
+share of what the best's loss still falls from there to the end: other code can start slower
+and finish better, and such a lag shrinks as the run nears its end, as the remaining fall
+does). Lower loss is better. A change to the schedule's own constants
 (`is_schedule_change`) is never stopped: the curve's shape moves with them.
 
 Pure data and arithmetic, no I/O: the rule travels with a run (to a Ray node too) and is
@@ -38,7 +40,7 @@ class Settings:
     """`early_stop:` in task.yaml."""
     warmup: float = 0.3         # no stop before this share of the budget
     z: float = 3.0              # sds of the best's runs the loss may sit above their mean
-    margin: float = 0.0         # and this share of the best's loss there, on top
+    margin: float = 0.1         # and this share of the best's remaining fall, on top
     lines: int = 3              # consecutive progress lines above the line before a stop
     min_best_runs: int = 2      # the best's curves needed to know their spread
     schedule: tuple[str, ...] = ()      # more constants whose change is never stopped
@@ -134,9 +136,16 @@ class Band:
         return cls(tuple(points)) if points else None
 
     def near(self, f: float) -> tuple[float, float, int] | None:
-        """(mean, sd, runs) at the grid point at or just below f; None before the first."""
-        below = [p for p in self.points if p[0] <= f + 1e-9]
-        return below[-1][1:] if below else None
+        """(mean, sd, runs) at f, linear between grid points (a loss falls steeply early:
+        the point below would be a stale mean); None outside the band."""
+        for lo, hi in zip(self.points, self.points[1:]):
+            if lo[0] <= f <= hi[0]:
+                w = (f - lo[0]) / (hi[0] - lo[0])
+                return (lo[1] + w * (hi[1] - lo[1]), lo[2] + w * (hi[2] - lo[2]),
+                        min(lo[3], hi[3]))
+        last = self.points[-1]
+        return last[1:] if abs(f - last[0]) < 1e-9 or (len(self.points) == 1
+                                                        and f == last[0]) else None
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -154,7 +163,8 @@ class StopRule:
             return None
         mean, sd, n = near
         s = self.settings
-        return mean + s.z * sd * math.sqrt(1 + 1 / n) + s.margin * abs(mean), mean, sd
+        still = max(0.0, mean - self.band.points[-1][1])    # what the best still loses by
+        return mean + s.z * sd * math.sqrt(1 + 1 / n) + s.margin * still, mean, sd
 
 
 @dataclass
@@ -192,10 +202,11 @@ class Watcher:
     def see(self, match: re.Match) -> str | None:
         """A progress line: its point joins the curve; the reason to stop, or None."""
         point = self.read(match)
-        if point is None:
-            return None
-        f, loss = point
-        self.points.append(point)
+        return None if point is None else self.see_point(*point)
+
+    def see_point(self, f: float, loss: float) -> str | None:
+        """A point of the curve (benchmarks/early_stop.py feeds simulated ones here)."""
+        self.points.append((f, loss))
         line = self.rule.line(f) if self.rule else None
         if line is None or not loss > line[0]:     # a NaN loss is the divergence check's
             self.over = 0
