@@ -115,6 +115,29 @@ def test_task_yaml_keys_are_checked(tmp_path):
         load_task(task("progress_pattern: 'loss ([0-9.]+)'\n"))
 
 
+def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
+    from loop.engine.lifecycle import Cancel, Candidate, Finish, Run
+    from loop.state.journal import Record
+    from loop.words import RunKey, Status
+    why = "stopped at 40% of its budget: loss 3.1 vs the best's 2.61 ± 0.04 there"
+    c = Candidate(Record(iteration=3, status="", description="x", parent="tip", commit="c3"))
+    assert c.begin("tip") == Run((RunKey.candidate(0),))
+    assert c.ran(RunKey.candidate(0), None, STOPPED, why) == Cancel()
+    assert c.forget(set()) == Finish(Status.DISCARD, why)
+    assert c.rec.samples == [] and c.rec.stats["stopped_runs"] == 1
+    # a confirmation run stopped while a lower one is cancelled: the stop's reason stays
+    c = Candidate(Record(iteration=4, status="", description="y", parent="tip", commit="c4"))
+    c.begin("tip")
+    c.ran(RunKey.candidate(0), 1.0, "ok", "", [[0.5, 2.0], [1.0, 1.0]])
+    c.out = {RunKey.candidate(1), RunKey.candidate(2)}
+    c.first = 0
+    assert c.ran(RunKey.candidate(2), None, STOPPED, why) == Cancel()
+    assert c.ran(RunKey.candidate(1), None, "crash", "killed") == Cancel()
+    assert c.forget(set()) == Finish(Status.DISCARD, why)
+    assert (c.rec.status, c.rec.reason) == ("discard", why)
+    assert c.rec.curves == [[[0.5, 2.0], [1.0, 1.0]]]      # curves of the runs in samples
+
+
 # -- a real run -------------------------------------------------------------------------------
 
 def spec_for(tmp_path: Path, offset: float, noise: float, tail: float,

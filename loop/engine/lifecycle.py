@@ -114,8 +114,10 @@ class Candidate:
         if key.kind is RunKind.PAIR:         # a failed run of the best leaves its pair out
             self.pair_best[key.beside] = value
         elif value is None:
-            if self.failed is None or key.index < self.failed[0]:
-                self.failed = (key.index, status, detail)
+            stopped = self.failed is not None and self.failed[1] == STOPPED
+            if self.failed is None or (key.index < self.failed[0] and not stopped):
+                self.failed = (key.index, status, detail)   # a stop's reason is kept: the
+                                                            # runs it cancelled end as kills
             return Cancel()                  # its other runs are not needed now
         else:
             self.values[key.index] = value

@@ -144,8 +144,7 @@ class Band:
                 return (lo[1] + w * (hi[1] - lo[1]), lo[2] + w * (hi[2] - lo[2]),
                         min(lo[3], hi[3]))
         last = self.points[-1]
-        return last[1:] if abs(f - last[0]) < 1e-9 or (len(self.points) == 1
-                                                        and f == last[0]) else None
+        return last[1:] if abs(f - last[0]) < 1e-9 else None
 
 
 # -- the rule ---------------------------------------------------------------------------------
