@@ -141,21 +141,25 @@ def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
 # -- a real run -------------------------------------------------------------------------------
 
 def spec_for(tmp_path: Path, offset: float, noise: float, tail: float,
-             rule: StopRule | None) -> RunSpec:
+             rule: StopRule | None, end: str = "\r") -> RunSpec:
     folder = tmp_path / f"run-{offset}-{noise}"
     folder.mkdir()
     (folder / "train.py").write_text(
         TRAIN.replace("OFFSET = 0.0", f"OFFSET = {offset}").replace(
-            "TAIL = 0.0", f"TAIL = {tail}").replace("gauss(0, 0.02)", f"gauss(0, {noise})"))
+            "TAIL = 0.0", f"TAIL = {tail}").replace("gauss(0, 0.02)", f"gauss(0, {noise})")
+        .replace('end="\\r"', f"end={end!r}"))
     from loop.run.process import experiment_env
     return RunSpec("python train.py", folder, experiment_env({"AUTORESEARCH_SEED": "7"}),
                    60.0, folder / "run.log", r"^score:\s*([0-9.]+)",
                    progress_pattern=PATTERN, budget_s=60.0, stop_rule=rule)
 
 
-def test_a_clearly_worse_run_is_stopped_by_its_carriage_return_lines(tmp_path):
+@pytest.mark.parametrize("end", ["\r", "\n"], ids=["carriage-returns", "newlines"])
+def test_a_clearly_worse_run_is_stopped_by_its_progress_lines(tmp_path, end):
     rule = StopRule(Band.of(straight()), Settings())
-    result = run_experiment(spec_for(tmp_path, offset=1.0, noise=0.02, tail=60, rule=rule))
+    spec = spec_for(tmp_path, offset=1.0, noise=0.02, tail=60, rule=rule, end=end)
+    assert f"end={end!r}" in (spec.folder / "train.py").read_text()
+    result = run_experiment(spec)
     assert result.status == STOPPED and result.metric is None     # no truncated metric
     assert result.detail.startswith("stopped at 4")               # 40% or 45%, lines 3 in a row
     assert "vs the best's" in result.detail
