@@ -98,6 +98,13 @@ def test_schedule_constants_are_found_in_a_diff():
     assert rule_for(None, straight(), "-DEPTH = 4\n+DEPTH = 6\n") is None
 
 
+def test_check_task_says_whether_the_pattern_read_a_curve():
+    assert early_stop.progress_line([]).startswith("progress_pattern: no progress line")
+    assert early_stop.progress_line([[0.1, 3.0], [1.0, 1.25]]) == (
+        "progress_pattern: a loss curve of 2 points, from 10% of the budget (loss 3) to "
+        "100% (loss 1.25)")
+
+
 def test_task_yaml_keys_are_checked(tmp_path):
     def task(extra: str) -> Path:
         folder = tmp_path / str(len(list(tmp_path.iterdir())))

@@ -107,6 +107,16 @@ def thin(points: list[tuple[float, float]]) -> Curve:
     return [kept[b] for b in sorted(kept)]
 
 
+def progress_line(curve: Curve) -> str:
+    """What check-task says of a run's curve: whether `progress_pattern` read anything."""
+    if not curve:
+        return ("progress_pattern: no progress line matched the run's output: no loss curve, "
+                "so early_stop would never stop a run")
+    (f0, y0), (f1, y1) = curve[0], curve[-1]
+    return (f"progress_pattern: a loss curve of {len(curve)} points, from {f0:.0%} of the "
+            f"budget (loss {y0:.4g}) to {f1:.0%} (loss {y1:.4g})")
+
+
 def at(curve: Curve, f: float) -> float | None:
     """The curve's loss at share f, linear between its points; None outside them."""
     if not curve or f < curve[0][0] or f > curve[-1][0]:
