@@ -41,6 +41,10 @@ class Status(_Word):
     BAD_EDIT = "bad_edit"       # the proposal could not be applied: nothing ran
 
 
+# a candidate's run ended early by the stop rule (loop/run/early_stop.py): the record is a
+# discard saying so, never a failure
+STOPPED = "stopped"
+
 FAILURES = frozenset({Status.CRASH, Status.TIMEOUT, Status.DIVERGED, Status.NO_METRIC,
                       Status.BAD_EDIT})
 

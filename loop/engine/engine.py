@@ -33,6 +33,7 @@ from loop.proposers.base import Proposal, ProposerFatal, Redo
 from loop.proposers.change import Change, ChangeFailed, redo
 from loop.setup.search_space import SpaceError, parse_space
 from loop.engine.resume import abandon, install_signals, recover
+from loop.engine.stopping import rule_for, settings_of
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
 from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_retry,
@@ -151,6 +152,7 @@ class Loop:
         self._trees: dict[str, str] = {}    # commit -> its tree (commits never change)
         self._snapshot: RefSnapshot | None = None
         self.sched.on_start = self._started
+        self.stop_settings = settings_of(self.task)   # early_stop: None when off
 
     def run(self) -> Stop:
         self._snapshot = self.state_guard.watch() if self.watch else None
@@ -319,8 +321,11 @@ class Loop:
         while step is not None:
             if isinstance(step, Run):
                 for key in step.keys:
-                    commit = cand.rec.commit if key.kind is RunKind.CANDIDATE else self.tip
-                    self._queue(cand.iteration, key, commit, cand.rec.run_id)
+                    mine = key.kind is RunKind.CANDIDATE
+                    rule = rule_for(self.stop_settings, self.score.best_curves, cand.patch) \
+                        if mine and not cand.baseline else None
+                    self._queue(cand.iteration, key, cand.rec.commit if mine else self.tip,
+                                cand.rec.run_id, rule)
                 self.sched.dispatch()
                 return
             if isinstance(step, Cancel):
@@ -348,10 +353,11 @@ class Loop:
             return judging.judge_baseline(cand.rec.samples, self.config.judge)
         return self.score.judge(cand.rec, self.task.metric.direction, self.config.judge)
 
-    def _queue(self, n: int, key: RunKey, commit: str, run_id: str) -> None:
+    def _queue(self, n: int, key: RunKey, commit: str, run_id: str, rule=None) -> None:
         # its environment is made where it runs (loop/run/spec.py), from the job and the task
         job = RunJob.make(n, key, commit, run_id, self.config.seed, self.sink.log_path(n, key),
                           self.dir / "runs" / f"{n:04d}-{key.number}")
+        job.stop_rule = rule         # a candidate's run: stopped once clearly worse
         self.sched.add(job)
 
     def _started(self, job: RunJob) -> None:
@@ -401,7 +407,8 @@ class Loop:
         else:
             self._measured(self.cands[job.iteration].rec, job, result)
         cand = self.cands[job.iteration]
-        self._carry_out(cand, cand.ran(key, value, result.status, result.detail))
+        self._carry_out(cand, cand.ran(key, value, result.status, result.detail,
+                                       result.curve))
 
     def _measured(self, rec: Record, job: RunJob, result) -> None:
         """What a run of the candidate says besides its metric: time, memory, throughput."""
@@ -614,9 +621,11 @@ class Loop:
     def _best_measured(self, job: RunJob, result, value: float | None) -> None:
         """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
         joins the best's runs."""
+        curve = result.curve if value is not None else []
         self.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
-                           value=value, status=result.status)
-        self.score.remeasured(value)
+                           value=value, status=result.status, **({"curve": curve} if curve
+                                                                 else {}))
+        self.score.remeasured(value, curve)
         if value is None:
             self.out(f"note: re-measuring the best failed ({result.status}: {result.detail})")
         else:

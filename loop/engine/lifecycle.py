@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from loop.state.journal import Record
 from loop.judge.judge import KEEP, RERUN, Verdict
-from loop.words import RunKey, RunKind, Status
+from loop.words import STOPPED, RunKey, RunKind, Status
 
 if TYPE_CHECKING:   # for the annotation only: the state machine imports no proposer
     from loop.proposers.base import Proposal
@@ -85,6 +85,7 @@ class Candidate:
     first: int = 0               # its first run on the current base
     next_pair: int = 0           # its next run of the best beside it
     values: dict[int, float] = field(default_factory=dict)           # run k -> metric
+    curves: dict[int, list] = field(default_factory=dict)            # run k -> its curve
     pair_best: dict[int, float | None] = field(default_factory=dict)  # k -> the best beside k
     out: set[RunKey] = field(default_factory=set)                     # runs not back yet
     failed: tuple[int, str, str] | None = None   # (k, status, detail) of its first failure
@@ -106,17 +107,21 @@ class Candidate:
         return self._runs(1, paired=False)
 
     def ran(self, key: RunKey, value: float | None, status: str = "ok",
-            detail: str = "") -> Step:
-        """A run came back: `value` None when it failed (`status`, `detail` say how)."""
+            detail: str = "", curve: list | None = None) -> Step:
+        """A run came back: `value` None when it failed or was stopped early (`status`,
+        `detail` say how); `curve` its loss over the budget, if the task prints one."""
         self.out.discard(key)
         if key.kind is RunKind.PAIR:         # a failed run of the best leaves its pair out
             self.pair_best[key.beside] = value
         elif value is None:
-            if self.failed is None or key.index < self.failed[0]:
-                self.failed = (key.index, status, detail)
+            stopped = self.failed is not None and self.failed[1] == STOPPED
+            if self.failed is None or (key.index < self.failed[0] and not stopped):
+                self.failed = (key.index, status, detail)   # a stop's reason is kept: the
+                                                            # runs it cancelled end as kills
             return Cancel()                  # its other runs are not needed now
         else:
             self.values[key.index] = value
+            self.curves[key.index] = curve or []
         return self.settle()
 
     def forget(self, keys: set[RunKey]) -> Step:
@@ -132,8 +137,13 @@ class Candidate:
         rec.samples = [self.values[k] for k in sorted(self.values)]
         rec.pairs = [[self.values[k], b] for k, b in sorted(self.pair_best.items())
                      if k in self.values and b is not None]
+        rec.curves = [self.curves[k] for k in sorted(self.values)] \
+            if any(self.curves.values()) else []
         if self.failed:
             k, status, detail = self.failed
+            if status == STOPPED:       # clearly worse: decided by the rule, not a failure
+                rec.stats = {**self.stats, "stopped_runs": 1}
+                return self._finish(Status.DISCARD, detail)
             if self.baseline or k == self.first:      # its first run: that is its status
                 return self._finish(Status(status), detail)
             rec.stats = self.stats
@@ -219,7 +229,7 @@ class Candidate:
     def _moved(self, commit: str, tip: str) -> Run:
         rec = self.rec
         rec.commit, rec.parent, rec.samples, rec.pairs = commit, tip, [], []
-        self.values, self.pair_best = {}, {}
+        self.values, self.pair_best, self.curves = {}, {}, {}
         self.first, self.replayed_onto = self.next_k, tip
         return self._runs(1, paired=False)
 

@@ -37,7 +37,7 @@ def recover(parts: Parts) -> float:
             parts.score.add(item)
             cost += item.usage.get("cost_usd", 0.0)
         else:
-            parts.score.remeasured(item.get("value"))
+            parts.score.remeasured(item.get("value"), item.get("curve"))
     cost += state.dropped_cost
     parts.sink.restore(state.records)
     by_iter = {r.iteration: r for r in state.records}

@@ -17,6 +17,8 @@ class Scoreboard:
     def __init__(self):
         self.best: Record | None = None
         self.best_samples: list[float] = []     # every run of the best state (one of history)
+        self.best_curves: list[list] = []       # their loss curves over the budget, where the
+                                                # task prints them (the early-stop band)
         self.history: list[list[float]] = []    # the runs of every code state measured
         self.since_best_run = 0                 # proposals since the best was last run
         self.period_noise: list[tuple[float, int]] = []  # (ss, df) of runs made in one
@@ -43,6 +45,7 @@ class Scoreboard:
         if rec.kept:
             # a copy: re-runs of the best are not the record's runs
             self.best, self.best_samples = rec, list(rec.samples)
+            self.best_curves = [c for c in rec.curves if c]
             self.kept += 1
             self.since_best_run = 0
             self.speed_moved, self.last_move = False, 0
@@ -61,10 +64,12 @@ class Scoreboard:
             self.speed_moved = True
         self.last_move = move
 
-    def remeasured(self, value: float | None) -> None:
+    def remeasured(self, value: float | None, curve: list | None = None) -> None:
         """The best state was run once more (value None: that run failed)."""
         if value is not None:
             self.best_samples.append(value)
+            if curve:
+                self.best_curves.append(curve)
             self.speed_moved, self.last_move = False, 0
         self.since_best_run = 0
 

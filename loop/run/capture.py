@@ -2,7 +2,10 @@
 
 An experiment that prints 200 MB must not leave a 200 MB log (and a 200 MB MLflow artifact)
 per run, but its metric line, printed last, must still be found: every complete line of
-the whole stream is matched against the patterns; only the kept log is capped."""
+the whole stream is matched against the patterns; only the kept log is capped. A carriage
+return ends a line too (a progress bar rewriting one line, as karpathy's train.py does), for
+the patterns and for the progress watcher (loop/run/early_stop.py), which may ask for the run
+to be stopped (`stop_reason`)."""
 from __future__ import annotations
 
 import os
@@ -18,7 +21,7 @@ class CappedLog:
     """Writes the first cap/2 bytes to `log` as they come, holds the last cap/2 in memory,
     and on `close()` writes a line saying how much was dropped, then the tail."""
 
-    def __init__(self, log, cap_bytes: int, patterns: dict[str, str]):
+    def __init__(self, log, cap_bytes: int, patterns: dict[str, str], watch=None):
         self.log = log
         self.head_left = cap_bytes // 2
         self.tail_cap = cap_bytes - cap_bytes // 2
@@ -28,6 +31,8 @@ class CappedLog:
         self.partial = b""
         self.patterns = {k: re.compile(p, re.M | re.I) for k, p in patterns.items() if p}
         self.last: dict[str, str] = {}
+        self.watch = watch       # an early_stop.Watcher (or None): sees each progress line
+        self.stop_reason = ""    # set once the watcher says the run is clearly worse
 
     def feed(self, chunk: bytes) -> None:
         self._scan(chunk)
@@ -53,7 +58,7 @@ class CappedLog:
 
     def _scan(self, chunk: bytes) -> None:
         """Match the complete lines of this chunk as one block (the regex engine loops in C)."""
-        data = self.partial + chunk
+        data = (self.partial + chunk).replace(b"\r", b"\n")   # the log keeps them as they were
         end = data.rfind(b"\n")
         if end < 0:
             self.partial = data if len(data) <= MAX_SCANNED_LINE else b""
@@ -69,6 +74,11 @@ class CappedLog:
             if found:
                 last = found[-1]
                 self.last[name] = last[0] if isinstance(last, tuple) else last
+        if self.watch is not None:
+            for match in self.watch.pattern.finditer(text):
+                reason = self.watch.see(match)
+                if reason and not self.stop_reason:
+                    self.stop_reason = reason
 
     def close(self) -> None:
         if self.partial:

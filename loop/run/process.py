@@ -67,6 +67,7 @@ class Ended:
     timed_out: bool
     wall_s: float
     output: CappedLog                    # what every line of the output matched
+    stopped: str = ""                    # why the watcher had it killed early ("" if not)
 
 
 def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
@@ -79,11 +80,14 @@ def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: 
 
 def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path, *,
             append: bool = False, patterns: dict[str, str] | None = None,
-            limits: Limits | None = None, writable=(), hidden=(), readonly=()) -> Ended:
+            limits: Limits | None = None, writable=(), hidden=(), readonly=(),
+            watch=None) -> Ended:
     """Run `command` with `/bin/sh -c` in the sandbox (where there is one) under
     loop/run/reap.py, in a new session; kill everything it started on timeout, interrupt,
     or when it ends.
-    Its output is scanned line by line for `patterns` and kept capped in `log_path`."""
+    Its output is scanned line by line for `patterns` and kept capped in `log_path`.
+    `watch` (loop/run/early_stop.py's Watcher) sees its progress lines; once it gives a
+    reason, everything the command started is killed as at the time box (`Ended.stopped`)."""
     limits = limits or Limits()
     boxed = sandbox.active(limits.sandbox)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +119,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     read_fd, write_fd = os.pipe()
     try:
         with open(log_path, "ab" if append else "wb") as log:
-            output = CappedLog(log, int(limits.log_cap_mb * 2**20), patterns or {})
+            output = CappedLog(log, int(limits.log_cap_mb * 2**20), patterns or {}, watch)
             try:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=write_fd,
                                         stderr=write_fd, stdin=subprocess.DEVNULL,
@@ -127,9 +131,12 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
                 os.close(write_fd)
             pump = Pump(read_fd, output)
             pump.start()
+            stopped = ""
             try:
-                returncode = proc.wait(timeout=timeout_s)
-                timed_out = False
+                returncode, timed_out = _wait(proc, start + timeout_s, output), False
+                if returncode is None:       # the watcher asked for it: killed as at the box
+                    stopped = output.stop_reason
+                    kill_tree(proc)
             except subprocess.TimeoutExpired:
                 kill_tree(proc)
                 returncode, timed_out = None, True
@@ -144,7 +151,23 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
         shutil.rmtree(scratch, ignore_errors=True)
         if bridge:
             bridge.close()
-    return Ended(returncode, timed_out, time.monotonic() - start, output)
+    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped)
+
+
+def _wait(proc: subprocess.Popen, deadline: float, output: CappedLog) -> int | None:
+    """The command's exit status; None once its output's watcher asks for a stop; raises
+    TimeoutExpired at the deadline. Without a watcher, one plain wait."""
+    if output.watch is None:
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return proc.wait(timeout=max(0.0, min(0.2, left)))
+        except subprocess.TimeoutExpired:
+            if output.stop_reason:
+                return None
+            if left <= 0.2:
+                raise
 
 
 def _paths_in(env: dict) -> list[str]:

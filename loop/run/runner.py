@@ -11,11 +11,13 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.run.early_stop import Watcher
 from loop.run.process import data_cache, describe_exit, execute
 from loop.run.spec import RunSpec
+from loop.words import STOPPED   # a candidate's run ended early, clearly worse than the best
 
 OK, CRASH, TIMEOUT, DIVERGED, NO_METRIC = "ok", "crash", "timeout", "diverged", "no_metric"
 OOM_SIGNS = ("MemoryError", "Cannot allocate memory", "can't allocate memory",
@@ -24,13 +26,14 @@ OOM_SIGNS = ("MemoryError", "Cannot allocate memory", "can't allocate memory",
 
 @dataclass
 class RunResult:
-    status: str                  # ok | crash | timeout | diverged | no_metric
+    status: str                  # ok | crash | timeout | diverged | no_metric | stopped
     metric: float | None
     returncode: int | None
     wall_s: float
     memory_gb: float | None
     log_path: Path
     detail: str = ""             # one line: why this status
+    curve: list = field(default_factory=list)   # [[share of the budget, loss], ...]
 
 
 def parse_metric(text: str, pattern: str) -> float | None:
@@ -115,12 +118,20 @@ def run_experiment(spec: RunSpec,
     folder and the artifact folder, and reads those paths."""
     limits, patterns, log_path = spec.limits, spec.patterns, spec.log_path
     artifacts = [spec.artifacts] if spec.artifacts else []
+    watch = Watcher.make(spec.progress_pattern, spec.budget_s or spec.timeout_s,
+                         spec.stop_rule) if spec.progress_pattern else None
     train = execute(spec.command, spec.folder, spec.env, spec.timeout_s, log_path,
                     patterns=patterns, limits=limits,
                     writable=[*artifacts, *data_cache(spec.env)], hidden=spec.hidden,
-                    readonly=spec.software)
+                    readonly=spec.software, watch=watch)
     returncode, timed_out, wall = train.returncode, train.timed_out, train.wall_s
     memory = train.output.value("memory")
+    curve = watch.curve() if watch else []
+    if train.stopped:        # no final metric: a truncated run's number is never judged
+        with open(log_path, "a") as log:
+            log.write(f"\n=== {STOPPED}: {train.stopped} ===\n")
+        return RunResult(STOPPED, None, None, wall, None if memory is None else memory / 1024.0,
+                         log_path, train.stopped, curve)
     # With a grading step the script's own print is never the metric (not even a NaN it
     # printed, which would read as "diverged")
     metric = None if spec.grade else train.output.value("metric")
@@ -158,7 +169,7 @@ def run_experiment(spec: RunSpec,
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"
     return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
-                     None if memory is None else memory / 1024.0, log_path, detail)
+                     None if memory is None else memory / 1024.0, log_path, detail, curve)
 
 
 def _mentions_oom(log_path: Path) -> bool:

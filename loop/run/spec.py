@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loop.run import netbridge
+from loop.run.early_stop import StopRule
 from loop.run.process import Limits, experiment_env
 from loop.setup import interpreter
 from loop.words import RunKey
@@ -42,6 +43,8 @@ class RunJob:
     log_path: Path = Path("run.log")
     run_dir: Path = Path("run")  # artifacts/ (kept) and grader/ (removed) go here
     lane: int = 0                # the progress display's line for it (set when it starts)
+    stop_rule: StopRule | None = None   # a candidate's run: stopped once clearly worse than
+                                        # the best's curves (loop/run/early_stop.py)
 
     @classmethod
     def make(cls, iteration: int, key: RunKey, commit: str, run_id: str, base_seed: int,
@@ -89,7 +92,9 @@ class RunSpec:
     software: tuple[str, ...] = ()   # the task's interpreters' environments (a venv under
                                      # HOME or /tmp, the Python it links to): shown read-only
                                      # to both steps in the sandbox
-
+    progress_pattern: str = ""       # the training step's progress line (its loss curve)
+    budget_s: float = 0.0            # the training budget (a progress line without a share)
+    stop_rule: StopRule | None = None
 
     @property
     def patterns(self) -> dict[str, str]:
@@ -162,7 +167,8 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
     return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),
-                   tuple(dict.fromkeys(software)))
+                   tuple(dict.fromkeys(software)), task.progress_pattern, task.time_budget_s,
+                   job.stop_rule if task.progress_pattern else None)
 
 
 def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, ...]:

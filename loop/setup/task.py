@@ -99,6 +99,9 @@ class Task:
                                         # the run reads (prepared data): linked, read-only,
                                         # into every worktree (loop/setup/inputs.py)
     input_links: tuple[tuple[str, str], ...] = field(default=(), metadata={"internal": True})
+    progress_pattern: str = ""          # a progress line: percent of the budget and loss
+    early_stop: Any = None              # true or {warmup, z, ...}: stop clearly worse runs
+                                        # (loop/run/early_stop.py; needs progress_pattern)
     root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
 
     @property
@@ -344,10 +347,27 @@ def throughput_regex(pattern: str) -> str:
     return pattern
 
 
+def _validate_progress(task: Task, where: str) -> None:
+    """`progress_pattern` reads a loss; `early_stop` is well formed and has a pattern."""
+    from loop.run import early_stop
+    if task.progress_pattern:
+        problem = early_stop.check_pattern(task.progress_pattern)
+        if problem:
+            raise TaskError(f"{where}: progress_pattern {problem}")
+    try:
+        on = early_stop.parse_settings(task.early_stop, where)
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
+    if on and not task.progress_pattern:
+        raise TaskError(f"{where}: early_stop needs progress_pattern: the line each run "
+                        f"prints with its share of the budget and its loss")
+
+
 def _validate_search(task: Task, where: str) -> None:
     """`throughput_pattern` compiles with one group; `search_space` names constants the
     editable files define, with ranges that are not empty."""
     from loop.setup.search_space import SpaceError, constants, parse_space
+    _validate_progress(task, where)
     if task.throughput_pattern:
         try:
             groups = re.compile(throughput_regex(task.throughput_pattern), re.M).groups

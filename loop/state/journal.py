@@ -41,6 +41,8 @@ class Record:
     stats: dict = field(default_factory=dict)
     pairs: list = field(default_factory=list)  # [candidate, best] runs made side by side
     throughput: list = field(default_factory=list)  # per run, from task.throughput_pattern
+    curves: list = field(default_factory=list)  # per run in samples, its progress_pattern
+                                                # curve [[share of budget, loss], ...]
     usage: dict = field(default_factory=dict)
     time: float = 0.0
 

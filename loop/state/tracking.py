@@ -31,8 +31,8 @@ def _fmt(x, digits=6) -> str:
 
 
 def tsv_row(rec: Record) -> list[str]:
-    runs = len(rec.samples)
-    spread = pstdev(rec.samples) if runs > 1 else None
+    runs = len(rec.samples) + rec.stats.get("stopped_runs", 0)   # a stopped run ran too
+    spread = pstdev(rec.samples) if len(rec.samples) > 1 else None
     clean = lambda s: " ".join(str(s).split())  # noqa: E731 - tabs/newlines would break rows
     return [rec.commit[:7], _fmt(rec.metric),
             _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)

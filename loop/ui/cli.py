@@ -373,6 +373,9 @@ def cmd_check_task(args) -> int:
     print(f"{task.name}: status {result.status}; {task.metric.name} = {metric} "
           f"({task.metric.direction}); {result.wall_s:.1f}s"
           + (f"; {result.detail}" if result.detail else ""))
+    if task.progress_pattern:
+        from loop.run.early_stop import progress_line
+        print(progress_line(result.curve))
     return 0 if result.status == "ok" else 1
 
 
