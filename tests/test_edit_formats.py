@@ -211,3 +211,42 @@ def test_a_json_search_of_a_line_without_its_comment_applies():
                                    "replace": "SEQ_LEN = 150"}]})
     changed = apply_edits(files, parse_json_reply(reply, files))
     assert changed["train.py"] == "SEQ_LEN = 150           # training context in bytes\n"
+
+
+def test_json_set_changes_a_constant_by_name_keeping_its_comment():
+    from loop.edits.edits import apply_edits
+    from loop.edits.jsonreply import parse_json_reply
+    files = {"train.py": "BATCH_SIZE = 32   # sequences\nLR = 3e-4\nSTEPS = 2**10\n"}
+    reply = json.dumps({"description": "smaller batches, more steps",
+                        "set": [{"name": "BATCH_SIZE", "value": "16"},
+                                {"name": "STEPS", "value": "2**11"}], "edits": []})
+    parsed = parse_json_reply(reply, files)
+    assert parsed.problems == []
+    assert apply_edits(files, parsed)["train.py"] == \
+        "BATCH_SIZE = 16   # sequences\nLR = 3e-4\nSTEPS = 2**11\n"
+
+
+def test_json_set_names_an_unknown_constant_a_non_number_and_a_value_already_there():
+    from loop.edits.jsonreply import parse_json_reply
+    files = {"train.py": "BATCH_SIZE = 32\nLR = 3e-4\n"}
+    reply = json.dumps({"description": "x", "edits": [], "set": [
+        {"name": "DEPTH", "value": "8"}, {"name": "LR", "value": "big"},
+        {"name": "BATCH_SIZE", "value": "32.0"}]})
+    problems = parse_json_reply(reply, files).problems
+    assert "'DEPTH' is not a constant of the editable files (they are: BATCH_SIZE, LR)" \
+        in problems[0]
+    assert "LR = 'big' is not a number" in problems[1]
+    assert "BATCH_SIZE is 32.0 already in the current code" in problems[2]
+
+
+def test_json_schema_lists_the_constants_and_the_example_sets_one(openai_server, task):
+    openai_server.script(Reply(json.dumps({"description": "raise LR",
+                                           "set": [{"name": "LR", "value": "1e-3"}],
+                                           "edits": []})))
+    proposal = proposer(openai_server, edit_format="json").propose(context(task))
+    assert proposal.error is None and proposal.files["train.py"] == EXPECTED
+    request = openai_server.requests[-1]
+    schema = request["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["set"]["items"]["properties"]["name"]["enum"] == ["LR", "STEPS"]
+    system = request["messages"][0]["content"]
+    assert '"set": [{"name": "LR", "value": "0.0006"}]' in system

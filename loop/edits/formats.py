@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from loop.edits.edits import settle_named
-from loop.edits.jsonreply import parse_json_reply, schema
+from loop.edits.jsonreply import constant_lines, parse_json_reply, schema
 from loop.edits.parse import REPLACE_RE, SEARCH_RE, ParsedReply, parse_reply
 
 DESCRIPTION_RULE = (
@@ -57,6 +57,8 @@ class Example:
     search: str                 # one real line of the file, unique in it
     replace: str                # that line changed (a constant doubled), or with a line added
     description: str            # what the example does, in a description's words
+    name: str = ""              # the constant it sets, and its new value (a constant's line)
+    value: str = ""
 
     @property
     def lang(self) -> str:
@@ -77,7 +79,7 @@ def example(files: dict[str, str]) -> Example | None:
                     else str(int(value) * 2)
                 name = m["head"].split("=")[0].strip()
                 return Example(path, line, m["head"] + doubled + m["tail"],
-                               f"set {name} to {doubled}")
+                               f"set {name} to {doubled}", name, doubled)
         code = [l for l in unique if not l.lstrip().startswith(("#", '"', "'"))]
         if code:
             line = code[0]
@@ -150,14 +152,24 @@ def _parse_whole_file(text: str, files: dict[str, str]) -> ParsedReply:
 def _json_instructions(files: dict[str, str]) -> str:
     import json
     ex = example(files)
-    shown = "" if ex is None else (
-        f"{_illustration(ex)}\n\n" + json.dumps(
-            {"description": ex.description, "edits": [
-                {"file": ex.path, "search": ex.search + "\n", "replace": ex.replace + "\n"}]})
-        + "\n\n")
+    constants = constant_lines(files)
+    if ex is None:
+        shown = ""
+    elif ex.name in constants:    # a constant: shown as `set`, the way that cannot misquote
+        shown = f"{_illustration(ex)}\n\n" + json.dumps(
+            {"description": ex.description, "set": [{"name": ex.name, "value": ex.value}],
+             "edits": []}) + "\n\n"
+    else:
+        shown = f"{_illustration(ex)}\n\n" + json.dumps(
+            {"description": ex.description, **({"set": []} if constants else {}), "edits": [
+                {"file": ex.path, "search": ex.search + "\n", "replace": ex.replace + "\n"}]}) \
+            + "\n\n"
+    named = ("`set`: the module-level constants to change, each {\"name\", \"value\"} (the value "
+             "as Python writes it); " if constants else "")
     return ("Reply format:\nReply with one JSON object (its shape is enforced): "
             "`description`: one line, at most 100 characters, the change and why it should "
-            "help (it becomes the commit message); `edits`: a list of changes, each with "
+            f"help (it becomes the commit message); {named}"
+            "`edits`: a list of other changes to the code, each with "
             "`file` (the path), `search` (lines copied exactly from the current file, "
             "indentation included, matching one place only) and `replace` (the new lines; "
             "they must differ from `search`). An empty `search` with the complete new text "

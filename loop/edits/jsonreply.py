@@ -3,8 +3,12 @@
 The request carries `response_format={"type": "json_schema", ...}` (llama.cpp, vLLM, Ollama
 and OpenAI accept it), so even a small model's reply is valid JSON with the keys we need:
 
-    {"description": "...", "edits": [{"file": "train.py", "search": "...", "replace": "..."}]}
+    {"description": "...", "set": [{"name": "DEPTH", "value": "8"}],
+     "edits": [{"file": "train.py", "search": "...", "replace": "..."}]}
 
+`set` changes module-level numeric constants by name (the schema lists the editable files'
+UPPER_CASE ones): most ideas a small model has are such a change, and naming a constant
+cannot fail the way copying its line can. Each becomes an ordinary edit of its line.
 An empty `search` with `replace` holding the whole new text replaces the file. A reply that
 is no such object (a server that ignored the schema) is read as text instead, by the
 ordinary parser: a good idea is not lost to formatting. Pure text in, `Edit`s out."""
@@ -15,6 +19,10 @@ import re
 
 from loop.edits.parse import Edit, ParsedReply, clean_description, parse_reply
 from loop.edits.thinking import split_thinking
+from loop.setup.search_space import CONSTANT, POWER, number
+
+NUMBER = re.compile(r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+                    r"|2\s*\*\*\s*\d+")
 
 FENCED_RE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 
@@ -26,11 +34,62 @@ def schema(files: dict[str, str]) -> dict:
             "required": ["file", "search", "replace"],
             "properties": {"file": file, "search": {"type": "string"},
                            "replace": {"type": "string"}}}
+    properties: dict = {"description": {"type": "string"}}
+    names = sorted(constant_lines(files))
+    if names:
+        properties["set"] = {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["name", "value"],
+            "properties": {"name": {"type": "string", "enum": names},
+                           "value": {"type": "string"}}}}
+    properties["edits"] = {"type": "array", "items": edit}
     return {"name": "edit", "strict": True,
             "schema": {"type": "object", "additionalProperties": False,
-                       "required": ["description", "edits"],
-                       "properties": {"description": {"type": "string"},
-                                      "edits": {"type": "array", "items": edit}}}}
+                       "required": list(properties), "properties": properties}}
+
+
+def constant_lines(files: dict[str, str]) -> dict[str, tuple[str, str, str, str]]:
+    """NAME -> (file, its line, the line before its value, the line after it) for the
+    editable Python files' module-level numeric UPPER_CASE constants (the first file that
+    defines a name, in path order)."""
+    out: dict[str, tuple[str, str, str, str]] = {}
+    for path in sorted(p for p in files if p.endswith(".py")):
+        for m in [*CONSTANT.finditer(files[path]), *POWER.finditer(files[path])]:
+            line, at = m.group(0), m.start()
+            out.setdefault(m["name"], (path, line, line[:m.start("value") - at],
+                                       line[m.end("value") - at:]))
+    return out
+
+
+def _value_of(path: str, line: str, head: str, tail: str) -> str:
+    return line[len(head):len(line) - len(tail)]
+
+
+def _same_number(a: str, b: str) -> bool:
+    return number(a) == number(b)
+
+
+def _set_edits(items, files: dict[str, str]) -> tuple[list[Edit], list[str]]:
+    """`set`'s {name, value} pairs as edits of the constants' lines."""
+    known = constant_lines(files)
+    edits, problems = [], []
+    for n, item in enumerate(items if isinstance(items, list) else [], start=1):
+        name = item.get("name") if isinstance(item, dict) else None
+        value = str(item.get("value", "")).strip() if isinstance(item, dict) else ""
+        if name not in known:
+            problems.append(f"set {n}: {name!r} is not a constant of the editable files "
+                            f"(they are: {', '.join(sorted(known)) or 'none'}); change other "
+                            f"code with `edits`")
+        elif not NUMBER.fullmatch(value):
+            problems.append(f"set {n}: {name} = {value!r} is not a number; write the value "
+                            f"as Python writes it (e.g. 8, 0.003, 3e-4)")
+        elif _same_number(value, _value_of(*known[name])):
+            problems.append(f"set {n}: {name} is {value} already in the current code: "
+                            f"propose a change that differs from it")
+        else:
+            path, line, head, tail = known[name]
+            edits.append(Edit(path, "replace", line + "\n", head + value + tail + "\n",
+                              index=n, source="json set"))
+    return edits, problems
 
 
 def parse_json_reply(text: str, files: dict[str, str]) -> ParsedReply:
@@ -52,9 +111,9 @@ def parse_json_reply(text: str, files: dict[str, str]) -> ParsedReply:
                                       "and `edits`"])
     raw = data.get("description")
     description = clean_description(raw) if isinstance(raw, str) and raw.strip() else None
-    edits, problems = [], []
+    edits, problems = _set_edits(data.get("set", []), files)
     items = data.get("edits")
-    for n, item in enumerate(items if isinstance(items, list) else [], start=1):
+    for n, item in enumerate(items if isinstance(items, list) else [], start=len(edits) + 1):
         if not (isinstance(item, dict) and all(isinstance(item.get(k), str)
                                                for k in ("file", "search", "replace"))):
             problems.append(f"edit {n} is not an object with the strings `file`, `search` "
@@ -66,6 +125,6 @@ def parse_json_reply(text: str, files: dict[str, str]) -> ParsedReply:
             new += "\n"
         edits.append(Edit(path, "whole" if whole else "replace", "" if whole else search,
                           new, index=n, source="json whole file" if whole else "json"))
-    if not isinstance(items, list):
+    if not isinstance(items, list) and not edits:
         problems.append("the JSON object has no `edits` list")
     return ParsedReply(description, edits, problems)
