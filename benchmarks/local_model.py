@@ -186,6 +186,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-budget", type=float, default=30,
                     help="seconds of training per run (the proposals are what is measured)")
     args = ap.parse_args(argv)
+    # a SIGTERM unwinds like Ctrl-C, so the server this started is stopped (`finally`)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     model = MODELS[args.model]
     home().mkdir(parents=True, exist_ok=True)
     if args.command == "setup":
