@@ -43,6 +43,7 @@ class Record:
     throughput: list = field(default_factory=list)  # per run, from task.throughput_pattern
     usage: dict = field(default_factory=dict)
     time: float = 0.0
+    proposer: str = ""           # who proposed it: mutate | tune | llm ("" for the baseline)
 
     @property
     def kept(self) -> bool:
