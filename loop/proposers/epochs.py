@@ -8,14 +8,14 @@ at every point of the space** (an added regularizer, a better data order: the la
 shifts, its shape stays). Then the earlier points are told again, their values moved by the
 gain the change was kept with; the constant values the change set itself are undone when
 walking back. A change that does touch a searched constant's use (a line that mentions
-it, besides its own `NAME = value`: `lr = LR * warmup(step)`), or adds a searched
-constant, changes what the constants mean: the points before it are not told at all.
+it, besides its own `NAME = value`: `lr = LR * warmup(step)`, or a comment naming it; any
+occurrence in the line counts, as part of a longer name too), or adds a searched constant,
+changes what the constants mean: the points before it are not told at all.
 
 Pure: the attempt's ChangeKey (the whitespace-free lines its diff removed and added,
 loop/proposers/tried.py) is all it reads."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from loop.proposers.base import Attempt
@@ -58,7 +58,8 @@ def read_keep(attempt: Attempt, searched: set[str]) -> CodeKeep:
         return CodeKeep(before, True, f"it adds the searched constant {added[0]}")
     if not code:
         return CodeKeep(before)
-    for name in sorted(searched):
-        if any(re.search(rf"\b{re.escape(name)}\b", line) for line in code):
+    for name in sorted(searched):   # the lines lost their spaces: `returnAifx`, so any
+        if any(name in line for line in code):    # occurrence counts (wrongly, at worst,
+            # the earlier points are dropped; never told on a landscape that changed)
             return CodeKeep(before, True, f"it changes how {name} is used")
     return CodeKeep(before, True)
