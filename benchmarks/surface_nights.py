@@ -176,7 +176,10 @@ def main(argv=None) -> int:
         ap.error(f"--rules: each of {', '.join(RULES)}")
     best = load_surface()
     ceiling = best.true_loss(constants((TASK / "train.py").read_text())) - best.FLOOR
-    print(f"surface task: true gain available {ceiling:.3f}; {args.wall:g} s per night, "
+    tricks = sum(-e for e in best.TRICKS.values() if e < 0)
+    print(f"surface task: true gain available {ceiling:.3f} from the constants"
+          f"{f', {tricks:.3f} more from the stand-in code changes' if {'standin', 'hybrid'} & set(proposers) else ''}"
+          f"; {args.wall:g} s per night, "
           f"runs of {args.run_s:g} s, seeds {seeds}")
     print("| noise sd | proposer | rule | true gain of the final best | ideas | kept | truly "
           "worse kept | no-ops kept | runs | wall |\n|---|---|---|---|---|---|---|---|---|---|")

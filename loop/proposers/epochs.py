@@ -38,7 +38,9 @@ def _constants(lines: tuple[str, ...]) -> tuple[dict[str, float], list[str]]:
     for line in lines:
         m = CONSTANT_RE.match(line)
         try:
-            values[m[1]] = number(m[2]) if m else number("?")
+            if m is None:
+                raise ValueError(line)
+            values[m[1]] = number(m[2])
         except (ValueError, ZeroDivisionError):
             code.append(line)
     return values, code

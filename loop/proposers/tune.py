@@ -249,7 +249,8 @@ def _trials(context: Context, codecs: dict, tip: dict) -> list[tuple[dict, float
             continue                           # outside today's space: not told
         how = ("done" if a.status in DONE and a.metric is not None else
                "running" if a.status == "running" else "failed")
-        out.append((told, a.metric + sign * shift if how == "done" else None, how))
+        value = a.metric + sign * shift if how == "done" and a.metric is not None else None
+        out.append((told, value, how))
     out.reverse()
     best = {n: c.param(tip[n]) for n, c in codecs.items()}
     if context.best_metric is not None and all(v is not None for v in best.values()) \
