@@ -130,7 +130,8 @@ def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float,
         # the night then ends early, on failures in a row ("no untried mutation left");
         # the stand-in's stream may end too
         exhausted = any(s in proc.stdout for s in ("no untried mutation left",
-                                                   "search space exhausted", "stream is spent"))
+                                                   "search space exhausted"))
+        exhausted |= bool(server) and "(401 Unauthorized)" in proc.stdout   # stream spent
         if proc.returncode != 0 and not exhausted:
             raise RuntimeError(f"{rule}: the loop exited {proc.returncode}: "
                                f"{(proc.stderr or proc.stdout)[-2000:]}")

@@ -276,3 +276,17 @@ def test_a_killed_hybrid_night_asks_the_same_proposer_again(tmp_path, mlflow_uri
     assert [r["proposer"] for r in rows] == ["", "llm", "tune", "llm", "tune"]
     assert rows[3]["description"] == "halve the penalty term"
     assert len(openai_server.requests) == 3       # iteration 3 asked again, of the LLM
+
+
+def test_the_surface_bench_scores_the_standins_code_changes(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import surface_nights as sn
+    repo = sn.make_repo(tmp_path, noise=0.0, run_s=0.0)
+    text = (repo / "surface" / "train.py").read_text()
+    assert sn.HOOK in text and "tricks)" in text             # the hook the stand-in edits
+    base = sn.true_loss(text)
+    with_trick = text.replace("# tricks\n", '# tricks\ntricks.append("warmup")\n')
+    assert sn.true_loss(with_trick) == pytest.approx(base - 0.08)
+    ran = subprocess.run([sys.executable, "train.py"], cwd=repo / "surface",
+                         capture_output=True, text=True, check=True, input="")
+    assert float(ran.stdout.split("loss:")[1]) == pytest.approx(base, abs=1e-5)
