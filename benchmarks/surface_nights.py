@@ -178,8 +178,9 @@ def main(argv=None) -> int:
     best = load_surface()
     ceiling = best.true_loss(constants((TASK / "train.py").read_text())) - best.FLOOR
     tricks = sum(-e for e in best.TRICKS.values() if e < 0)
+    code = {"standin", "hybrid"} & set(proposers)
     print(f"surface task: true gain available {ceiling:.3f} from the constants"
-          f"{f', {tricks:.3f} more from the stand-in code changes' if {'standin', 'hybrid'} & set(proposers) else ''}"
+          f"{f', {tricks:.3f} more from the stand-in code changes' if code else ''}"
           f"; {args.wall:g} s per night, "
           f"runs of {args.run_s:g} s, seeds {seeds}")
     print("| noise sd | proposer | rule | true gain of the final best | ideas | kept | truly "
