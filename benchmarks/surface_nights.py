@@ -9,7 +9,7 @@ branch is read back and scored with the task's own `true_loss`; every kept commi
 scored against its parent, so a keep that made things truly worse is counted.
 
     python benchmarks/surface_nights.py [--wall 80] [--noise 0.05] [--seeds 0]
-        [--proposers mutate,tune,tune-cmaes,standin,hybrid] [--rules sequential]
+        [--proposers mutate,tune,tune-cmaes,standin,hybrid] [--rules sequential] [--llm-every 4]
 
 Rules: strict (`--judge strict`), paired (`--judge paired`, the default before) and
 sequential (`--judge sequential`, the default). Proposers: mutate (random search, the
@@ -163,7 +163,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rules", default=",".join(RULES), help=f"of {', '.join(RULES)}")
     ap.add_argument("--proposers", default="mutate", help=f"of {', '.join(PROPOSERS)}")
     ap.add_argument("--run-s", type=float, default=1.0, help="seconds one run takes")
+    ap.add_argument("--llm-every", type=int, default=4, help="hybrid: the stand-in's share")
     args = ap.parse_args(argv)
+    PROPOSERS["hybrid"][-1] = str(args.llm_every)
     try:
         noises = [float(x) for x in args.noise.split(",") if x.strip()]
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
