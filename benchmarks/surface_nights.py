@@ -9,11 +9,16 @@ branch is read back and scored with the task's own `true_loss`; every kept commi
 scored against its parent, so a keep that made things truly worse is counted.
 
     python benchmarks/surface_nights.py [--wall 80] [--noise 0.05] [--seeds 0]
-        [--proposers mutate,tune,tune-cmaes] [--rules sequential]
+        [--proposers mutate,tune,tune-cmaes,standin,hybrid] [--rules sequential] [--llm-every 4]
 
 Rules: strict (`--judge strict`), paired (`--judge paired`, the default before) and
 sequential (`--judge sequential`, the default). Proposers: mutate (random search, the
-default), tune (`--proposer tune`, TPE) and tune-cmaes (`--proposer tune --sampler cmaes`).
+default), tune (`--proposer tune`, TPE) and tune-cmaes (`--proposer tune --sampler cmaes`);
+standin (`--proposer llm` against a scripted OpenAI-compatible server, tests/openai_server.py,
+standing in for an LLM: STREAM, a fixed stream of code changes, the tricks of
+surface/surface.py with known true effects, good, bad, none, one changing what A means;
+the night ends when the stream does) and hybrid (`--proposer hybrid --llm-every 4`: that
+stream every 4th iteration, TPE between). The true gain counts the tricks kept.
 Costs wall time: proposers x rules x noise levels x seeds x W.
 """
 from __future__ import annotations
@@ -34,8 +39,15 @@ HERE = Path(__file__).resolve().parent
 TASK = HERE / "surface"
 RULES = {"strict": "strict", "paired": "paired", "sequential": "sequential"}
 PROPOSERS = {"mutate": ["--proposer", "mutate"], "tune": ["--proposer", "tune"],
-             "tune-cmaes": ["--proposer", "tune", "--sampler", "cmaes"]}
+             "tune-cmaes": ["--proposer", "tune", "--sampler", "cmaes"],
+             "standin": ["--proposer", "llm", "--model", "standin"],
+             "hybrid": ["--proposer", "hybrid", "--model", "standin", "--llm-every", "4"]}
 CONSTANT = re.compile(r"^([A-L]) = ([-+0-9.eE]+)\s*$", re.M)
+TRICK = re.compile(r'^tricks\.append\("(\w+)"\)', re.M)
+HOOK = "tricks = []\n# tricks\n"        # where the stand-in's code changes go, in train.py
+# the stand-in's ideas, in the order it has them (effects: surface/surface.py's TRICKS)
+STREAM = ["bad_init", "warmup", "refactor", "a_halved", "ema", "big_dropout", "clip",
+          "logging", "schedule", "rename"]
 
 
 def load_surface():
@@ -60,6 +72,10 @@ def make_repo(root: Path, noise: float, run_s: float) -> Path:
     src = re.sub(r"^NOISE = .*$", f"NOISE = {noise!r}", src, count=1, flags=re.M)
     src = re.sub(r"^RUN_S = .*$", f"RUN_S = {run_s!r}", src, count=1, flags=re.M)
     (repo / "surface" / "surface.py").write_text(src)
+    train = (repo / "surface" / "train.py").read_text()   # the hook the stand-in edits
+    train = train.replace("\nreport({", "\n" + HOOK + "report({").replace('"L": L})',
+                                                                          '"L": L}, tricks)')
+    (repo / "surface" / "train.py").write_text(train)
     (repo / "program.md").write_text("Minimize loss.\n")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
@@ -71,33 +87,61 @@ def constants(text: str) -> dict:
     return {k: float(v) for k, v in CONSTANT.findall(text)}
 
 
+def true_loss(text: str) -> float:
+    """train.py's true loss: its constants and the tricks it lists."""
+    return load_surface().true_loss(constants(text), TRICK.findall(text))
+
+
+def standin_server():
+    """The scripted LLM stand-in: STREAM as SEARCH/REPLACE replies, then 401s (its ideas
+    are spent: the loop stops, one line)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from openai_server import OpenAIServer, Reply
+    server = OpenAIServer().start()
+    server.models = ["standin"]
+    server.script(*(f"Description: add {t}\n\ntrain.py\n```python\n<<<<<<< SEARCH\n# tricks\n"
+                    f"=======\n# tricks\ntricks.append(\"{t}\")"
+                    f"{'  # uses A, halved' if t == 'a_halved' else ''}\n>>>>>>> REPLACE\n```\n"
+                    for t in STREAM))
+    server.script(*[Reply(status=401, error={"message": "the stand-in's stream is spent"})] * 50)
+    return server
+
+
 def one_night(rule: str, noise: float, seed: int, wall: float, run_s: float,
               proposer: str = "mutate") -> dict:
-    truth = load_surface().true_loss
     with tempfile.TemporaryDirectory(prefix="surface-night-") as tmp:
         repo = make_repo(Path(tmp), noise, run_s)
         env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(tmp) / 'mlflow.db'}"}
+        server = standin_server() if "--model" in PROPOSERS[proposer] else None
+        llm = ["--base-url", server.base_url] if server else []
         t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "loop", "run", "--task", "surface", "--tag", "night",
-             "--max-wall", str(wall), "--iterations", "100000", "--judge", RULES[rule],
-             "--seed", str(seed), "--sandbox", "off", *PROPOSERS[proposer]],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=wall + 300)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "loop", "run", "--task", "surface", "--tag", "night",
+                 "--max-wall", str(wall), "--iterations", "100000", "--judge", RULES[rule],
+                 "--seed", str(seed), "--sandbox", "off", *PROPOSERS[proposer], *llm],
+                cwd=repo, env={**env, "OPENAI_API_KEY": "sk-standin"}, capture_output=True,
+                text=True, timeout=wall + 300)
+        finally:
+            if server:
+                server.stop()
         took = time.perf_counter() - t0
         # the offline proposer may try every value it can reach before the wall time is up:
-        # the night then ends early, on failures in a row ("no untried mutation left")
+        # the night then ends early, on failures in a row ("no untried mutation left");
+        # the stand-in's stream may end too
         exhausted = any(s in proc.stdout for s in ("no untried mutation left",
                                                    "search space exhausted"))
+        exhausted |= bool(server) and "(401 Unauthorized)" in proc.stdout   # stream spent
         if proc.returncode != 0 and not exhausted:
             raise RuntimeError(f"{rule}: the loop exited {proc.returncode}: "
                                f"{(proc.stderr or proc.stdout)[-2000:]}")
         branch = "autoresearch/night"
-        base = truth(constants(git(repo, "show", "main:surface/train.py")))
-        final = truth(constants(git(repo, "show", f"{branch}:surface/train.py")))
+        base = true_loss(git(repo, "show", "main:surface/train.py"))
+        final = true_loss(git(repo, "show", f"{branch}:surface/train.py"))
         kept = git(repo, "rev-list", "--first-parent", "--reverse", f"main..{branch}").split()
         harmful, noops, before = 0, 0, base
         for sha in kept:
-            now = truth(constants(git(repo, "show", f"{sha}:surface/train.py")))
+            now = true_loss(git(repo, "show", f"{sha}:surface/train.py"))
             harmful += now > before + 1e-12
             noops += abs(now - before) <= 1e-12
             before = now
@@ -119,7 +163,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rules", default=",".join(RULES), help=f"of {', '.join(RULES)}")
     ap.add_argument("--proposers", default="mutate", help=f"of {', '.join(PROPOSERS)}")
     ap.add_argument("--run-s", type=float, default=1.0, help="seconds one run takes")
+    ap.add_argument("--llm-every", type=int, default=4, help="hybrid: the stand-in's share")
     args = ap.parse_args(argv)
+    PROPOSERS["hybrid"][-1] = str(args.llm_every)
     try:
         noises = [float(x) for x in args.noise.split(",") if x.strip()]
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
@@ -133,7 +179,11 @@ def main(argv=None) -> int:
         ap.error(f"--rules: each of {', '.join(RULES)}")
     best = load_surface()
     ceiling = best.true_loss(constants((TASK / "train.py").read_text())) - best.FLOOR
-    print(f"surface task: true gain available {ceiling:.3f}; {args.wall:g} s per night, "
+    tricks = sum(-e for e in best.TRICKS.values() if e < 0)
+    code = {"standin", "hybrid"} & set(proposers)
+    print(f"surface task: true gain available {ceiling:.3f} from the constants"
+          f"{f', {tricks:.3f} more from the stand-in code changes' if code else ''}"
+          f"; {args.wall:g} s per night, "
           f"runs of {args.run_s:g} s, seeds {seeds}")
     print("| noise sd | proposer | rule | true gain of the final best | ideas | kept | truly "
           "worse kept | no-ops kept | runs | wall |\n|---|---|---|---|---|---|---|---|---|---|")

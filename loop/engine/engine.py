@@ -306,7 +306,8 @@ class Loop:
                      reason=problem or "", parent=base, run_id=run_id, commit=commit,
                      program_sha=program_sha or self.prompt.program()[1], seed=self.config.seed,
                      time=time.time(), best_before=self.score.best_value(),
-                     usage=vars(proposal.usage).copy())
+                     usage=vars(proposal.usage).copy(),
+                     proposer="" if baseline else proposal.proposer or self.config.proposer.kind)
         cand = self.cands[n] = Candidate(rec, baseline, proposal)
         if commit and not baseline:
             rec.attempt_ref = self.workspace.keep_ref(f"attempt-{n}", commit)

@@ -92,6 +92,8 @@ class RecordSink:
                   "program_sha": rec.program_sha, "seed": rec.seed, **self._params}
         tags = {"git.branch": self._branch, "iteration": rec.iteration,
                 "program_sha": rec.program_sha}
+        if rec.proposer:
+            tags["proposer"] = rec.proposer   # who proposed it (a hybrid night has two)
         if rec.description == BASELINE and rec.kept:
             tags["status"] = "baseline"   # not a kept change: `status=keep` runs = branch commits
         # queued and retried when MLflow is busy; journals `tracked` once it is in

@@ -73,6 +73,7 @@ class Proposal:
     # the change as data, to make it again on a newer best (loop/proposers/change.py);
     # None: the engine derives it from the diff
     change: Change | None = None
+    proposer: str = ""          # who made it, where proposers are composed (hybrid.py)
 
 
 class Proposer(Protocol):
@@ -94,4 +95,11 @@ def make_proposer(config, seed: int = 0) -> Proposer:
     if config.kind == "llm":
         from loop.proposers.llm import LLMProposer
         return LLMProposer(config)
+    if config.kind == "hybrid":      # the LLM's code changes, the tuner's constants
+        from loop.proposers.hybrid import HybridProposer
+        from loop.proposers.llm import LLMProposer
+        from loop.proposers.tune import TuneProposer
+        return HybridProposer(LLMProposer(config), TuneProposer(seed=seed,
+                                                                sampler=config.sampler),
+                              config.llm_every)
     raise ValueError(f"unknown proposer kind {config.kind!r}")

@@ -9,7 +9,8 @@ Stateless: the study is rebuilt from the context at every proposal, so a resumed
 even after kill -9, proposes exactly what it would have. Each attempt's point is read back
 from its description (`Set A to 0.5 (was 4), B to ... in train.py; C stays 2.5`; a
 description naming only some constants, mutate's, takes the others from the best it was
-proposed on: the tip with the later keeps undone) and told to the study in iteration order:
+proposed on: the tip with the later keeps undone; past a kept code change, an LLM's, as
+loop/proposers/epochs.py says) and told to the study in iteration order:
 a keep or a discard as its measured mean, a failure (crash, timeout, diverged, no_metric,
 bad_edit) as a failed trial, an attempt in flight as a running one (TPE's constant liar
 steers the next point away from it, so N slots get N distinct points). The best's own
@@ -35,6 +36,7 @@ from typing import Any
 from loop.errors import UsageError
 from loop.proposers import change as recorded
 from loop.proposers.base import Attempt, Context, Proposal
+from loop.proposers.epochs import read_keep
 from loop.proposers.mutate import SpaceExhausted, _apply, _Axis, _axes, describe
 from loop.setup.search_space import constants, implied, number, parse_space, valid
 
@@ -224,8 +226,19 @@ def _trials(context: Context, codecs: dict, tip: dict) -> list[tuple[dict, float
     """(point, value, how) of every attempt a point can be read from, in iteration order,
     the best's point first; how: done | failed | running."""
     state, out = dict(tip), []
+    # the gain of the code changes kept since a point was measured: its value on today's
+    # code, as loop/proposers/epochs.py assumes (a shift; points past a change of a
+    # searched constant's meaning are not told)
+    shift, sign = 0.0, (-1.0 if context.task.metric.direction != "maximize" else 1.0)
     for a in sorted(context.history, key=lambda a: -a.iteration):
         sets = _sets(a)
+        if not sets and a.status == "keep":    # a code change (an LLM's): step back past it
+            step = read_keep(a, set(codecs))
+            if step.breaks:
+                break
+            state.update({n: v for n, v in step.before.items() if n in state})
+            shift += (a.delta or 0.0) if step.code else 0.0
+            continue
         if not sets:
             continue
         if a.status == "keep":                 # the state it was proposed on: undo it
@@ -236,7 +249,8 @@ def _trials(context: Context, codecs: dict, tip: dict) -> list[tuple[dict, float
             continue                           # outside today's space: not told
         how = ("done" if a.status in DONE and a.metric is not None else
                "running" if a.status == "running" else "failed")
-        out.append((told, a.metric if how == "done" else None, how))
+        value = a.metric + sign * shift if how == "done" and a.metric is not None else None
+        out.append((told, value, how))
     out.reverse()
     best = {n: c.param(tip[n]) for n, c in codecs.items()}
     if context.best_metric is not None and all(v is not None for v in best.values()) \

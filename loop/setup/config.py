@@ -12,7 +12,7 @@ from pathlib import Path
 from loop.errors import ConfigError
 from loop.setup.schema import build, load_yaml
 
-PROPOSER_KINDS = ("mutate", "tune", "llm")
+PROPOSER_KINDS = ("mutate", "tune", "llm", "hybrid")
 TUNE_SAMPLERS = ("tpe", "cmaes")            # as loop/proposers/tune.py's SAMPLERS
 EDIT_FORMATS = ("auto", "search_replace", "whole_file", "json")  # loop/edits/formats.py
 JUDGE_RULES = ("strict", "noise", "paired", "sequential")
@@ -23,7 +23,9 @@ BACKENDS = ("local", "ray")
 @dataclass
 class ProposerConfig:
     kind: str = "mutate"
-    sampler: str = "tpe"                 # tune: tpe (Optuna's TPE) | cmaes (CMA-ES)
+    sampler: str = "tpe"                 # tune, hybrid: tpe (Optuna's TPE) | cmaes (CMA-ES)
+    llm_every: int = 4                   # hybrid: the LLM proposes iterations 1, k+1, 2k+1..,
+                                         # the tuner the others (loop/proposers/hybrid.py)
     model: str | None = None
     base_url: str | None = None          # default: $OPENAI_BASE_URL, then the OpenAI API
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
@@ -185,8 +187,11 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.proposer.edit_format not in EDIT_FORMATS:
         raise ConfigError(f"{where}: proposer.edit_format must be one of "
                           f"{', '.join(EDIT_FORMATS)}, got '{cfg.proposer.edit_format}'")
-    if cfg.proposer.kind == "llm" and not cfg.proposer.model:
-        raise ConfigError(f"{where}: proposer.kind is llm but no proposer.model is set "
+    if cfg.proposer.llm_every < 0:
+        raise ConfigError(f"{where}: proposer.llm_every must be >= 0")
+    if cfg.proposer.kind in ("llm", "hybrid") and not cfg.proposer.model:
+        raise ConfigError(f"{where}: proposer.kind is {cfg.proposer.kind} but no "
+                          f"proposer.model is set "
                           f"(use --model M or proposer.model in the config)")
     if cfg.sandbox not in SANDBOX_MODES:
         raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOX_MODES)}, "

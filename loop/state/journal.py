@@ -45,6 +45,7 @@ class Record:
                                                 # curve [[share of budget, loss], ...]
     usage: dict = field(default_factory=dict)
     time: float = 0.0
+    proposer: str = ""           # who proposed it: mutate | tune | llm ("" for the baseline)
 
     @property
     def kept(self) -> bool:

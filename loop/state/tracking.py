@@ -19,7 +19,7 @@ from typing import Any
 from loop.state.journal import Record
 
 TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",
-             "mlflow_run_id", "throughput", "proposal_s"]
+             "mlflow_run_id", "throughput", "proposal_s", "proposer"]
 
 
 def _fmt(x, digits=6) -> str:
@@ -39,7 +39,8 @@ def tsv_row(rec: Record) -> list[str]:
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
             _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
             ",".join("" if x is None else f"{x:g}" for x in rec.throughput),  # per run
-            _fmt(rec.usage.get("proposal_s"), 1)]      # blank: nothing was proposed
+            _fmt(rec.usage.get("proposal_s"), 1),      # blank: nothing was proposed
+            rec.proposer]
 
 
 def results_text(metric_name: str, records: list[Record]) -> str:

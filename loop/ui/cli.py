@@ -38,13 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="per-experiment budget in seconds (overrides the task's)")
     run.add_argument("--max-wall", type=float, dest="max_wall_s",
                      help="stop starting new iterations after this many seconds")
-    run.add_argument("--proposer", choices=["mutate", "tune", "llm"], dest="proposer_kind",
+    run.add_argument("--proposer", choices=["mutate", "tune", "llm", "hybrid"],
+                     dest="proposer_kind",
                      help="who proposes changes: tune (Optuna's TPE, or CMA-ES with --sampler "
                           "cmaes, over the task's search_space; pip install "
                           "'autoresearch[tune]'), mutate (offline random search over the "
-                          "task's search_space, the default) or llm (needs --model)")
+                          "task's search_space, the default), llm (needs --model) or hybrid "
+                          "(the LLM's code changes every --llm-every'th iteration, the "
+                          "tuner's constants between; needs --model)")
     run.add_argument("--sampler", choices=["tpe", "cmaes"], dest="proposer_sampler",
                      help="the tune proposer's sampler: tpe (the default) or cmaes")
+    run.add_argument("--llm-every", type=int, dest="proposer_llm_every", metavar="K",
+                     help="hybrid: the LLM proposes iterations 1, K+1, 2K+1, ..., the tuner "
+                          "the others (default 4)")
     run.add_argument("--model", dest="proposer_model", help="LLM model name")
     run.add_argument("--base-url", dest="proposer_base_url", help="OpenAI-compatible endpoint")
     run.add_argument("--judge", choices=["sequential", "paired", "noise", "strict"],
@@ -273,7 +279,7 @@ def cmd_run(args) -> int:
         task=args.task, tag=args.tag, iterations=args.iterations,
         time_budget_s=args.time_budget_s, max_wall_s=args.max_wall_s, seed=args.seed,
         proposer_kind=args.proposer_kind, proposer_model=args.proposer_model,
-        proposer_sampler=args.proposer_sampler,
+        proposer_sampler=args.proposer_sampler, proposer_llm_every=args.proposer_llm_every,
         proposer_base_url=args.proposer_base_url, judge_rule=args.judge_rule,
         sandbox=args.sandbox, workers=args.workers, devices=args.devices,
         backend=args.backend, proposer_concurrency=args.proposer_concurrency,
