@@ -81,6 +81,18 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
         sweep_dead_workers()
 
 
+def land(job: RunJob, out: dict) -> RunResult:
+    """Write a remote run's log and artifacts where the head keeps them (Ray and Slurm)."""
+    job.log_path.parent.mkdir(parents=True, exist_ok=True)
+    job.log_path.write_bytes(out["log"])
+    if out["grade_log"] is not None:
+        grade_log(job.log_path).write_bytes(out["grade_log"])
+    shutil.rmtree(job.artifacts, ignore_errors=True)
+    _untar(out["artifacts"], job.artifacts)
+    return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
+                     out["memory_gb"], job.log_path, out["detail"])
+
+
 def _pid_namespace() -> str:
     try:
         return os.readlink("/proc/self/ns/pid").strip("pid:[]")
@@ -156,7 +168,7 @@ class RayBackend:
     def _wait(self, job: RunJob, ref, done) -> None:
         try:
             out = self.ray.get(ref)
-            result = self._land(job, out)
+            result = land(job, out)
         except self.ray.exceptions.TaskCancelledError:
             result = failed(job, "cancelled")
         except self.ray.exceptions.RayError as exc:   # the worker or its node died, twice
@@ -168,17 +180,6 @@ class RayBackend:
         with self._lock:
             self._refs.pop(job.job_id, None)
         done(job, result)
-
-    def _land(self, job: RunJob, out: dict) -> RunResult:
-        """Write the run's log and artifacts where the head keeps them."""
-        job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        job.log_path.write_bytes(out["log"])
-        if out["grade_log"] is not None:
-            grade_log(job.log_path).write_bytes(out["grade_log"])
-        shutil.rmtree(job.artifacts, ignore_errors=True)
-        _untar(out["artifacts"], job.artifacts)
-        return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
-                         out["memory_gb"], job.log_path, out["detail"])
 
     def cancel(self, job_id: str) -> None:
         ref = self._refs.get(job_id)
