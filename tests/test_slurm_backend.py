@@ -3,10 +3,14 @@ skips with the reason): a 2-slot night where every run is a Slurm job, a job can
 `scancel` mid-run, and the engine killed with SIGKILL and resumed with jobs in flight."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 
 import pytest
 
+from conftest import processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
 from test_scheduler import Scripted, ended, gated_repo, journal, run_in_thread
@@ -71,3 +75,71 @@ def test_sbatch_options_from_the_config():
     class Task:
         time_budget_s, grace_s, grade_command, grade_timeout_s = 300.0, 30.0, "x", 120.0
     assert time_limit_min(Task) == 10     # 300 + 30 + 120 + 120 s of margin, in minutes
+
+
+def _running(name: str) -> list[str]:
+    return [line.split()[0] for line in queued(name) if line.endswith("RUNNING")]
+
+
+def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri, slurm_cluster):
+    repo, gates = gated_repo(tmp_path)
+    edits = {1: [("A = 4.0", "A = 3.0")], 2: [("B = 4.0", "B = 2.0")]}
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=1,
+                 backend="slurm", judge=JudgeConfig(rule="strict"))
+    lines: list[str] = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    assert _wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
+    # iteration 1's run waits for its gate, inside a running job: cancel that job
+    assert _wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
+                     and _running(_name(repo)), timeout=60), "\n".join(lines)
+    [job_id] = _running(_name(repo))
+    subprocess.run(["scancel", job_id], check=True)
+    assert _wait_for(lambda: ended(repo, 1), timeout=60), "\n".join(lines)
+    (gates / "2").write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "crash", "keep"]
+    assert f"slurm job {job_id} cancelled on the cluster (scancel)" in table[1]["reason"]
+    assert float(table[2]["score"]) == 6.0          # the night went on
+    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), \
+        "the cancelled job's run outlived it"
+    assert _wait_for(lambda: any(j["id"] == job_id and j["state"].startswith("CANCELLED")
+                                 for j in sacct(_name(repo))), timeout=30), sacct(_name(repo))
+
+
+def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri, slurm_cluster):
+    repo, gates = gated_repo(tmp_path)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    args = ["run", "--task", "task", "--tag", "t", "--iterations", "2", "--judge", "strict",
+            "--workers", "2", "--backend", "slurm"]
+    proc = subprocess.Popen([sys.executable, "-m", "loop", *args], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    name = _name(repo)
+    try:
+        assert _wait_for(lambda: len(_running(name)) == 2, timeout=120)   # 1 and 2 wait
+        left = _running(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert proc.returncode == -9
+        assert sorted(_running(name)) == sorted(left)   # a killed engine's jobs run on ...
+        resumed = subprocess.Popen([sys.executable, "-m", "loop", *args], cwd=repo, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+        # ... until the resumed engine cancels them, before it runs those runs again
+        assert _wait_for(lambda: all(j["state"].startswith("CANCELLED") for j in
+                                     sacct(name) if j["id"] in left), timeout=60)
+        for n in (1, 2):
+            (gates / str(n)).write_text("")
+        out, _ = resumed.communicate(timeout=240)
+    finally:
+        proc.kill()
+        subprocess.run(["scancel", "--name", name], check=False)
+    assert resumed.returncode == 0, out
+    assert out.count("interrupted; redoing it") == 2, out
+    table = assert_same_story(repo, mlflow_uri)
+    assert len(table) == 3 and all(r["status"] in ("keep", "discard") for r in table), table
+    assert queued(name) == []
+    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
+    jobs = sacct(name)
+    assert sum(j["state"].startswith("CANCELLED") for j in jobs) == 2, jobs

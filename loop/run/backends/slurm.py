@@ -41,6 +41,8 @@ RETRIES = 1          # a preempted job, or one whose node failed, is submitted o
 MARGIN_S = 120.0     # the job's time limit beyond the run's own: start-up, transfers
 POLL_S = 0.5         # how often a job's result file is looked for
 STATE_EVERY = 4      # ... and its state asked of sacct every this many polls
+ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
+          "UNKNOWN", "READY", "RESIZING", "SIGNALING", "STAGE_OUT"}
 RETRIED = {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"}
 REASONS = {
     "CANCELLED": "cancelled on the cluster (scancel)",
@@ -188,8 +190,7 @@ class SlurmBackend:
             polls += 1
             if polls % STATE_EVERY == 0:
                 state = _state(sjob)
-                if state not in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING",
-                                 "COMPLETING", "SUSPENDED", "UNKNOWN", "READY"):
+                if state not in ACTIVE:
                     break
                 if state == "PENDING" and limit and time.monotonic() - submitted > limit:
                     sjob.cancel(check=False)
@@ -199,16 +200,24 @@ class SlurmBackend:
             time.sleep(POLL_S)
         try:
             out = sjob.result()
-            self._clean(sjob)
-            return out, "", "COMPLETED"
         except Exception as exc:       # UncompletedJobError (no result) or FailedJobError
-            state = _state(sjob)
+            state = _final_state(sjob)
             if job.job_id in self._cancelled:
                 return None, "cancelled", state
             if state in REASONS:
                 return None, REASONS[state], state
             last = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
             return None, f"failed ({state}){': ' + last if last else ''}", state
+        self._clean(sjob)
+        if out.get("metric") is None:
+            # a run killed by Slurm (scancel, time limit, preemption) still reports, as a
+            # run killed by a signal: the job's state says whose fault it was
+            state = _final_state(sjob)
+            if state in REASONS or job.job_id in self._cancelled:
+                land(job, out)            # its log, for the record
+                return None, ("cancelled" if job.job_id in self._cancelled
+                              else REASONS[state]), state
+        return out, "", "COMPLETED"
 
     def _clean(self, sjob) -> None:
         """The job's pickles hold the commit's archive and its outputs: gone once landed."""
@@ -227,6 +236,17 @@ class SlurmBackend:
         for job_id in list(self._jobs):
             self.cancel(job_id)
         cancel_by_name(self.name)
+
+
+def _final_state(sjob, wait_s: float = 15.0) -> str:
+    """The job's state once Slurm has finished it (a job whose process wrote its result is
+    still RUNNING or COMPLETING for a moment)."""
+    deadline = time.monotonic() + wait_s
+    state = _state(sjob)
+    while state in ACTIVE and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        state = _state(sjob)
+    return state
 
 
 def _state(sjob) -> str:
