@@ -13,12 +13,11 @@ import pytest
 from conftest import processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
-from test_scheduler import Scripted, ended, gated_repo, journal, run_in_thread
+from test_scheduler import Scripted, ended, gated_repo, run_in_thread
 from loop.engine.engine import Engine
 from loop.run.backends.slurm import extra_lines, job_name, time_limit_min
 from loop.setup.config import Config, JudgeConfig
 
-pytestmark = pytest.mark.slow
 
 
 def sacct(name: str) -> list[dict]:
@@ -39,7 +38,9 @@ def _name(repo, tag="t"):
     return job_name(repo / ".autoresearch" / ".slots" / tag)
 
 
-def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri, slurm_cluster):
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri):
     repo, gates = gated_repo(tmp_path)
     edits = {1: [("A = 4.0", "A = 3.0")], 2: [("B = 4.0", "B = 2.0")]}
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
@@ -51,7 +52,7 @@ def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri, slurm_cluster):
     assert _wait_for(lambda: len(queued(_name(repo))) == 2, timeout=60), "\n".join(lines)
     for n in (1, 2):        # in order: 2 ran on the baseline, so it is run again on 1's keep
         (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n), timeout=120), "\n".join(lines)
+        assert _wait_for(lambda n=n: ended(repo, n), timeout=120), "\n".join(lines)
     thread.join(240)
     assert not thread.is_alive()
     assert box["stop"].reason == "iterations", "\n".join(lines)
@@ -81,7 +82,9 @@ def _running(name: str) -> list[str]:
     return [line.split()[0] for line in queued(name) if line.endswith("RUNNING")]
 
 
-def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri, slurm_cluster):
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri):
     repo, gates = gated_repo(tmp_path)
     edits = {1: [("A = 4.0", "A = 3.0")], 2: [("B = 4.0", "B = 2.0")]}
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=1,
@@ -108,7 +111,9 @@ def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri, 
                                  for j in sacct(_name(repo))), timeout=30), sacct(_name(repo))
 
 
-def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri, slurm_cluster):
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
     repo, gates = gated_repo(tmp_path)
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     args = ["run", "--task", "task", "--tag", "t", "--iterations", "2", "--judge", "strict",

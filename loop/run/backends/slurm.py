@@ -29,6 +29,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from loop.repo.gitsafe import run_git
 from loop.run.backends import failed
@@ -137,7 +138,7 @@ class SlurmBackend:
         self.slot_env = thread_env(self.options.cpus_per_run or 1)
         private = task.private_dir if task.grade_command else None
         self.private = _tar(private) if private else None
-        self._jobs: dict[str, object] = {}          # our job id -> its submitit job
+        self._jobs: dict[str, Any] = {}             # our job id -> its submitit job
         self._cancelled: set[str] = set()
         self._lock = threading.Lock()
 
