@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from conftest import processes_with_env
+from conftest import make_repo, processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
-from test_scheduler import Scripted, ended, gated_repo, run_in_thread
+from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal, run_in_thread
 from loop.engine.engine import Engine
 from loop.run.backends.slurm import extra_lines, job_name, time_limit_min
-from loop.setup.config import Config, JudgeConfig
+from loop.setup.config import Config, JudgeConfig, SlurmConfig
 
 
 
@@ -148,3 +148,44 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
     assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
     jobs = sacct(name)
     assert sum(j["state"].startswith("CANCELLED") for j in jobs) == 2, jobs
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_job_pending_past_its_limit_is_cancelled_and_recorded(tmp_path, mlflow_uri):
+    repo, _ = gated_repo(tmp_path)
+    # --begin holds the job in the queue (reason BeginTime) as a busy partition would
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=0, backend="slurm",
+                 slurm=SlurmConfig(extra=("--begin=now+1hour",), pending_limit_s=3))
+    lines: list[str] = []
+    Engine(cfg, out=lines.append).run()
+    [baseline] = [e for e in journal(repo) if e["event"] == "end"]
+    assert baseline["status"] == "crash", baseline
+    assert "pending past slurm.pending_limit_s (3 s): BeginTime" in baseline["reason"], baseline
+    assert "pending past" in (repo / ".autoresearch/t/results.tsv").read_text()
+    assert queued(_name(repo)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_job_past_its_time_limit_is_recorded_as_such(tmp_path, mlflow_uri):
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "0").write_text("")
+    # the run's own time box (300 s) is far past the job's (1 minute, from `extra`)
+    repo = make_repo(tmp_path / "repo", {
+        "task.yaml": GATED_TASK.replace("time_budget_s: 60", "time_budget_s: 300") % gates,
+        "train.py": GATED_TRAIN, "grade.py": "# protected\n"})
+    edits = {1: [("A = 4.0", "A = 3.0")], 2: [("B = 4.0", "B = 2.0")]}
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, backend="slurm",
+                 judge=JudgeConfig(rule="strict"), slurm=SlurmConfig(extra=("--time=1",)))
+    lines: list[str] = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    assert _wait_for(lambda: ended(repo, 1), timeout=240), "\n".join(lines)
+    (gates / "2").write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "crash", "keep"], table
+    assert "past its Slurm time limit" in table[1]["reason"], table
+    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)

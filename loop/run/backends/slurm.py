@@ -194,10 +194,10 @@ class SlurmBackend:
                 if state not in ACTIVE:
                     break
                 if state == "PENDING" and limit and time.monotonic() - submitted > limit:
+                    reason = _pending_reason(sjob.job_id)
                     sjob.cancel(check=False)
-                    reason = sjob.get_info(mode="force").get("Reason", "")
                     return None, f"pending past slurm.pending_limit_s ({limit:g} s)" + \
-                        (f": {reason}" if reason and reason != "None" else ""), "PENDING"
+                        (f": {reason}" if reason else ""), "PENDING"
             time.sleep(POLL_S)
         try:
             out = sjob.result()
@@ -237,6 +237,16 @@ class SlurmBackend:
         for job_id in list(self._jobs):
             self.cancel(job_id)
         cancel_by_name(self.name)
+
+
+def _pending_reason(job_id: str) -> str:
+    """Why Slurm holds the job (squeue's reason: Resources, Priority, BeginTime, ...)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%r"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return "" if out in ("", "None", "(null)") else out
 
 
 def _final_state(sjob, wait_s: float = 15.0) -> str:
