@@ -15,8 +15,10 @@ from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
 from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal, run_in_thread
 from loop.engine.engine import Engine
-from loop.run.backends.slurm import extra_lines, job_name, time_limit_min
-from loop.setup.config import Config, JudgeConfig, SlurmConfig
+from loop.errors import ConfigError
+from loop.run.backends.slurm import (extra_lines, job_name, sbatch_parameters,
+                                     time_limit_min)
+from loop.setup.config import Config, JudgeConfig, SlurmConfig, load_config
 
 
 
@@ -189,3 +191,22 @@ def test_a_job_past_its_time_limit_is_recorded_as_such(tmp_path, mlflow_uri):
     assert [r["status"] for r in table] == ["keep", "crash", "keep"], table
     assert "past its Slurm time limit" in table[1]["reason"], table
     assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
+
+
+def test_the_slurm_section_of_a_config(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("backend: slurm\nslurm:\n  partition: gpu\n  gpus_per_run: 1\n"
+                    "  mem_gb: 64\n  extra: ['--constraint=a100']\n")
+    cfg = load_config(path)
+    assert (cfg.backend, cfg.slurm.partition, cfg.slurm.gpus_per_run, cfg.slurm.extra) == \
+        ("slurm", "gpu", 1, ("--constraint=a100",))
+    params = sbatch_parameters(cfg.slurm, type("T", (), {
+        "time_budget_s": 60.0, "grace_s": 5.0, "grade_command": None})(), "n")
+    assert (params["partition"], params["gpus_per_node"], params["mem"], params["time"]) == \
+        ("gpu", 1, "64GB", 4)
+    path.write_text("slurm:\n  mem_gb: 0\n")
+    with pytest.raises(ConfigError, match="slurm.mem_gb"):
+        load_config(path)
+    path.write_text("slurm:\n  partitions: gpu\n")
+    with pytest.raises(ConfigError, match="partitions"):
+        load_config(path)
