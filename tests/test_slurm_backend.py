@@ -13,7 +13,8 @@ import pytest
 from conftest import make_repo, processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
-from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal, run_in_thread
+from test_scheduler import (GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal,
+                            run_in_thread)
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.run.backends.slurm import (extra_lines, job_name, sbatch_parameters,
