@@ -211,3 +211,41 @@ def test_the_slurm_section_of_a_config(tmp_path):
     path.write_text("slurm:\n  partitions: gpu\n")
     with pytest.raises(ConfigError, match="partitions"):
         load_config(path)
+
+
+def _node() -> str:
+    return subprocess.run(["sinfo", "-h", "-o", "%n"], capture_output=True, text=True,
+                          check=True).stdout.split()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_job_whose_node_fails_is_run_again(tmp_path, mlflow_uri):
+    repo, gates = gated_repo(tmp_path)
+    edits = {1: [("A = 4.0", "A = 3.0")]}
+    # --no-requeue: Slurm's own requeue (its default) would run it again, after ~2 minutes
+    cfg = Config(task="task", tag="t", base_dir=repo, iterations=1, backend="slurm",
+                 judge=JudgeConfig(rule="strict"), slurm=SlurmConfig(extra=("--no-requeue",)))
+    lines: list[str] = []
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    node = _node()
+    try:
+        assert _wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
+        assert _wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
+                         and _running(_name(repo)), timeout=60), "\n".join(lines)
+        [first] = _running(_name(repo))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
+                        "reason=autoresearch-test"], check=True)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
+                       capture_output=True)
+    # the run is submitted once more, and this time it finishes
+    assert _wait_for(lambda: [j for j in _running(_name(repo)) if j != first], timeout=90), \
+        "\n".join(lines)
+    (gates / "1").write_text("")
+    thread.join(120)
+    assert box["stop"].reason == "iterations", "\n".join(lines)
+    table = assert_same_story(repo, mlflow_uri)
+    assert [r["status"] for r in table] == ["keep", "keep"], table
+    assert _wait_for(lambda: {j["id"]: j["state"] for j in sacct(_name(repo))}
+                     .get(first) == "NODE_FAIL", timeout=30), sacct(_name(repo))
