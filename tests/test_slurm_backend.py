@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import make_repo, processes_with_env
+from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from test_engine import _wait_for, assert_same_story
 from test_scheduler import (GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal,
@@ -249,3 +249,42 @@ def test_a_job_whose_node_fails_is_run_again(tmp_path, mlflow_uri):
     assert [r["status"] for r in table] == ["keep", "keep"], table
     assert _wait_for(lambda: {j["id"]: j["state"] for j in sacct(_name(repo))}
                      .get(first) == "NODE_FAIL", timeout=30), sacct(_name(repo))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_keeps_and_discards_as_the_local_backend_does(tmp_path, mlflow_uri):
+    """The same seeded night on both backends: the same decisions, the same metrics."""
+    stories = {}
+    for backend in ("local", "slurm"):
+        repo = make_repo(tmp_path / backend, {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
+                                              "grade.py": "# protected harness\n"})
+        cfg = Config(task="task", tag=backend, base_dir=repo, iterations=4, seed=3,
+                     backend=backend, judge=JudgeConfig(rule="strict"))
+        Engine(cfg, out=lambda line: None).run()
+        table = assert_same_story(repo, mlflow_uri, tag=backend)
+        stories[backend] = [(r["status"], r["score"], r["description"]) for r in table]
+    assert stories["slurm"] == stories["local"]
+    assert len(stories["slurm"]) == 5
+    assert {"keep", "discard"} <= {status for status, _, _ in stories["slurm"][1:]}, stories
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_ctrl_c_cancels_the_nights_jobs(tmp_path, mlflow_uri):
+    repo, gates = gated_repo(tmp_path)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag",
+                             "t", "--iterations", "2", "--workers", "2", "--backend", "slurm"],
+                            cwd=repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    name = _name(repo)
+    try:
+        assert _wait_for(lambda: len(_running(name)) == 2, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        subprocess.run(["scancel", "--name", name], check=False)
+    assert queued(name) == [], out
+    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), out
