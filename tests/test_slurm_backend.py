@@ -12,7 +12,8 @@ import pytest
 
 from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
-from test_engine import _wait_for, assert_same_story
+from graded_toy import baseline_error, make_graded_repo
+from test_engine import _wait_for, assert_same_story, rows
 from test_scheduler import (GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal,
                             run_in_thread)
 from loop.engine.engine import Engine
@@ -288,3 +289,17 @@ def test_ctrl_c_cancels_the_nights_jobs(tmp_path, mlflow_uri):
         subprocess.run(["scancel", "--name", name], check=False)
     assert queued(name) == [], out
     assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_protected_grading_task_gives_the_local_metric(tmp_path, mlflow_uri):
+    """The grader runs in the job, from a pristine copy, against the private folder the job
+    received; the metric is the one a local run gives."""
+    repo, _ = make_graded_repo(tmp_path)
+    Engine(Config(task="task", tag="t", base_dir=repo, iterations=0, backend="slurm"),
+           out=lambda line: None).run()
+    table = rows(repo)
+    assert table[0]["status"] == "keep", table
+    assert float(table[0]["error"]) == pytest.approx(baseline_error(), abs=1e-6)
+    assert (repo / ".autoresearch/t/logs/iter-0000.grade.log").exists()

@@ -67,9 +67,10 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
             guard.task = task
         job = replace(job, run_dir=tmp / "run", log_path=tmp / "run" / "run.log")
         log, graded = job.log_path, grade_log(job.log_path)
-        folder = work / task_rel if task_rel not in ("", ".") else work
+        folder = _inside(work, task_rel)
         result = run_in_folder(job, folder, task, guard, task_rel,
-                               lambda dest: _untar(archive, dest), slot_env, limits)
+                               lambda dest: _inside(_untar(archive, dest), task_rel),
+                               slot_env, limits)
         return {"status": result.status, "metric": result.metric,
                 "returncode": result.returncode, "wall_s": result.wall_s,
                 "memory_gb": result.memory_gb, "detail": result.detail,
@@ -79,6 +80,12 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         sweep_dead_workers()
+
+
+def _inside(root: Path, task_rel: str) -> Path:
+    """The task folder in a copy of the archive at `root` (what the guard checks, as the
+    local backend's `Workspace.export` returns)."""
+    return root / task_rel if task_rel not in ("", ".") else root
 
 
 def land(job: RunJob, out: dict) -> RunResult:
