@@ -7,10 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env
+from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, run_cli
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from graded_toy import baseline_error, make_graded_repo
 from test_engine import _wait_for, assert_same_story, rows
@@ -303,3 +304,20 @@ def test_a_protected_grading_task_gives_the_local_metric(tmp_path, mlflow_uri):
     assert table[0]["status"] == "keep", table
     assert float(table[0]["error"]) == pytest.approx(baseline_error(), abs=1e-6)
     assert (repo / ".autoresearch/t/logs/iter-0000.grade.log").exists()
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_without_accounting_the_backend_refuses_to_start(tmp_path, mlflow_uri):
+    """sacct against a cluster without slurmdbd fails; submitit would then never learn that a
+    job ended without a result: a clear error at start instead (exit 2)."""
+    conf = tmp_path / "etc" / "slurm.conf"
+    conf.parent.mkdir()
+    text = Path(os.environ["SLURM_CONF"]).read_text()
+    conf.write_text(text.replace("AccountingStorageType=accounting_storage/slurmdbd",
+                                 "AccountingStorageType=accounting_storage/none"))
+    repo, _ = gated_repo(tmp_path)
+    res = run_cli("run", "--task", "task", "--tag", "t", "--iterations", "0", "--backend",
+                  "slurm", cwd=repo, env={**os.environ, "SLURM_CONF": str(conf),
+                                          "MLFLOW_TRACKING_URI": mlflow_uri})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "needs Slurm accounting (slurmdbd): `sacct` fails here" in res.stderr, res.stderr

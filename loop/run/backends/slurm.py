@@ -122,10 +122,13 @@ class SlurmBackend:
         except ImportError:
             raise UsageError("--backend slurm needs submitit: pip install "
                              "'autoresearch[slurm]' (or -e '.[slurm]' in this repo)") from None
-        if not shutil.which("sbatch") or not shutil.which("sacct"):
-            raise UsageError("--backend slurm needs Slurm's sbatch and sacct on PATH (and "
-                             "accounting through slurmdbd: submitit reads job states from "
-                             "sacct)")
+        if not all(shutil.which(tool) for tool in ("sbatch", "sacct", "scancel", "squeue")):
+            raise UsageError("--backend slurm needs Slurm's sbatch, sacct, scancel and "
+                             "squeue on PATH")
+        problem = _sacct_problem()
+        if problem:      # without it submitit never learns a job ended without a result
+            raise UsageError(f"--backend slurm needs Slurm accounting (slurmdbd): `sacct` "
+                             f"fails here: {problem}")
         from loop.setup.config import SlurmConfig
         self.options = slurm or SlurmConfig()
         self.workspace, self.task, self.task_rel, self.guard = workspace, task, task_rel, guard
@@ -184,7 +187,7 @@ class SlurmBackend:
 
     def _wait(self, job: RunJob, sjob) -> tuple[dict | None, str, str]:
         """The job's result, or why there is none and its last Slurm state."""
-        sjob._results_timeout_s = 2
+        sjob._results_timeout_s = 2     # submitit waits 15 s for a result that never comes
         submitted, polls, state = time.monotonic(), 0, "PENDING"
         limit = self.options.pending_limit_s
         while not sjob.paths.result_pickle.exists():
@@ -237,6 +240,19 @@ class SlurmBackend:
         for job_id in list(self._jobs):
             self.cancel(job_id)
         cancel_by_name(self.name)
+
+
+def _sacct_problem() -> str:
+    """Why `sacct` does not answer ("" when it does)."""
+    try:
+        done = subprocess.run(["sacct", "-n", "-X", "-S", "now", "-o", "JobID"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return ""
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1][:200] if lines else f"exit status {done.returncode}"
 
 
 def _pending_reason(job_id: str) -> str:
