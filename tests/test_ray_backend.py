@@ -159,3 +159,16 @@ def test_ray_backend_end_to_end_with_a_killed_worker(tmp_path, mlflow_uri, ray_l
     assert [e["iteration"] for e in journal(repo) if e["event"] == "begin"] == [0, 1, 2]
     left = [f for w in dead for f in Path(tempfile.gettempdir()).glob(f"{PREFIX}{_owner(w)}-*")]
     assert left == [], "the killed workers' run folders were left on the node"
+
+
+def test_a_protected_grading_task_gives_the_local_metric(tmp_path, mlflow_uri, ray_local):
+    """The grader's pristine copy on the worker is checked where the task folder is (a
+    grading task in a subfolder of its repo was a `crash` here: "deleted protected file")."""
+    from graded_toy import baseline_error, make_graded_repo
+    from test_engine import rows
+    repo, _ = make_graded_repo(tmp_path)
+    Engine(Config(task="task", tag="t", base_dir=repo, iterations=0, backend="ray"),
+           out=lambda line: None).run()
+    table = rows(repo)
+    assert table[0]["status"] == "keep", table
+    assert float(table[0]["error"]) == pytest.approx(baseline_error(), abs=1e-6)

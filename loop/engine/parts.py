@@ -119,7 +119,7 @@ def open_parts(site: Site) -> Parts:
     backend = make_backend(config.backend, workspace=workspace, task=task, task_rel=task_rel,
                            guard=guard, workers=config.workers, devices=config.devices,
                            slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
-                           limits=site.limits)   # out of the state folder
+                           limits=site.limits, slurm=config.slurm)   # out of the state folder
     sched = Scheduler(backend)
     proposals = ProposalQueue(site.proposer, config.proposer.concurrency, sched.events)
     params = {"task": task.name, "task_path": task_rel, "branch": workspace.branch,

@@ -17,7 +17,7 @@ TUNE_SAMPLERS = ("tpe", "cmaes")            # as loop/proposers/tune.py's SAMPLE
 EDIT_FORMATS = ("auto", "search_replace", "whole_file", "json")  # loop/edits/formats.py
 JUDGE_RULES = ("strict", "noise", "paired", "sequential")
 SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "slurm")
 
 
 @dataclass
@@ -97,6 +97,20 @@ class TrackingConfig:
 
 
 @dataclass
+class SlurmConfig:
+    """`--backend slurm`: each run is a job with these resources (docs/parallel.md)."""
+    partition: str | None = None         # --partition (default: the cluster's default)
+    gpus_per_run: int = 0                # --gpus-per-node
+    cpus_per_run: int | None = None      # --cpus-per-task (and the run's thread count)
+    mem_gb: float | None = None          # --mem
+    account: str | None = None           # --account
+    qos: str | None = None               # --qos
+    extra: tuple[str, ...] = ()          # more sbatch options, e.g. "--constraint=a100"
+    pending_limit_s: float | None = None  # a job queued longer is cancelled, its run a
+                                          # crash saying so (default: waits)
+
+
+@dataclass
 class Config:
     task: str = "experiments/tinylm"
     tag: str | None = None
@@ -108,7 +122,8 @@ class Config:
     seed: int = 0
     workers: int = 1                     # run slots: experiments at once
     devices: tuple[str, ...] | None = None  # GPU ids, one per slot (default: all visible)
-    backend: str = "local"               # local | ray (a Ray cluster; pip install '.[ray]')
+    backend: str = "local"               # local | ray (a Ray cluster; pip install '.[ray]') |
+                                         # slurm (Slurm jobs; pip install '.[slurm]')
     program: str = "program.md"          # steering file, re-read every iteration
     sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
                                          # required: refuse to start without it (README)
@@ -117,6 +132,7 @@ class Config:
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
     # relative paths resolve here (the config's folder's repo); set by code, not a YAML key
     base_dir: Path = field(default=Path("."), metadata={"internal": True})
 
@@ -204,6 +220,12 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.backend not in BACKENDS:
         raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS)}, "
                           f"got '{cfg.backend}'")
+    sl = cfg.slurm
+    if sl.gpus_per_run < 0 or (sl.cpus_per_run is not None and sl.cpus_per_run < 1) \
+            or (sl.mem_gb is not None and sl.mem_gb <= 0) \
+            or (sl.pending_limit_s is not None and sl.pending_limit_s <= 0):
+        raise ConfigError(f"{where}: slurm.gpus_per_run must be >= 0, slurm.cpus_per_run "
+                          f">= 1, slurm.mem_gb and slurm.pending_limit_s > 0")
     if cfg.devices is not None:
         cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
                             if d.strip())

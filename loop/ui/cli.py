@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="experiments at once, one slot each (default 1)")
     run.add_argument("--devices", type=lambda s: tuple(s.split(",")),
                      help="GPU ids for the slots, comma-separated (default: all visible)")
-    run.add_argument("--backend", choices=["local", "ray"],
-                     help="where runs execute: this machine, or a Ray cluster ($RAY_ADDRESS)")
+    run.add_argument("--backend", choices=["local", "ray", "slurm"],
+                     help="where runs execute: this machine, a Ray cluster ($RAY_ADDRESS), or "
+                          "Slurm jobs (the config's slurm: section)")
     run.add_argument("--concurrency", type=int, dest="proposer_concurrency",
                      help="proposals requested at once (parallel LLM calls)")
     run.add_argument("--llm-timeout", type=float, dest="proposer_timeout_s", metavar="S",

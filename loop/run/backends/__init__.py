@@ -7,7 +7,8 @@
     close()                            cancel everything, release the slots
 
 `local` runs on this machine (one worktree and device per slot, loop/run/backends/local.py),
-`ray` on a Ray cluster (loop/run/backends/ray.py); each gives its slots their devices
+`ray` on a Ray cluster (loop/run/backends/ray.py), `slurm` as Slurm jobs
+(loop/run/backends/slurm.py); each gives its slots their devices
 (loop/run/backends/devices.py). Both run a job with `run_in_folder`, as check-task does: the
 same run spec (loop/run/spec.py), the same runner and the same protected-grading checks."""
 from __future__ import annotations
@@ -22,7 +23,7 @@ from loop.run.runner import CRASH, RunResult, run_experiment
 from loop.run.spec import JOB_ENV, RunJob, make_spec
 from loop.setup import inputs
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "slurm")
 
 
 class Backend(Protocol):
@@ -76,6 +77,10 @@ def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_re
 
 
 def make_backend(name: str, **kw) -> Backend:
+    slurm = kw.pop("slurm", None)      # the config's `slurm:` section, for that backend only
+    if name == "slurm":
+        from loop.run.backends.slurm import SlurmBackend
+        return SlurmBackend(**kw, slurm=slurm)
     if name == "local":
         from loop.run.backends.local import LocalBackend
         return LocalBackend(**kw)

@@ -67,9 +67,10 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
             guard.task = task
         job = replace(job, run_dir=tmp / "run", log_path=tmp / "run" / "run.log")
         log, graded = job.log_path, grade_log(job.log_path)
-        folder = work / task_rel if task_rel not in ("", ".") else work
+        folder = _inside(work, task_rel)
         result = run_in_folder(job, folder, task, guard, task_rel,
-                               lambda dest: _untar(archive, dest), slot_env, limits)
+                               lambda dest: _inside(_untar(archive, dest), task_rel),
+                               slot_env, limits)
         return {"status": result.status, "metric": result.metric,
                 "returncode": result.returncode, "wall_s": result.wall_s,
                 "memory_gb": result.memory_gb, "detail": result.detail,
@@ -79,6 +80,24 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         sweep_dead_workers()
+
+
+def _inside(root: Path, task_rel: str) -> Path:
+    """The task folder in a copy of the archive at `root` (what the guard checks, as the
+    local backend's `Workspace.export` returns)."""
+    return root / task_rel if task_rel not in ("", ".") else root
+
+
+def land(job: RunJob, out: dict) -> RunResult:
+    """Write a remote run's log and artifacts where the head keeps them (Ray and Slurm)."""
+    job.log_path.parent.mkdir(parents=True, exist_ok=True)
+    job.log_path.write_bytes(out["log"])
+    if out["grade_log"] is not None:
+        grade_log(job.log_path).write_bytes(out["grade_log"])
+    shutil.rmtree(job.artifacts, ignore_errors=True)
+    _untar(out["artifacts"], job.artifacts)
+    return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
+                     out["memory_gb"], job.log_path, out["detail"])
 
 
 def _pid_namespace() -> str:
@@ -156,7 +175,7 @@ class RayBackend:
     def _wait(self, job: RunJob, ref, done) -> None:
         try:
             out = self.ray.get(ref)
-            result = self._land(job, out)
+            result = land(job, out)
         except self.ray.exceptions.TaskCancelledError:
             result = failed(job, "cancelled")
         except self.ray.exceptions.RayError as exc:   # the worker or its node died, twice
@@ -168,17 +187,6 @@ class RayBackend:
         with self._lock:
             self._refs.pop(job.job_id, None)
         done(job, result)
-
-    def _land(self, job: RunJob, out: dict) -> RunResult:
-        """Write the run's log and artifacts where the head keeps them."""
-        job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        job.log_path.write_bytes(out["log"])
-        if out["grade_log"] is not None:
-            grade_log(job.log_path).write_bytes(out["grade_log"])
-        shutil.rmtree(job.artifacts, ignore_errors=True)
-        _untar(out["artifacts"], job.artifacts)
-        return RunResult(out["status"], out["metric"], out["returncode"], out["wall_s"],
-                         out["memory_gb"], job.log_path, out["detail"])
 
     def cancel(self, job_id: str) -> None:
         ref = self._refs.get(job_id)
