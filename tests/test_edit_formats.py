@@ -183,6 +183,18 @@ def test_a_repeated_change_is_refused_and_the_model_told_the_iteration(openai_se
     assert "repeats iteration 2's change" in told and "raise LR to 1e-3" in told
 
 
+def test_a_proposal_that_only_repeats_is_recorded_with_the_models_description(
+        openai_server, task):
+    # the real 1.5B model's iteration 7: every reply a repeat, recorded as
+    # "LLM proposal (no description given)"
+    earlier = tried(2, "raise LR to 1e-3", TRAIN, EXPECTED)
+    openai_server.script(GOOD, GOOD, GOOD)
+    proposal = proposer(openai_server, edit_format="search_replace").propose(
+        context(task, [earlier]))
+    assert proposal.error and "repeats iteration 2's change" in proposal.error
+    assert proposal.description == "raise LR to 1e-3 to converge faster"
+
+
 def test_the_journal_says_how_often_an_idea_was_tried():
     history = [Attempt(n, f"{'1. ' if n % 2 else ''}Description: Warm-up, then cosine decay",
                        "discard", 2.6, -0.1) for n in range(1, 8)]

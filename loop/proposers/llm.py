@@ -120,6 +120,7 @@ class LLMProposer:
         working = dict(context.files)   # blocks that applied, kept across repair turns
         done: list = []                 # those blocks, to make the change again (a replay)
         description, error, cut_off_before = None, None, False
+        said: str | None = None         # the latest description the model gave
         for turn in range(self.config.repair_turns + 1):
             if turn and self.window.over(messages):   # never truncated by the server unseen
                 error = (f"{error}; no repair turn: the conversation would outgrow the "
@@ -152,6 +153,7 @@ class LLMProposer:
                 sent = [m["content"] for m in messages[:-1] if m["role"] != "assistant"]
                 parsed = read_reply(fmt, text, sent, working)
                 description = description or parsed.description
+                said = parsed.description or said     # the record's, if nothing applies
                 edits = settle_named(working, parsed.edits)
                 resent_ok = working != context.files  # earlier blocks applied: resends are fine
                 outcome = try_edits(working, edits, context.task, resent_ok)
@@ -183,8 +185,8 @@ class LLMProposer:
                                                           fix=fmt.fix)
             if turn < self.config.repair_turns:
                 messages.append({"role": "user", "content": feedback})
-        return self._proposal(description, {}, _one_line_error(error, len(replies)), usage,
-                              messages, replies, thoughts, waits.requests)
+        return self._proposal(description or said, {}, _one_line_error(error, len(replies)),
+                              usage, messages, replies, thoughts, waits.requests)
 
     def _proposal(self, description, files, error, usage, messages, replies,
                   thoughts, requests: list[dict]) -> Proposal:
