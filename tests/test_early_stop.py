@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git, make_repo
+from test_noise_loop import Scripted
 from loop.engine.engine import Engine
 from loop.engine.stopping import rule_for
-from loop.proposers.base import Proposal
 from loop.run import early_stop
 from loop.run.early_stop import Band, Settings, StopRule, Watcher
 from loop.run.runner import OK, run_experiment
@@ -182,15 +182,6 @@ def test_a_noisy_but_better_run_is_not_stopped(tmp_path):
 
 
 # -- a night --------------------------------------------------------------------------------
-
-class Scripted:
-    def __init__(self, *variants):
-        self.variants = list(variants)
-
-    def propose(self, context):
-        text = self.variants[(context.iteration - 1) % len(self.variants)]
-        return Proposal(f"variant {context.iteration}", files={"train.py": text})
-
 
 def journal(repo: Path, tag: str, kind: str) -> list[dict]:
     lines = (repo / ".autoresearch" / tag / "journal.jsonl").read_text().splitlines()
