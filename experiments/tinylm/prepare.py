@@ -33,6 +33,9 @@ EVAL_SEQ_LEN = 128              # the grader scores windows of this many bytes, 
 FRESH_BYTES = 32_768            # fresh text grader_check scores beside val
 LEAK_MARGIN = 0.05              # bpb; val and fresh text differ by about 0.01 for an honest model
 TIME_BUDGET = float(os.environ.get("AUTORESEARCH_TIME_BUDGET", "60"))  # training seconds
+CPU_FLOPS = 1.4e11              # FLOP/s the work budget credits a CPU with (class Budget):
+                                # the baseline's work takes ~40 s on a quiet 2-core x86 machine
+CPU_CAP = 3.0                   # a CPU run stops after CPU_CAP x TIME_BUDGET s all the same
 CACHE_DIR = Path(os.environ.get("AUTORESEARCH_CACHE") or
                  Path.home() / ".cache" / "autoresearch" / "tinylm")
 
@@ -209,14 +212,87 @@ def load_split(split):
 
 
 def get_batch(split, batch_size, seq_len, device, generator=None):
-    """Random windows: x is (B, T) int64 bytes, y is x shifted left by one."""
+    """Random windows: x is (B, T) int64 bytes, y is x shifted left by one. Every training
+    batch served is counted for the work budget (class Budget)."""
     data = load_split(split)
+    if split == "train":
+        _SERVED.append((batch_size, seq_len))
     starts = torch.randint(0, len(data) - seq_len - 1, (batch_size,), generator=generator)
     rows = torch.stack([data[s:s + seq_len + 1] for s in starts.tolist()]).long()
     x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
     if str(device).startswith("cuda"):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)
+
+
+_SERVED = []                    # (rows, seq_len) of the training batches not yet counted
+
+
+class Budget:
+    """How far a run is through its budget, 0 to 1 (train.py stops at 1).
+
+    On a GPU it is TIME_BUDGET seconds of training: karpathy's time box, where a faster
+    change earns more steps. On a CPU the wall clock measures the machine's load as much as
+    the code (another process, a second slot, thermal limits: the same code's step count
+    varies by 10-30 % and its val_bpb with it), so there the budget is work: the model's
+    training FLOPs, TIME_BUDGET x CPU_FLOPS in all. They are counted here, in protected
+    code, from the batches get_batch served and the model's own FLOPs per row (a forward
+    pass counted once per sequence length; backward counted as twice the forward). The wall
+    clock stays the cap: a run that has not done its work after CPU_CAP x TIME_BUDGET
+    seconds of training (a machine a third as fast, or one shared with other jobs) stops
+    there all the same, so no edit, honest or not, trains longer than that; its last line
+    says so, and its step count (task.yaml's throughput_pattern) shows it to the judge.
+
+    A change that makes the model bigger or its sequences longer gets fewer steps, as with a
+    time budget; one that only makes each FLOP faster no longer gets more of them on a CPU.
+    Set AUTORESEARCH_BUDGET=time to time-box a CPU run too (or =work on a GPU)."""
+
+    def __init__(self, model, device):
+        default = "time" if str(device).startswith("cuda") else "work"
+        self.kind = os.environ.get("AUTORESEARCH_BUDGET", default)
+        self.model, self.flops, self.total = model, 0.0, TIME_BUDGET * CPU_FLOPS
+        self._row_flops = {}
+        _SERVED.clear()
+
+    def progress(self, training_time):
+        if self.kind == "time":
+            return training_time / TIME_BUDGET
+        while _SERVED:
+            rows, seq_len = _SERVED.pop()
+            self.flops += rows * self.row_flops(seq_len)
+        return max(self.flops / self.total, training_time / (CPU_CAP * TIME_BUDGET))
+
+    def describe(self):
+        if self.kind == "time":
+            return f"{TIME_BUDGET:.0f}s of training"
+        return f"{self.total:.2e} training FLOPs (or {CPU_CAP * TIME_BUDGET:.0f}s of training)"
+
+    def summary(self):
+        """The run's last word on its budget: `time`, `work`, or how far the work got when
+        the clock stopped it."""
+        if self.kind == "time" or self.flops >= self.total:
+            return self.kind
+        return f"work, stopped by the clock at {100 * self.flops / self.total:.0f}% of it"
+
+    def row_flops(self, seq_len):
+        """Training FLOPs of one sequence: 3 x its forward's (matmuls and attention)."""
+        if seq_len not in self._row_flops:
+            from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+            attention = {}
+            op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+            if op is not None:  # CPU attention kernel, which FlopCounterMode does not know
+                attention[op] = lambda q, k, v, *a, **kw: sdpa_flop_count(q, k, v)
+            device = next(self.model.parameters()).device
+            idx = torch.zeros(1, seq_len, dtype=torch.long, device=device)
+            was_training = self.model.training
+            self.model.eval()   # no dropout: the count draws nothing from the RNG
+            try:
+                with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=attention) as count:
+                    self.model(idx)
+            finally:
+                self.model.train(was_training)
+            self._row_flops[seq_len] = 3 * count.get_total_flops()
+        return self._row_flops[seq_len]
 
 
 def fresh_text(n_bytes=FRESH_BYTES + 1):

@@ -1,4 +1,5 @@
-"""Editable research target: train a small GPT-style byte-level LM for a fixed time budget.
+"""Editable research target: train a small GPT-style byte-level LM for a fixed budget
+(prepare.Budget: seconds of training on a GPU, training FLOPs on a CPU).
 
 The research loop edits this file (hyperparameters, model, optimizer, schedule) and keeps
 the change only if val_bpb goes down. Data and the metric live in the protected prepare.py.
@@ -37,7 +38,7 @@ LEARNING_RATE = 3e-3    # peak AdamW learning rate
 WEIGHT_DECAY = 0.1      # decoupled decay, applied to matrices only
 BETA1 = 0.9             # AdamW first-moment decay
 BETA2 = 0.95            # AdamW second-moment decay
-WARMUP_FRAC = 0.05      # fraction of the time budget spent warming the LR up linearly
+WARMUP_FRAC = 0.05      # fraction of the budget spent warming the LR up linearly
 FINAL_LR_FRAC = 0.1     # LR at the end of the cosine decay, as a fraction of the peak
 GRAD_CLIP = 1.0         # max global grad norm (0 disables)
 
@@ -125,7 +126,7 @@ class GPT(nn.Module):
 
 
 def lr_at(progress):
-    """Linear warm-up, then cosine decay to FINAL_LR_FRAC, over the fraction of time used."""
+    """Linear warm-up, then cosine decay to FINAL_LR_FRAC, over the fraction of the budget used."""
     if progress < WARMUP_FRAC:
         return LEARNING_RATE * (progress + 1e-3) / WARMUP_FRAC
     t = min(1.0, (progress - WARMUP_FRAC) / max(1e-9, 1.0 - WARMUP_FRAC))
@@ -167,14 +168,15 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=LEARNING_RATE, betas=(BETA1, BETA2))
-    print(f"device: {device} | params: {num_params:,} | budget: {prepare.TIME_BUDGET:.0f}s")
+    budget = prepare.Budget(model, device)  # time on a GPU, training FLOPs on a CPU
+    print(f"device: {device} | params: {num_params:,} | budget: {budget.describe()}")
 
     # The clock counts only training steps; step 0 is a warm-up (allocator, kernels, any
     # compilation) and is left out of it, so start-up cost never eats into the budget.
-    training_time, step, tokens, timed_tokens = 0.0, 0, 0, 0
-    while training_time < prepare.TIME_BUDGET:
+    training_time, step, tokens, timed_tokens, progress = 0.0, 0, 0, 0, 0.0
+    while progress < 1.0:
         t0 = time.time()
-        lr = lr_at(training_time / prepare.TIME_BUDGET)
+        lr = lr_at(progress)
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = prepare.get_batch("train", BATCH_SIZE, SEQ_LEN, device, gen)
@@ -196,9 +198,10 @@ def main():
             timed_tokens += x.numel()
         step += 1
         tokens += x.numel()
+        progress = budget.progress(training_time)
         if step % 50 == 0:  # a progress line now and then
             print(f"step {step:5d} | loss {loss_value:.4f} | lr {lr:.2e} | "
-                  f"{100 * training_time / prepare.TIME_BUDGET:5.1f}% of budget")
+                  f"{100 * progress:5.1f}% of budget")
 
     # Under the engine this is the handover: the grader, not this call, computes the metric.
     val_bpb = prepare.evaluate_bpb(model, device, prepare.EVAL_SEQ_LEN)
@@ -212,6 +215,7 @@ def main():
     print("---")
     print(f"val_bpb:          {val_bpb:.6f}")
     print(f"training_seconds: {training_time:.1f}")
+    print(f"budget:           {budget.summary()}")
     print(f"total_seconds:    {time.time() - t_start:.1f}")
     print(f"peak_memory_mb:   {peak_mb:.1f}")
     print(f"tokens_processed: {tokens}")
