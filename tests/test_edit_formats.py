@@ -262,3 +262,25 @@ def test_json_schema_lists_the_constants_and_the_example_sets_one(openai_server,
     assert schema["properties"]["set"]["items"]["properties"]["name"]["enum"] == ["LR", "STEPS"]
     system = request["messages"][0]["content"]
     assert '"set": [{"name": "LR", "value": "0.0006"}]' in system
+
+
+def test_json_set_resent_in_a_repair_turn_after_it_applied_is_not_refused(openai_server, task):
+    """Seen with a real 1.5B model: turn 1's `set` applied but an edit failed; turn 2 resent
+    the whole reply, and the `set` was refused as "already in the current code"."""
+    bad = {"file": "train.py", "search": "return LR * 2", "replace": "return LR"}
+    good = {"file": "train.py", "search": "STEPS = 100", "replace": "STEPS = 200"}
+    lr = [{"name": "LR", "value": "1e-3"}]
+    openai_server.script(
+        Reply(json.dumps({"description": "raise LR, more steps", "set": lr, "edits": [bad]})),
+        Reply(json.dumps({"description": "raise LR, more steps", "set": lr, "edits": [good]})))
+    proposal = proposer(openai_server, edit_format="json", repair_turns=1).propose(context(task))
+    assert proposal.error is None, proposal.error
+    assert proposal.files["train.py"] == EXPECTED.replace("STEPS = 100", "STEPS = 200")
+    assert len(openai_server.requests) == 2
+
+
+def test_json_set_to_the_value_the_proposal_started_from_is_still_refused():
+    from loop.edits.jsonreply import parse_json_reply
+    files = {"train.py": "LR = 3e-4\n"}
+    reply = json.dumps({"description": "x", "edits": [], "set": [{"name": "LR", "value": "3e-4"}]})
+    assert "already in the current code" in parse_json_reply(reply, files, files).problems[0]

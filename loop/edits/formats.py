@@ -31,7 +31,7 @@ ECHO_MIN_CHARS = 16    # shorter lines ('```python', 'train.py') are echoed by e
 class EditFormat:
     name: str
     instructions: Callable[[dict[str, str]], str]   # files -> the reply format, with example
-    parse: Callable[[str, dict[str, str]], ParsedReply]
+    parse: Callable[..., ParsedReply]   # (text, files, original files or None)
     fix: str                    # the repair turn's request, after the error
     no_edits: str               # when a reply holds no edit at all
     structured: bool = False    # the request carries a JSON schema (response_format)
@@ -135,7 +135,7 @@ def _short(line: str, limit: int = 60) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def _parse_whole_file(text: str, files: dict[str, str]) -> ParsedReply:
+def _parse_whole_file(text: str, files: dict[str, str], original=None) -> ParsedReply:
     """As any reply, and a fence that names no editable file is the one editable file's
     new text when there is exactly one (the format asks for nothing else)."""
     parsed = parse_reply(text)
@@ -178,7 +178,8 @@ def _json_instructions(files: dict[str, str]) -> str:
 
 
 SEARCH_REPLACE = EditFormat(
-    "search_replace", _search_replace_instructions, lambda text, files: parse_reply(text),
+    "search_replace", _search_replace_instructions,
+    lambda text, files, original=None: parse_reply(text),
     "Fix this and reply with corrected SEARCH/REPLACE blocks.",
     "no edit found in the reply: write each change as a SEARCH/REPLACE block under the "
     "file's path (see the format in the instructions)")
@@ -201,13 +202,13 @@ AUTO_FIRST, AUTO_FALLBACK = JSON, SEARCH_REPLACE   # `auto`: json, unless the se
 
 # -- reading a reply ---------------------------------------------------------------------------
 
-def read_reply(fmt: EditFormat, text: str, sent: list[str],
-               files: dict[str, str]) -> ParsedReply:
+def read_reply(fmt: EditFormat, text: str, sent: list[str], files: dict[str, str],
+               original: dict[str, str] | None = None) -> ParsedReply:
     """The reply's edits in `fmt`; lines echoed from our own messages (`sent`: the prompt,
     the errors sent back) are no part of it: the error's closest lines are not an edit,
     nor a journal line the description."""
     clean, echoes = echoed(text, sent, files)
-    parsed = fmt.parse(clean, files)
+    parsed = fmt.parse(clean, files, original)
     if echoes:    # a fence the echo quoted (the error's closest lines) is not a listing
         parsed.edits = settle_named(files, parsed.edits)
     if echoes and not parsed.edits:

@@ -68,9 +68,13 @@ def _same_number(a: str, b: str) -> bool:
     return number(a) == number(b)
 
 
-def _set_edits(items, files: dict[str, str]) -> tuple[list[Edit], list[str]]:
-    """`set`'s {name, value} pairs as edits of the constants' lines."""
+def _set_edits(items, files: dict[str, str],
+               original: dict[str, str] | None = None) -> tuple[list[Edit], list[str]]:
+    """`set`'s {name, value} pairs as edits of the constants' lines. In a repair turn
+    (`original`: the files before the proposal's first turn) a pair that an earlier turn
+    already applied, resent with the rest of the reply, is skipped, not refused."""
     known = constant_lines(files)
+    before = constant_lines(original) if original is not None else known
     edits, problems = [], []
     for n, item in enumerate(items if isinstance(items, list) else [], start=1):
         name = item.get("name") if isinstance(item, dict) else None
@@ -83,6 +87,8 @@ def _set_edits(items, files: dict[str, str]) -> tuple[list[Edit], list[str]]:
             problems.append(f"set {n}: {name} = {value!r} is not a number; write the value "
                             f"as Python writes it (e.g. 8, 0.003, 3e-4)")
         elif _same_number(value, _value_of(*known[name])):
+            if name in before and not _same_number(value, _value_of(*before[name])):
+                continue    # set by an earlier turn of this proposal: a resend, not a no-op
             problems.append(f"set {n}: {name} is {value} already in the current code: "
                             f"propose a change that differs from it")
         else:
@@ -92,8 +98,10 @@ def _set_edits(items, files: dict[str, str]) -> tuple[list[Edit], list[str]]:
     return edits, problems
 
 
-def parse_json_reply(text: str, files: dict[str, str]) -> ParsedReply:
-    """The JSON object's edits; a reply that is no JSON object is parsed as text."""
+def parse_json_reply(text: str, files: dict[str, str],
+                     original: dict[str, str] | None = None) -> ParsedReply:
+    """The JSON object's edits; a reply that is no JSON object is parsed as text. `files` are
+    the code as the earlier turns left it, `original` the code the proposal started from."""
     body = split_thinking(text)[1].strip()
     fenced = FENCED_RE.match(body)
     body = fenced.group(1) if fenced else body
@@ -111,7 +119,7 @@ def parse_json_reply(text: str, files: dict[str, str]) -> ParsedReply:
                                       "and `edits`"])
     raw = data.get("description")
     description = clean_description(raw) if isinstance(raw, str) and raw.strip() else None
-    edits, problems = _set_edits(data.get("set", []), files)
+    edits, problems = _set_edits(data.get("set", []), files, original)
     items = data.get("edits")
     for n, item in enumerate(items if isinstance(items, list) else [], start=len(edits) + 1):
         if not (isinstance(item, dict) and all(isinstance(item.get(k), str)

@@ -151,7 +151,7 @@ class LLMProposer:
                     prompts.LENGTH_REPAIR.format(shorter=fmt.shorter)
             else:
                 sent = [m["content"] for m in messages[:-1] if m["role"] != "assistant"]
-                parsed = read_reply(fmt, text, sent, working)
+                parsed = read_reply(fmt, text, sent, working, context.files)
                 description = description or parsed.description
                 said = parsed.description or said     # the record's, if nothing applies
                 edits = settle_named(working, parsed.edits)
