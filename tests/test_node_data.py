@@ -52,7 +52,7 @@ def test_data_the_node_lacks_is_shipped_checked_there_and_refused_once_changed(
     data, there = world / "a" / "data", node / "a" / "data"
     night(repo, "local", backend="local")
     local = float(rows(repo, "local")[0]["error"])
-    assert local == pytest.approx(expected_error(), abs=1e-6)
+    assert local == pytest.approx(expected_error(), abs=1e-6)   # the Slurm test relies on it
 
     night(repo, "t")     # the sandbox where bwrap works, as on a real node
     [base] = rows(repo, "t")
