@@ -5,6 +5,7 @@ sleeping task: each run sleeps its budget, so the machine's cores are not the li
     tests/slurm/start.sh && export SLURM_CONF=/tmp/autoresearch-slurm/etc/slurm.conf
     python benchmarks/slurm.py overhead [--jobs 10]
     python benchmarks/slurm.py rate [--budget 2] [--slots 1,2] [--per-slot 6]
+    python benchmarks/slurm.py start [--jobs 5]
 """
 from __future__ import annotations
 
@@ -60,15 +61,40 @@ def rate(args) -> None:
                       f"{3600 / args.budget * slots:.0f} |", flush=True)
 
 
+def start(args) -> None:
+    """The backend's start with and without data outside git to check on a node (the
+    tests' graded task: a private folder): the probe job of loop/run/backends/reach.py."""
+    from dataclasses import replace
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from graded_toy import make_graded_repo
+    from loop.run.backends.slurm import SlurmBackend
+    from loop.run.grading import Guard
+    from loop.setup.task import load_task
+    print("| task | backend starts | median | range |")
+    print("|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        repo, _ = make_graded_repo(Path(tmp))
+        graded = load_task(repo / "task")
+        for label, task in (("no data outside git", replace(graded, evaluate="", private="")),
+                            ("a private folder", graded)):
+            guard, took = Guard(task, repo / "task"), []
+            for i in range(args.jobs):
+                t0 = time.monotonic()
+                SlurmBackend(None, task, "task", guard, 1, Path(tmp) / f"{label}{i}").close()
+                took.append(time.monotonic() - t0)
+            print(f"| {label} | {args.jobs} | {statistics.median(took):.2f} s | "
+                  f"{min(took):.2f}-{max(took):.2f} s |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["overhead", "rate"])
+    ap.add_argument("what", choices=["overhead", "rate", "start"])
     ap.add_argument("--jobs", type=int, default=10)
     ap.add_argument("--budget", type=float, default=2.0)
     ap.add_argument("--slots", default="1,2")
     ap.add_argument("--per-slot", type=int, default=6, help="iterations per slot")
     args = ap.parse_args()
-    {"overhead": overhead, "rate": rate}[args.what](args)
+    {"overhead": overhead, "rate": rate, "start": start}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ skips with the reason): a 2-slot night where every run is a Slurm job, a job can
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, run_cli
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from graded_toy import baseline_error, make_graded_repo
+from node_data import expected_error, hidden_by, make_world
 from test_engine import _wait_for, assert_same_story, rows
 from test_scheduler import (GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal,
                             run_in_thread)
@@ -321,3 +323,43 @@ def test_without_accounting_the_backend_refuses_to_start(tmp_path, mlflow_uri):
                                           "MLFLOW_TRACKING_URI": mlflow_uri})
     assert res.returncode == 2, res.stdout + res.stderr
     assert "needs Slurm accounting (slurmdbd): `sacct` fails here" in res.stderr, res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_data_the_node_lacks_is_shipped_or_refused_at_start(tmp_path, mlflow_uri):
+    """The engine runs in a bwrap mount namespace where the data folder holds the task's
+    data; the Slurm node sees the real folder, empty: what is small is shipped (the held-out
+    file put at its own path there) and graded with the local backend's metric; what is too
+    big to ship is one line at start, exit 2, before any baseline."""
+    if not shutil.which("bwrap"):
+        pytest.skip("bwrap is needed to show the engine a folder the node does not see")
+    repo = make_world(tmp_path / "w")
+    data, head = tmp_path / "w" / "data", tmp_path / "head-data"
+    data.rename(head)
+    data.mkdir()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+
+    def night(tag):
+        argv = [sys.executable, "-m", "loop", "run", "--task", "task", "--tag", tag,
+                "--iterations", "0", "--backend", "slurm"]
+        return subprocess.run(hidden_by(head, data, argv), cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=240)
+
+    with open(head / "ro" / "big.bin", "wb") as f:
+        f.truncate(300 * 2**20)                   # sparse: no disk, and over the limit
+    res = night("big")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"autoresearch: error: node {_node()} cannot see {data / 'ro'} (300 MiB, over the "
+        f"256 MiB shipped to a node); put it on a filesystem the nodes share"], res.stderr
+    assert not (repo / ".autoresearch" / "big" / "results.tsv").exists()
+
+    (head / "ro" / "big.bin").unlink()
+    res = night("t")
+    assert res.returncode == 0, res.stdout + res.stderr
+    [base] = rows(repo, "t")
+    assert base["status"] == "keep", base
+    assert float(base["error"]) == pytest.approx(expected_error(), abs=1e-6)   # the local
+    assert (data / "answers.txt").read_text() == (head / "answers.txt").read_text()
+    assert queued(_name(repo)) == []

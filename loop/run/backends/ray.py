@@ -2,11 +2,13 @@
 
 The head (where `autoresearch run` runs) keeps git, the journal, the judge and MLflow. A task
 receives the attempt commit's tree (a `git archive`), which is also the pristine copy its
-grader runs from, the task's private data when it has a grading step, and the digests the
-guard checks; it runs the same runner (`run_in_folder`: time limit, process-group kill,
-protected grading, tamper checks) in a temporary folder on its node, and returns status,
-metric, log and the artifacts folder. A worker that dies mid-run is retried once (Ray's
-`max_retries`, on any node); a second death is a `crash` with the reason, never the loop's.
+grader runs from, the data outside git it needs that its node does not see (the private
+folder, held_out, read_only and inputs data: loop/run/backends/reach.py, decided by a probe
+of every node at start), and the digests the guard checks; it runs the same runner
+(`run_in_folder`: time limit, process-group kill, protected grading, tamper checks) in a
+temporary folder on its node, and returns status, metric, log and the artifacts folder. A
+worker that dies mid-run is retried once (Ray's `max_retries`, on any node); a second death
+is a `crash` with the reason, never the loop's.
 A dead worker's run dies with it (loop/run/reap.py supervises every run), and its folder
 is removed by the next run that starts or ends on that node.
 
@@ -15,7 +17,6 @@ or the repo with `pip install -e '.[ray]'`) and whatever the task's commands nee
 not need git or the research repo. Cluster: $RAY_ADDRESS (or a local Ray started here)."""
 from __future__ import annotations
 
-import copy
 import io
 import os
 import shutil
@@ -28,10 +29,12 @@ from pathlib import Path
 from loop.repo.gitsafe import run_git
 from loop.run.backends import failed, run_in_folder
 from loop.run.backends.devices import thread_env
-from loop.run.runner import RunResult
+from loop.run.backends.reach import Reach, Unreached, arrive, needs_of, pack, plan, probe
+from loop.run.runner import CRASH, RunResult
 from loop.run.spec import RunJob, grade_log
 
 RETRIES = 1      # a run whose worker died is tried once more, then recorded as a crash
+PROBE_TIMEOUT_S = 600.0   # the start probe of the nodes (it hashes the data there)
 PREFIX = "autoresearch-ray-"   # a run's folder on its node: PREFIX<pid namespace>.<pid>-...
 
 
@@ -51,20 +54,19 @@ def _untar(data: bytes, dest: Path) -> Path:
     return dest
 
 
-def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private: bytes | None,
-               slot_env: dict[str, str], limits=None) -> dict:
-    """On a worker node: the job's commit in a temporary folder, run and graded there (its
-    log and artifacts there too, sent back to the head)."""
+def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, reach: Reach | None,
+               data, slot_env: dict[str, str], limits=None) -> dict:
+    """On a worker node: the job's commit in a temporary folder, the data it needs made
+    present (loop/run/backends/reach.py), run and graded there (its log and artifacts there
+    too, sent back to the head)."""
     sweep_dead_workers()
     tmp = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{_owner()}-"))
     try:
         work = _untar(archive, tmp / "work")
-        if private is not None:     # the held-out data, where only the grader is told
-            where = _untar(private, tmp / "private")
-            guard = copy.copy(guard)
-            guard.private = where
-            task = replace(task, private=str(where))
-            guard.task = task
+        try:
+            task, guard = arrive(reach, data, tmp, task, guard)
+        except Unreached as exc:
+            return unreached(str(exc), tmp)
         job = replace(job, run_dir=tmp / "run", log_path=tmp / "run" / "run.log")
         log, graded = job.log_path, grade_log(job.log_path)
         folder = _inside(work, task_rel)
@@ -80,6 +82,13 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, private:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         sweep_dead_workers()
+
+
+def unreached(why: str, tmp: Path) -> dict:
+    """A run that never started: its node lacks what it needs (a crash saying so)."""
+    return {"status": CRASH, "metric": None, "returncode": None, "wall_s": 0.0,
+            "memory_gb": None, "detail": why, "log": f"{why}\n".encode(), "grade_log": None,
+            "artifacts": _tar(tmp / "none"), "node": os.uname().nodename}
 
 
 def _inside(root: Path, task_rel: str) -> Path:
@@ -151,11 +160,27 @@ class RayBackend:
             share = max(1, cpus // self.slots)
             self.options = {"num_cpus": min(share, cpus)}
         self.slot_env = thread_env(share) if share else {}
-        private = task.private_dir if task.grade_command else None
-        self.private = ray.put(_tar(private)) if private else None
+        needs = needs_of(task, guard)
+        self.reach = plan(needs, self._probe(needs)) if needs else None
+        self.data = ray.put(pack(self.reach)) if self.reach and self.reach.shipped \
+            else None
         self.remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(run_remote)
         self._refs: dict[str, object] = {}
         self._lock = threading.Lock()
+
+    def _probe(self, needs) -> list[dict]:
+        """`probe` on every node of the cluster, at once (UsageError if one is mute)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        remote = self.ray.remote(probe)
+        refs = [remote.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node["NodeID"], soft=False)).remote(needs)
+            for node in self.ray.nodes() if node.get("Alive")]
+        try:
+            return self.ray.get(refs, timeout=PROBE_TIMEOUT_S)
+        except self.ray.exceptions.GetTimeoutError:
+            from loop.errors import UsageError
+            raise UsageError(f"the Ray nodes did not say within {PROBE_TIMEOUT_S:g} s whether "
+                             f"they see the task's data (loop/run/backends/reach.py)") from None
 
     def free(self) -> int:
         with self._lock:
@@ -165,8 +190,8 @@ class RayBackend:
         archive = run_git(["archive", "--format=tar", job.commit, "--", self.task_rel or "."],
                           self.workspace.repo_root, binary=True).stdout   # hardened git
         ref = self.remote.options(**self.options).remote(
-            archive, job, self.task, self.task_rel, self.guard, self.private, self.slot_env,
-            self.limits)
+            archive, job, self.task, self.task_rel, self.guard, self.reach, self.data,
+            self.slot_env, self.limits)
         with self._lock:
             self._refs[job.job_id] = ref
         threading.Thread(target=self._wait, args=(job, ref, done), daemon=True,

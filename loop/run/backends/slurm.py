@@ -1,14 +1,15 @@
 """The Slurm backend: each run is a Slurm job (`--backend slurm`), submitted with submitit.
 
 The head (where `autoresearch run` runs) keeps git, the journal, the judge and MLflow, as with
-Ray. A job receives what a Ray task receives (the attempt commit's tree, the task's private
-data when it has a grading step, the guard's digests) and runs the very same function
-(`run_remote` of loop/run/backends/ray.py: `run_in_folder`, so the same run spec, sandbox,
-time box, reaping and protected grading) in a temporary folder on its node; its result comes
-back through submitit's pickles in the tag's slot folder, which the nodes must see (a shared
-file system, as submitit requires). Resources come from the config's `slurm:` section
-(loop/setup/config.py's SlurmConfig); the job's time limit is the run's whole time box:
-budget + grace + the grading limit + a margin for start-up.
+Ray. A job receives what a Ray task receives (the attempt commit's tree, the guard's digests,
+the data outside git it needs that its node does not see: loop/run/backends/reach.py, decided
+by one short probe job at start, shipped as one tar in the job folder) and runs the same
+function (`run_remote` of loop/run/backends/ray.py: `run_in_folder`, so the same run spec,
+sandbox, time box, reaping and protected grading) in a temporary folder on its node; its
+result comes back through submitit's pickles in the tag's slot folder, which the nodes must
+see (a shared file system, as submitit requires). Resources come from the config's `slurm:`
+section (loop/setup/config.py's SlurmConfig); the job's time limit is the run's whole time
+box: budget + grace + the grading limit + a margin for start-up.
 
 Faults of the cluster are named, never counted as the candidate's own crash: a job cancelled
 (`scancel`), past its time limit, out of memory, failed on a node, preempted, or pending past
@@ -34,12 +35,15 @@ from typing import Any
 from loop.repo.gitsafe import run_git
 from loop.run.backends import failed
 from loop.run.backends.devices import thread_env
-from loop.run.backends.ray import _tar, land, run_remote
+from loop.run.backends.ray import land, run_remote
+from loop.run.backends.reach import needs_of, pack, plan, probe
 from loop.run.runner import RunResult
 from loop.run.spec import RunJob
 
 RETRIES = 1          # a preempted job, or one whose node failed, is submitted once more
 MARGIN_S = 120.0     # the job's time limit beyond the run's own: start-up, transfers
+PROBE_MIN = 5        # the time limit of the start job that checks what a node sees
+PROBE_ID = "probe"   # its id among the backend's jobs (never a run's)
 POLL_S = 0.5         # how often a job's result file is looked for
 STATE_EVERY = 4      # ... and its state asked of sacct every this many polls
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
@@ -139,11 +143,41 @@ class SlurmBackend:
         self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=0)
         self.executor.update_parameters(**sbatch_parameters(self.options, task, self.name))
         self.slot_env = thread_env(self.options.cpus_per_run or 1)
-        private = task.private_dir if task.grade_command else None
-        self.private = _tar(private) if private else None
         self._jobs: dict[str, Any] = {}             # our job id -> its submitit job
         self._cancelled: set[str] = set()
         self._lock = threading.Lock()
+        needs = needs_of(task, guard)
+        self.reach = plan(needs, [self._probe(needs)]) if needs else None
+        self.data = self._ship(pack(self.reach)) if self.reach and self.reach.shipped else None
+
+    def _probe(self, needs) -> dict:
+        """`probe` in one short job on a node of the runs' kind (UsageError if it fails)."""
+        import submitit
+        from loop.errors import UsageError
+        executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=0)
+        executor.update_parameters(**{**sbatch_parameters(self.options, self.task, self.name),
+                                      "time": PROBE_MIN})
+        sjob = executor.submit(probe, needs)
+        try:
+            out, why, _ = self._wait(PROBE_ID, sjob)
+        except BaseException:
+            sjob.cancel(check=False)
+            raise
+        if out is None:
+            raise UsageError(f"slurm job {sjob.job_id}, which checks what a node sees of the "
+                             f"task's data, {why} (its log: {sjob.paths.stderr})")
+        self._clean(sjob)
+        return out
+
+    def _ship(self, data: bytes) -> str:
+        """The shipped data, once, in the job folder every node sees (submitit needs it)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"data-{hashlib.sha256(data).hexdigest()[:12]}.tar"
+        if not path.exists():
+            partial = path.with_suffix(".partial")
+            partial.write_bytes(data)
+            partial.replace(path)
+        return str(path)
 
     def free(self) -> int:
         with self._lock:
@@ -174,10 +208,17 @@ class SlurmBackend:
                 if job.job_id in self._cancelled:
                     return failed(job, "cancelled")
                 sjob = self.executor.submit(run_remote, archive, job, self.task,
-                                            self.task_rel, self.guard, self.private,
+                                            self.task_rel, self.guard, self.reach, self.data,
                                             self.slot_env, self.limits)
                 self._jobs[job.job_id] = sjob
-            out, why, state = self._wait(job, sjob)
+            out, why, state = self._wait(job.job_id, sjob)
+            if out is not None and out.get("metric") is None:
+                # a run killed by Slurm (scancel, time limit, preemption) still reports, as a
+                # run killed by a signal: the job's state says whose fault it was
+                why, state = self._whose_fault(job.job_id, sjob)
+                if why:
+                    land(job, out)            # its log, for the record
+                    out = None
             if out is not None:
                 return land(job, out)
             tries.append(f"slurm job {sjob.job_id} {why}")
@@ -185,7 +226,15 @@ class SlurmBackend:
                 break
         return failed(job, "; then ".join(tries))
 
-    def _wait(self, job: RunJob, sjob) -> tuple[dict | None, str, str]:
+    def _whose_fault(self, job_id: str, sjob) -> tuple[str, str]:
+        """Why Slurm ended a run that reported no metric ("" when Slurm did not), and the
+        job's final state."""
+        state = _final_state(sjob)
+        if job_id in self._cancelled:
+            return "cancelled", state
+        return REASONS.get(state, ""), state
+
+    def _wait(self, job_id: str, sjob) -> tuple[dict | None, str, str]:
         """The job's result, or why there is none and its last Slurm state."""
         sjob._results_timeout_s = 2     # submitit waits 15 s for a result that never comes
         submitted, polls, state = time.monotonic(), 0, "PENDING"
@@ -206,21 +255,13 @@ class SlurmBackend:
             out = sjob.result()
         except Exception as exc:       # UncompletedJobError (no result) or FailedJobError
             state = _final_state(sjob)
-            if job.job_id in self._cancelled:
+            if job_id in self._cancelled:
                 return None, "cancelled", state
             if state in REASONS:
                 return None, REASONS[state], state
             last = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
             return None, f"failed ({state}){': ' + last if last else ''}", state
         self._clean(sjob)
-        if out.get("metric") is None:
-            # a run killed by Slurm (scancel, time limit, preemption) still reports, as a
-            # run killed by a signal: the job's state says whose fault it was
-            state = _final_state(sjob)
-            if state in REASONS or job.job_id in self._cancelled:
-                land(job, out)            # its log, for the record
-                return None, ("cancelled" if job.job_id in self._cancelled
-                              else REASONS[state]), state
         return out, "", "COMPLETED"
 
     def _clean(self, sjob) -> None:
@@ -240,6 +281,8 @@ class SlurmBackend:
         for job_id in list(self._jobs):
             self.cancel(job_id)
         cancel_by_name(self.name)
+        if self.data:
+            Path(self.data).unlink(missing_ok=True)
 
 
 def _sacct_problem() -> str:
