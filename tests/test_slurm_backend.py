@@ -139,8 +139,7 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)
         # ... until the resumed engine cancels them, before it runs those runs again
-        assert _wait_for(lambda: all(j["state"].startswith("CANCELLED") for j in
-                                     sacct(name) if j["id"] in left), timeout=60)
+        assert _wait_for(lambda: _cancelled(name, left), timeout=60)
         for n in (1, 2):
             (gates / str(n)).write_text("")
         out, _ = resumed.communicate(timeout=240)
@@ -153,8 +152,17 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
     assert len(table) == 3 and all(r["status"] in ("keep", "discard") for r in table), table
     assert queued(name) == []
     assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
+    # slurmdbd learns a job's end a moment after slurmctld: wait for the record, then check it
+    _wait_for(lambda: _cancelled(name, left), timeout=30)
     jobs = sacct(name)
     assert sum(j["state"].startswith("CANCELLED") for j in jobs) == 2, jobs
+
+
+def _cancelled(name: str, ids) -> bool:
+    """Whether sacct records every job in `ids` as cancelled (a job it does not list yet is
+    not: an empty answer must not pass)."""
+    states = {j["id"]: j["state"] for j in sacct(name)}
+    return all(states.get(i, "").startswith("CANCELLED") for i in ids)
 
 
 @pytest.mark.slow
