@@ -171,7 +171,8 @@ def read_night(surface: Surface, proposer: str, stop: str, seed: int, repo: Path
 
 
 def one_night(surface: Surface, proposer: str, stop: str, seed: int, budget: float,
-              run_s: float, stop_yaml: str, llm_every: int) -> Night:
+              run_s: float, stop_yaml: str, llm_every: int, inspect=None) -> Night:
+    """One night in a throwaway repo; `inspect(repo, ledger)` looks at it before it goes."""
     with tempfile.TemporaryDirectory(prefix="surface-compute-") as tmp:
         ledger = Path(tmp) / "ledger.txt"
         extra = f"early_stop: {stop_yaml}\n" if stop == "on" else ""
@@ -202,7 +203,7 @@ def one_night(surface: Surface, proposer: str, stop: str, seed: int, budget: flo
         text = log.read_text()
         spent = bool(server) and "(401 Unauthorized)" in text
         done = spent or "search space exhausted" in text or "no untried" in text
-        if proc.returncode not in (0, -signal.SIGTERM, 130, 143) or \
+        if (proc.returncode not in (0, -signal.SIGTERM, 130, 143) and not spent) or \
                 (proc.returncode == 0 and not done and len(ledger_runs(ledger)) <= budget):
             raise RuntimeError(f"{surface.name}/{proposer}/{stop}/{seed}: the loop exited "
                                f"{proc.returncode}: {text[-2000:]}")

@@ -199,10 +199,11 @@ def main(argv=None) -> int:
     for noise in noises:
         for proposer, rule in ((p, r) for p in proposers for r in rules):
             res = [one_night(rule, noise, s, args.wall, args.run_s, proposer) for s in seeds]
-            mean = lambda k: sum(r[k] for r in res) / len(res)  # noqa: E731
+            mean = lambda k, res=res: sum(r[k] for r in res) / len(res)  # noqa: E731
             gains = ", ".join(f"{r['gain']:.3f}" for r in res)
             ended = sum(r["exhausted"] for r in res)
-            print(f"| {noise:g} | {proposer} | {rule} | {mean('gain'):.3f} ({gains}) | {mean('ideas'):.1f} "
+            print(f"| {noise:g} | {proposer} | {rule} | {mean('gain'):.3f} ({gains}) "
+                  f"| {mean('ideas'):.1f} "
                   f"| {mean('kept'):.1f} | {mean('harmful'):.1f} | {mean('noops'):.1f} "
                   f"| {mean('runs'):.1f} "
                   f"| {mean('wall'):.0f} s{f', {ended} out of ideas' if ended else ''} |",
