@@ -214,6 +214,8 @@ def one_night(surface: Surface, proposer: str, stop: str, seed: int, budget: flo
         if [round(k, 9) for k in night.keeps] != [round(k, 9) for k in kept[:len(night.keeps)]]:
             raise RuntimeError(f"{surface.name}/{proposer}/{stop}/{seed}: the ledger's keeps "
                                f"{night.keeps} are not the branch's {kept}")
+        if inspect is not None:
+            inspect(repo, ledger)
         return night
 
 

@@ -19,7 +19,9 @@ standing in for an LLM: STREAM, a fixed stream of code changes, the tricks of
 surface/surface.py with known true effects, good, bad, none, one changing what A means;
 the night ends when the stream does) and hybrid (`--proposer hybrid --llm-every 4`: that
 stream every 4th iteration, TPE between). The true gain counts the tricks kept.
-Costs wall time: proposers x rules x noise levels x seeds x W.
+Costs wall time: proposers x rules x noise levels x seeds x W. The same nights at equal
+compute, on this surface and a harder one, with and without early stopping:
+benchmarks/surface_compute.py.
 """
 from __future__ import annotations
 
