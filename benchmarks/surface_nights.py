@@ -19,7 +19,9 @@ standing in for an LLM: STREAM, a fixed stream of code changes, the tricks of
 surface/surface.py with known true effects, good, bad, none, one changing what A means;
 the night ends when the stream does) and hybrid (`--proposer hybrid --llm-every 4`: that
 stream every 4th iteration, TPE between). The true gain counts the tricks kept.
-Costs wall time: proposers x rules x noise levels x seeds x W.
+Costs wall time: proposers x rules x noise levels x seeds x W. The same nights at equal
+compute, on this surface and a harder one, with and without early stopping:
+benchmarks/surface_compute.py.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ HOOK = "tricks = []\n# tricks\n"        # where the stand-in's code changes go, 
 # the stand-in's ideas, in the order it has them (effects: surface/surface.py's TRICKS)
 STREAM = ["bad_init", "warmup", "refactor", "a_halved", "ema", "big_dropout", "clip",
           "logging", "schedule", "rename"]
+MEANS = {"a_halved": "  # uses A, halved", "lr_scaled": "  # uses LR, halved"}
 
 
 def load_surface():
@@ -63,18 +66,26 @@ def git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
-def make_repo(root: Path, noise: float, run_s: float) -> Path:
+def make_repo(root: Path, noise: float, run_s: float, task: Path = TASK, ledger: str = "",
+              task_extra: str = "") -> Path:
+    """A fresh git repo holding a copy of the task under surface/: its NOISE, RUN_S (and
+    LEDGER, where runs note their compute) rewritten, `task_extra` appended to task.yaml,
+    train.py given the stand-in's hook when it has none."""
     repo = root / "repo"
     (repo / "surface").mkdir(parents=True)
     for name in ("task.yaml", "train.py", "surface.py"):
-        shutil.copy(TASK / name, repo / "surface" / name)
+        shutil.copy(task / name, repo / "surface" / name)
     src = (repo / "surface" / "surface.py").read_text()
-    src = re.sub(r"^NOISE = .*$", f"NOISE = {noise!r}", src, count=1, flags=re.M)
-    src = re.sub(r"^RUN_S = .*$", f"RUN_S = {run_s!r}", src, count=1, flags=re.M)
+    for name, value in (("NOISE", noise), ("RUN_S", run_s), ("LEDGER", ledger)):
+        src = re.sub(rf"^{name} = .*$", f"{name} = {value!r}", src, count=1, flags=re.M)
     (repo / "surface" / "surface.py").write_text(src)
+    if task_extra:
+        with open(repo / "surface" / "task.yaml", "a") as f:
+            f.write(task_extra)
     train = (repo / "surface" / "train.py").read_text()   # the hook the stand-in edits
-    train = train.replace("\nreport({", "\n" + HOOK + "report({").replace('"L": L})',
-                                                                          '"L": L}, tricks)')
+    if "# tricks" not in train:
+        train = train.replace("\nreport({", "\n" + HOOK + "report({").replace(
+            '"L": L})', '"L": L}, tricks)')
     (repo / "surface" / "train.py").write_text(train)
     (repo / "program.md").write_text("Minimize loss.\n")
     git(repo, "init", "-q", "-b", "main")
@@ -92,17 +103,17 @@ def true_loss(text: str) -> float:
     return load_surface().true_loss(constants(text), TRICK.findall(text))
 
 
-def standin_server():
-    """The scripted LLM stand-in: STREAM as SEARCH/REPLACE replies, then 401s (its ideas
-    are spent: the loop stops, one line)."""
+def standin_server(stream=tuple(STREAM)):
+    """The scripted LLM stand-in: the stream as SEARCH/REPLACE replies, then 401s (its
+    ideas are spent: the loop stops, one line). A trick that changes what a constant means
+    names it in a comment (so the tuner knows its earlier points no longer apply)."""
     sys.path.insert(0, str(HERE.parent / "tests"))
     from openai_server import OpenAIServer, Reply
     server = OpenAIServer().start()
     server.models = ["standin"]
     server.script(*(f"Description: add {t}\n\ntrain.py\n```python\n<<<<<<< SEARCH\n# tricks\n"
-                    f"=======\n# tricks\ntricks.append(\"{t}\")"
-                    f"{'  # uses A, halved' if t == 'a_halved' else ''}\n>>>>>>> REPLACE\n```\n"
-                    for t in STREAM))
+                    f"=======\n# tricks\ntricks.append(\"{t}\"){MEANS.get(t, '')}\n"
+                    f">>>>>>> REPLACE\n```\n" for t in stream))
     server.script(*[Reply(status=401, error={"message": "the stand-in's stream is spent"})] * 50)
     return server
 
@@ -190,10 +201,11 @@ def main(argv=None) -> int:
     for noise in noises:
         for proposer, rule in ((p, r) for p in proposers for r in rules):
             res = [one_night(rule, noise, s, args.wall, args.run_s, proposer) for s in seeds]
-            mean = lambda k: sum(r[k] for r in res) / len(res)  # noqa: E731
+            mean = lambda k, res=res: sum(r[k] for r in res) / len(res)  # noqa: E731
             gains = ", ".join(f"{r['gain']:.3f}" for r in res)
             ended = sum(r["exhausted"] for r in res)
-            print(f"| {noise:g} | {proposer} | {rule} | {mean('gain'):.3f} ({gains}) | {mean('ideas'):.1f} "
+            print(f"| {noise:g} | {proposer} | {rule} | {mean('gain'):.3f} ({gains}) "
+                  f"| {mean('ideas'):.1f} "
                   f"| {mean('kept'):.1f} | {mean('harmful'):.1f} | {mean('noops'):.1f} "
                   f"| {mean('runs'):.1f} "
                   f"| {mean('wall'):.0f} s{f', {ended} out of ideas' if ended else ''} |",

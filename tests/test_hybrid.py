@@ -289,4 +289,6 @@ def test_the_surface_bench_scores_the_standins_code_changes(tmp_path):
     assert sn.true_loss(with_trick) == pytest.approx(base - 0.08)
     ran = subprocess.run([sys.executable, "train.py"], cwd=repo / "surface",
                          capture_output=True, text=True, check=True, input="")
-    assert float(ran.stdout.split("loss:")[1]) == pytest.approx(base, abs=1e-5)
+    final = ran.stdout.splitlines()[-1]                       # after the progress lines
+    assert final.startswith("loss:") and float(final.split(":")[1]) == pytest.approx(base,
+                                                                                     abs=1e-5)

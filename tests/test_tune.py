@@ -159,6 +159,29 @@ def test_without_optuna_one_line_names_the_extra(monkeypatch):
     assert "\n" not in str(info.value)
 
 
+def test_a_stopped_run_is_told_as_a_pruned_trial_that_counts_towards_the_start_up():
+    # early stopping ends a clearly worse candidate as a discard without a value; told as a
+    # failure, TPE ignored it and sampled at random for as long as most runs were stopped
+    points, history = [], []
+    for i in range(1, 13):
+        p = TuneProposer(seed=0).propose(ctx(i, history))
+        history.append(Attempt(i, p.description, "discard", None, None,
+                               "stopped at 40% of its budget: loss 3.1 vs the best's 2.6 ± 0.04"))
+        points.append(p)
+    codecs = tune._codecs(optuna, FILES, parse_space(SPACE, "t"))
+    trials = tune._trials(ctx(13, history), codecs, {n: constants(FILES)[n] for n in codecs})
+    assert [how for _, _, how in trials] == ["done"] + ["pruned"] * 12
+    for sampler in ("tpe", "cmaes"):
+        study = TuneProposer(seed=0, sampler=sampler)._study("minimize", 0, codecs, trials, None)
+        assert [t.state for t in study.trials] == \
+            [optuna.trial.TrialState.COMPLETE] + [optuna.trial.TrialState.PRUNED] * 12
+    # past TPE's 10 start-up trials: the next point comes from its model, not at random
+    study = TuneProposer(seed=0)._study("minimize", 0, codecs, trials, None)
+    done = study._get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                     optuna.trial.TrialState.PRUNED))
+    assert len(done) >= 10
+
+
 # -- better than random search, seeded: a 4-constant bowl, greedy keep, no noise -----------
 BOWL = {"train.py": "A = 4.0\nB = 0.6\nC = 2.5\nD = 0.15\n"}
 BOWL_TASK = Task(name="b", run="x", metric=Metric("loss"), editable=("train.py",),

@@ -12,7 +12,10 @@ description naming only some constants, mutate's, takes the others from the best
 proposed on: the tip with the later keeps undone; past a kept code change, an LLM's, as
 loop/proposers/epochs.py says) and told to the study in iteration order:
 a keep or a discard as its measured mean, a failure (crash, timeout, diverged, no_metric,
-bad_edit) as a failed trial, an attempt in flight as a running one (TPE's constant liar
+bad_edit) as a failed trial, a run stopped early as clearly worse (a discard without a
+value) as a pruned one (TPE counts it among its start-up trials and in its worse group: told
+as a failure, a night whose runs are mostly stopped never left TPE's random start-up),
+an attempt in flight as a running one (TPE's constant liar
 steers the next point away from it, so N slots get N distinct points). The best's own
 point is told with the best's value (the baseline's, on the first proposal), so a night
 continued on the same tag starts where the journal left off. The sampler's seed comes from
@@ -174,7 +177,8 @@ class TuneProposer:
             study.add_trials([optuna.trial.create_trial(
                 params=p, distributions=dists, value=v,
                 state=state.COMPLETE if how == "done" else
-                state.RUNNING if how == "running" else state.FAIL) for p, v, how in trials])
+                state.RUNNING if how == "running" else
+                state.PRUNED if how == "pruned" else state.FAIL) for p, v, how in trials])
             return study
         # CMA-ES keeps its state in the trials it asked for: ask for each past point again
         # (enqueued, so the point is the journal's), then tell it, in order
@@ -192,7 +196,8 @@ class TuneProposer:
             trial = study.ask(dists)
             if how != "running":
                 study.tell(trial, v if how == "done" else None,
-                           state=state.COMPLETE if how == "done" else state.FAIL)
+                           state=state.COMPLETE if how == "done" else
+                           state.PRUNED if how == "pruned" else state.FAIL)
         return study
 
     def _ask(self, study, codecs: dict, fits, rng: random.Random) -> dict | None:
@@ -224,7 +229,8 @@ def _key(point: dict) -> tuple:
 
 def _trials(context: Context, codecs: dict, tip: dict) -> list[tuple[dict, float | None, str]]:
     """(point, value, how) of every attempt a point can be read from, in iteration order,
-    the best's point first; how: done | failed | running."""
+    the best's point first; how: done | failed | running | pruned (a discard without a
+    value: its run was stopped early as clearly worse, loop/run/early_stop.py)."""
     state, out = dict(tip), []
     # the gain of the code changes kept since a point was measured: its value on today's
     # code, as loop/proposers/epochs.py assumes (a shift; points past a change of a
@@ -248,7 +254,8 @@ def _trials(context: Context, codecs: dict, tip: dict) -> list[tuple[dict, float
         if any(v is None for v in told.values()):
             continue                           # outside today's space: not told
         how = ("done" if a.status in DONE and a.metric is not None else
-               "running" if a.status == "running" else "failed")
+               "running" if a.status == "running" else
+               "pruned" if a.status == "discard" else "failed")   # stopped: clearly worse
         value = a.metric + sign * shift if how == "done" and a.metric is not None else None
         out.append((told, value, how))
     out.reverse()
