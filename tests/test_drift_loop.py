@@ -96,3 +96,25 @@ def test_paired_runs_of_the_best_go_beside_the_candidate_in_other_slots(tmp_path
     assert paired and all(int(r["runs"]) >= 2 for r in paired)
     logs = {p.name for p in (tmp_path / "slots" / ".autoresearch/slots/logs").glob("*best*")}
     assert any("-best5" in name for name in logs), logs      # the pair runs' own logs
+
+
+def test_a_throughput_that_is_the_codes_own_is_not_flagged(tmp_path, monkeypatch):
+    """Under a budget of work (tinylm on a CPU) repeated runs of one code make the same steps
+    whatever the machine does; a change that makes each step cheaper makes more of them,
+    which is the code's doing: no 'machine's speed' warning. The drifting task above, whose
+    steps vary run to run, is still flagged."""
+    repo = tmp_path / "work"
+    train = ("import os, random\nSTEPS = 25\nseed = int(os.environ['AUTORESEARCH_SEED'])\n"
+             "print(f'steps: {STEPS}')\n"
+             "print(f'score: {3 - STEPS / 25 + random.Random(seed).gauss(0, 0.1):.6f}')\n")
+    make_repo(repo, {"task.yaml": TASK.replace("pass_env: [DRIFT_FILE]\n", ""),
+                     "train.py": train})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'work'}.db")
+    cfg = Config(task="task", tag="work", iterations=1, base_dir=repo, seed=1,
+                 judge=JudgeConfig(rule="noise"), sandbox="off")
+    cheaper = train.replace("STEPS = 25", "STEPS = 50")
+    Engine(cfg, out=lambda s: None, proposer=Scripted([cheaper])).run()
+    with open(repo / ".autoresearch" / "work" / "results.tsv") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert rows[0]["throughput"] == "25,25,25" and rows[1]["throughput"].startswith("50")
+    assert rows[1]["status"] == "keep" and "throughput" not in rows[1]["reason"], rows[1]

@@ -98,14 +98,18 @@ class Scoreboard:
     def throughput_shift(self, rec: Record, stats: dict) -> str | None:
         """Whether the candidate's throughput (e.g. training steps in a wall-clock budget)
         moved from the best's by more than its run-to-run noise: then the machine's speed,
-        not only the code, may be behind the metric. Adds `throughput_*` to `stats`."""
+        not only the code, may be behind the metric. Never when repeated runs of one code
+        state always had the same throughput (tinylm's work budget on a CPU: steps are the
+        code's, not the machine's). Adds `throughput_*` to `stats`."""
         cand = [x for x in rec.throughput if x is not None]
         best = [x for x in (self.best.throughput if self.best else []) if x is not None]
         if not cand or not best:
             return None
         c, b = fmean(cand), fmean(best)
-        sd = pooled_sd(self.throughput_history + [cand])[0]
+        sd, df = pooled_sd(self.throughput_history + [cand])
         stats.update(throughput=c, throughput_best=b)
+        if df and not sd:   # the same every run: a budget of work, which the machine's speed
+            return None     # cannot move; a change in it is the code's own cost
         if sd:
             se = sd * math.sqrt(1 / len(cand) + 1 / len(best))
             stats["throughput_z"] = (c - b) / se
