@@ -88,6 +88,9 @@ def test_time_budget_on_request_and_on_a_gpu(tinylm, monkeypatch):
     prepare.get_batch("train", 32, 128, "cpu")
     assert budget.kind == "time" and budget.progress(1.0) == pytest.approx(0.5)
     assert "2s of training" in budget.describe()
+    monkeypatch.setenv("AUTORESEARCH_BUDGET", "flops")
+    with pytest.raises(SystemExit, match="AUTORESEARCH_BUDGET='flops': use time or work"):
+        prepare.Budget(model, torch.device("cpu"))
 
 
 def _train(folder, tmp_path, *, cores=None, hog=False):
