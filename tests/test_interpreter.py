@@ -11,12 +11,13 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import git
-from loop.errors import TaskError
+from loop.errors import TaskError, UsageError
 from loop.run import sandbox
 from loop.run.check import check_task
 from loop.run.spec import RunJob, make_spec, run_envs
@@ -150,6 +151,23 @@ def test_a_missing_venv_is_one_line_asking_for_uv_sync(tmp_path):
     with pytest.raises(TaskError, match=r"`uv run torchrun`: torchrun is not installed in "
                                         r"the project's environment"):
         resolve_command("uv run torchrun t.py", repo)
+
+
+def test_uv_need_not_be_on_path_where_the_environment_is(tmp_path, monkeypatch):
+    """Seen in CI on a machine without uv: `uv run python train.py` was refused as "program
+    'uv' not found on PATH", though the run starts the project's .venv python, never uv."""
+    from loop.setup.preflight import check_run_command
+    repo = make_uv_repo(tmp_path / "repo")
+    make_venv(repo)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))             # no uv, no anything
+    task = load_task(repo)
+    # as an lm grader's `python: uv run python` builds it, unresolved until the run
+    check_run_command(replace(task, run="uv run python train.py"), ".", lambda rel: True)
+    other = replace(task, run="nosuchprogram train.py")
+    with pytest.raises(UsageError, match="run: program 'nosuchprogram' not found on PATH"):
+        check_run_command(other, ".", lambda rel: True)
 
 
 def test_relative_absolute_and_conda_interpreters(tmp_path):

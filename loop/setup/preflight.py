@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.setup.interpreter import resolve_command
 
 SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".R", ".jl", ".js")
 INTERPRETERS = {"python", "python3", "bash", "sh", "Rscript", "julia", "node", "uv", "torchrun",
@@ -24,7 +25,7 @@ def check_task_committed(task_rel: str, committed) -> None:
 
 def check_run_command(task, task_rel: str, committed) -> None:
     """Every script the `run` command names exists in the task folder and is committed (the
-    loop runs on a branch from HEAD); its program exists on PATH. `committed(path)` says
+    loop runs on a branch from HEAD); the program it starts exists on PATH. `committed(path)` says
     whether a repo-relative path is in HEAD."""
     where = f"{task.root / 'task.yaml'}"
     try:
@@ -47,7 +48,10 @@ def check_run_command(task, task_rel: str, committed) -> None:
         if not committed(rel):
             raise UsageError(f"{where}: run: '{word}' is not committed: the loop runs on a "
                              f"branch from HEAD, so commit it first")
-    program = words[0] if words else ""
+    # the program as the run will start it: `uv run python` is the project's .venv python,
+    # so uv itself need not be on PATH (a node or CI with the environment but no uv)
+    resolved = shlex.split(resolve_command(task.run, task.root))
+    program = resolved[0] if resolved else ""
     if program and "=" not in program and not program.endswith(SCRIPT_SUFFIXES) \
             and "/" not in program and program not in ("python", "python3") \
             and shutil.which(program) is None:
