@@ -240,8 +240,9 @@ class Budget:
     pass counted once per sequence length; backward counted as twice the forward). The wall
     clock stays the cap: a run that has not done its work after CPU_CAP x TIME_BUDGET
     seconds of training (a machine a third as fast, or one shared with other jobs) stops
-    there all the same, so no edit, honest or not, trains longer than that; its last line
-    says so, and its step count (task.yaml's throughput_pattern) shows it to the judge.
+    there all the same, so no edit, honest or not, trains longer than that; its summary
+    says so (`budget:`), and its step count (task.yaml's throughput_pattern) shows the
+    judge.
 
     A change that makes the model bigger or its sequences longer gets fewer steps, as with a
     time budget; one that only makes each FLOP faster no longer gets more of them on a CPU.
