@@ -69,7 +69,7 @@ def test_kill_9_of_the_engine_ends_the_training_process_and_its_daemon(tmp_path,
         assert len(wait_gone(token, 0)) >= 2, "the experiment never started"
         engine.kill()
         engine.wait()
-        assert wait_gone(token, 8.0) == [], "the experiment outlived the SIGKILLed engine"
+        assert wait_gone(token, 30.0) == [], "the experiment outlived the SIGKILLed engine"
     finally:
         engine.kill()
         engine.wait()
@@ -115,7 +115,7 @@ def test_kill_9_of_the_engine_as_the_sandbox_starts_leaves_nothing(tmp_path):
         assert starting(), "the run never started"
         engine.kill()
         engine.wait()
-        assert wait_gone(token, 8.0) == [], "the run outlived an engine killed as it started"
+        assert wait_gone(token, 30.0) == [], "the run outlived an engine killed as it started"
     finally:
         engine.kill()
         engine.wait()
