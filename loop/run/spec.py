@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from loop.run import netbridge
 from loop.run.early_stop import StopRule
 from loop.run.process import Limits, experiment_env
-from loop.setup import interpreter
+from loop.setup import flags, interpreter
 from loop.words import RunKey
 
 if TYPE_CHECKING:
@@ -164,7 +164,9 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
     software = [root for command in (task.train_command, task.grade_command) if command
                 for root in interpreter.roots(interpreter.of_command(command))]
     software += [target for _, target in task.input_links]   # `inputs`: read-only data
-    return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
+    command = flags.command(task.train_command, task.flags, folder) if task.flags \
+        else task.train_command
+    return RunSpec(command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),
                    tuple(dict.fromkeys(software)), task.progress_pattern, task.time_budget_s,

@@ -94,7 +94,9 @@ class Task:
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
                                         # with one group; shown per run, warned on when it moves
-    search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
+    search_space: dict[str, Any] = field(default_factory=dict)  # setting -> range (mutate)
+    flags: str = ""                     # a YAML file of the task folder whose `name: value`
+                                        # lines follow `run` as --name=value (loop/setup/flags.py)
     inputs: tuple[str, ...] = ()        # uncommitted files/folders (globs) of the task folder
                                         # the run reads (prepared data): linked, read-only,
                                         # into every worktree (loop/setup/inputs.py)
@@ -367,6 +369,7 @@ def _validate_search(task: Task, where: str) -> None:
     """`throughput_pattern` compiles with one group; `search_space` names constants the
     editable files define, with ranges that are not empty."""
     from loop.setup.search_space import SpaceError, constants, parse_space
+    from loop.setup.settings import kind_of
     _validate_progress(task, where)
     if task.throughput_pattern:
         try:
@@ -375,14 +378,38 @@ def _validate_search(task: Task, where: str) -> None:
             raise TaskError(f"{where}: throughput_pattern is not a valid regex: {exc}") from None
         if groups < 1:
             raise TaskError(f"{where}: throughput_pattern needs one capture group")
+    _validate_flags(task, where)
     if not task.search_space:
         return
     files = {rel: (task.root / rel).read_text(errors="replace")
-             for rel in task.editable_files() if rel.endswith(".py")}
+             for rel in task.editable_files() if kind_of(rel)}
     try:
         parse_space(task.search_space, where, set(constants(files, task.search_space)))
     except SpaceError as exc:
         raise TaskError(str(exc)) from None
+
+
+def _validate_flags(task: Task, where: str) -> None:
+    """`flags`: an editable YAML file of the task folder, `name: value` lines."""
+    if not task.flags:
+        return
+    from loop.setup.flags import FlagsError, read
+    rel = task.flags
+    if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.endswith((".yaml", ".yml")):
+        raise TaskError(f"{where}: flags: '{rel}' must be a .yaml file inside the task folder")
+    if task.grader is not None:
+        raise TaskError(f"{where}: flags: the lm grader runs the script through its handover, "
+                        f"without arguments; give its settings in the script instead")
+    if not task.is_editable(rel) or task.is_protected(rel):
+        raise TaskError(f"{where}: flags: {rel} must be editable (list it under `editable`): "
+                        f"it holds the settings a search changes")
+    path = task.root / rel
+    if not path.is_file():
+        raise TaskError(f"{where}: flags: {rel} does not exist in {task.root}")
+    try:
+        read(path.read_text(errors="replace"), rel)
+    except FlagsError as exc:
+        raise TaskError(f"{where}: flags: {exc}") from None
 
 
 def _validate_grading(task: Task, where: str, files: list[str]) -> None:
