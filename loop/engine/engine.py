@@ -41,6 +41,7 @@ from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_re
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
+PROPOSER_BUG = "proposer raised "    # a proposer's exception (engine/scheduler.py), not a bad edit
 ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
 # Ctrl-C: MLflow gets this long for its last writes; what is left is logged at the next
 # start (the journal knows), so the process ends within seconds of the signal
@@ -200,6 +201,11 @@ class Loop:
             if rec.status not in FAILURES:
                 break
             streak += 1
+        raised = [r.reason for r in self.sink.records[-2:] if r.reason.startswith(PROPOSER_BUG)]
+        if len(raised) == 2 and raised[0] == raised[1]:
+            return Stop("proposer", f"stopped: the proposer failed twice in a row the same way "
+                                    f"({raised[-1]}): a bug, not a bad idea; nothing more can "
+                                    f"be proposed", 1)
         if streak >= cfg.max_consecutive_failures:
             return Stop("failures", f"stopped: {plural(streak, 'failure')} in a row "
                                     f"(see {self.dir / 'logs'})", 1)
@@ -586,12 +592,27 @@ class Loop:
                 shutil.rmtree(run_dir, ignore_errors=True)
         self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
+        if cand.baseline and rec.kept:
+            self._say_if_exact(rec.samples)
         if cand.baseline and not rec.kept:
             log = self.sink.log_path(rec.iteration)
             hint = self._failure_hint(log)
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
                                          f"{rec.reason}); see {log}"
                                          + (f"\n{hint}" if hint else ""), 1)
+
+    def _say_if_exact(self, samples: list) -> None:
+        """Runs of one version that all gave the same number: the judge sees no noise, and
+        what that means is said once, at the start of the night, with the ways out."""
+        values = [v for v in samples if isinstance(v, (int, float))]
+        if len(values) < 2 or len(set(values)) > 1:
+            return
+        self.out(f"note: the baseline's {len(values)} runs all gave {self.task.metric.name} "
+                 f"{num(values[0])}: the runs are deterministic (a fixed seed), so the judge "
+                 f"sees no noise and keeps any gain, however small; seed the script from "
+                 f"$AUTORESEARCH_SEED (a seed flag in the flags file: `seed: "
+                 f"$AUTORESEARCH_SEED`), or set judge.min_delta to the smallest gain worth "
+                 f"keeping")
 
     def _failure_hint(self, log: Path) -> str | None:
         """What check-task would say about the failed baseline: a file not committed (or

@@ -24,7 +24,7 @@ from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, In
                              describe, task_yaml, write)
 from loop.setup.inputs import guess_inputs
 from loop.setup.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
-                                      with_config, with_flags)
+                                      with_config, with_config_files, with_flags)
 from loop.setup.shapes import Scan, registry, shape
 from loop.setup.shapes.lm import local_names
 
@@ -90,6 +90,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if config:
         with_config(plan, config)
     with_flags(plan, [src, *modules.values()])
+    with_config_files(plan, [src, *modules.values()])
     explain_empty(plan)
     guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
     seeds = fixed_seeds(src)

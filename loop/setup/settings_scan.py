@@ -262,3 +262,42 @@ def _without(args: str, names: set[str]) -> str:
             continue
         out.append(w)
     return " ".join(shlex.quote(w) for w in out)
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+OURS = {"task.yaml", "autoresearch.yaml", FLAGS_FILE}
+
+
+def with_config_files(plan: Plan, scripts: list[Script]) -> None:
+    """YAML and JSON config files the run reads, committed in the task folder: named among
+    `--args` (`--config configs/base.yaml`) or as a path in the script's code (`open(
+    "config.yaml")`, an argparse default): editable, and their numeric keys join the space
+    (nested keys by their path, `optim.lr`), seeds, cadence and training length left out."""
+    words = shlex.split(plan.args) if plan.args else []
+    named = [w.partition("=")[2] or w for w in words]
+    for src in scripts:
+        named += [n.value for n in ast.walk(src.tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for rel in dict.fromkeys(named):
+        path = plan.root / rel
+        if not rel.endswith(CONFIG_SUFFIXES) or rel in OURS or rel in plan.editable \
+                or rel in plan.protected or not path.is_file() or ".." in rel.split("/"):
+            continue
+        text = path.read_text(errors="replace")
+        found = settings.find(rel, text)
+        if not found:
+            continue
+        plan.editable.append(rel)
+        moved = []
+        for s in found:
+            leaf = re.split(r"[.]", s.name)[-1]
+            if SEED.search(leaf) or BOOKKEEPING.search(s.name) or LENGTH.search(leaf):
+                plan.skipped.append(s.name)
+                continue
+            spec = _dim_spec(leaf, settings_value(s.text), s.text)
+            if spec and s.name not in plan.space:
+                plan.space[s.name] = spec
+                moved.append(s.name)
+        plan.notes.append(f"{rel} is a config file the run reads: editable, and the search "
+                          f"space moves {', '.join(moved) or 'none'} of its {len(found)} "
+                          f"numeric keys there")
