@@ -294,12 +294,13 @@ def test_a_proposer_bug_costs_an_iteration_not_the_night(toy_repo, mlflow_uri):
             if context.iteration == 1:
                 raise KeyError("oops")
             return Proposal(f"edit {context.iteration}",
-                            files={"train.py": f"print('loss: {context.iteration}')\n"})
+                            files={"train.py": f"print('score: {context.iteration}')\n"})
 
     stop = Engine(config(toy_repo, iterations=3), out=lambda s: None, proposer=Flaky()).run()
     table = rows(toy_repo)
     assert stop.exit_code == 0 and stop.reason == "iterations"
     assert [r["status"] for r in table][:2] == ["keep", "bad_edit"] and len(table) == 4
+    assert table[2]["status"] != "bad_edit" and float(table[2]["score"]) == 2
     assert "proposer raised KeyError" in table[1]["reason"]
 
 
