@@ -95,6 +95,9 @@ class RunSpec:
     progress_pattern: str = ""       # the training step's progress line (its loss curve)
     budget_s: float = 0.0            # the training budget (a progress line without a share)
     stop_rule: StopRule | None = None
+    on_timeout: str = "fail"         # last: a run killed at the time box is scored from the
+                                     # last metric it printed (task.yaml `on_timeout`)
+    metric_name: str = "metric"
 
     @property
     def patterns(self) -> dict[str, str]:
@@ -170,7 +173,8 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),
                    tuple(dict.fromkeys(software)), task.progress_pattern, task.time_budget_s,
-                   job.stop_rule if task.progress_pattern else None)
+                   job.stop_rule if task.progress_pattern else None, task.on_timeout,
+                   task.metric.name)
 
 
 def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, ...]:
