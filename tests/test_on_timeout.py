@@ -131,3 +131,49 @@ def test_a_grace_written_as_a_number_stays(tmp_path):
     (root / "task.yaml").write_text(task_yaml())
     (root / "train.py").write_text(FOREVER)
     assert with_budget(load_task(root), 100).grace_s == 0.5
+
+
+# -- what init writes ----------------------------------------------------------------------
+ONCE = """\
+LR = 0.5
+for step in range(100):
+    loss = LR / (step + 1)
+print(f"val_loss: {loss:.4f}")
+"""
+EVERY_FEW = """\
+import itertools
+LR = 0.5
+
+
+def evaluate(step):
+    print(f"step {step}: val loss {LR / (step + 1):.4f}")
+
+
+for step in itertools.count():
+    if step % 100 == 0:
+        evaluate(step)
+"""
+
+
+@pytest.mark.parametrize("train,last", [(FOREVER, True), (EVERY_FEW, True), (ONCE, False)])
+def test_init_writes_on_timeout_last_for_a_script_that_prints_inside_its_loop(
+        tmp_path, train, last):
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "train.py").write_text(train)
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "code")
+    done = run_cli("init", "--time-budget", "90", cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    task = load_task(root)
+    assert (task.on_timeout, task.grace_s, task.grace_auto) == (
+        "last" if last else "fail", 45.0, "boxed")
+    assert with_budget(task, 200).grace_s == 100.0       # the grace init wrote moves
+    said = [line for line in done.stdout.splitlines() if "on timeout:" in line]
+    if last:
+        assert said == ["  on timeout: last (found: train.py prints val_loss inside its "
+                        "training loop and keeps no time budget; the run is stopped at the "
+                        "box and scored from its last val_loss)"]
+    else:
+        assert not said and "so it must print val_loss before then" in done.stdout

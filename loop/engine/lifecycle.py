@@ -262,4 +262,4 @@ class Candidate:
             return ""
         if len(self.values) == 1:
             return f"; {said[0]}"
-        return f"; {len(said)} of {len(self.values)} runs scored at the time box ({said[-1]})"
+        return f"; {len(said)} of {len(self.values)} runs scored at the time box, e.g. {said[-1]}"
