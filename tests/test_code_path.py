@@ -35,6 +35,17 @@ def commit(repo: Path, msg: str) -> None:
     git(repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", msg)
 
 
+def editable_venv(venv: Path, project: Path) -> None:
+    """A bare venv that sees the engine's packages (pip, a setuptools that builds editable
+    wheels: quick, and offline), with `project` installed in it editable."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "engine.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--no-build-isolation", "--no-deps", "--no-index", "-e", "."], cwd=project,
+                   check=True, capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A repo whose package `mypkg` is installed editable (offline, no build isolation) in
@@ -51,15 +62,7 @@ def installed(tmp_path_factory) -> Path:
         '[project]\nname = "mypkg"\nversion = "0.1"\n[tool.setuptools]\npackages = ["mypkg"]\n')
     (repo / ".gitignore").write_text(".venv/\n*.egg-info/\n__pycache__/\nbuild/\n")
     (repo / "task.yaml").write_text(TASK)
-    # a bare venv that sees the engine's packages (pip, a setuptools that builds editable
-    # wheels): quick, and offline
-    venv = repo / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next(venv.glob("lib/python*/site-packages"))
-    (site / "engine.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(repo / ".venv" / "bin" / "python"), "-m", "pip", "install", "-q",
-                    "--no-build-isolation", "--no-deps", "--no-index", "-e", "."], cwd=repo,
-                   check=True, capture_output=True)
+    editable_venv(repo / ".venv", repo)
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "a package and its script")
     return repo
@@ -110,3 +113,54 @@ def test_the_spec_of_a_run_puts_its_folder_first(tmp_path, installed):
     job = RunJob.make(1, RunKey.candidate(0), "c", "r", 0, tmp_path / "l", tmp_path / "run")
     spec = make_spec(job, task, installed, tmp_path / "grader")
     assert spec.env["PYTHONPATH"] == f"{installed}:extra"
+
+
+# -- the failure's hint (loop/run/uncommitted.py `import_line`) ----------------------------
+def test_a_package_of_the_repo_that_does_not_import_is_named_with_what_to_check(installed):
+    """`python -I` ignores PYTHONPATH: the run cannot see the repo's own package (in the
+    sandbox, which hides the checkout the editable install points at)."""
+    if not sandbox.active("auto"):
+        pytest.skip("bwrap does not work here")
+    task = (installed / "task.yaml").read_text()
+    (installed / "task.yaml").write_text(task.replace(".venv/bin/python scripts",
+                                                      ".venv/bin/python -I scripts"))
+    commit(installed, "an isolated python")
+    said: list[str] = []
+    try:
+        result = check_task(installed, out=said.append, limits=Limits(sandbox="required"))[1]
+    finally:
+        (installed / "task.yaml").write_text(task)
+        commit(installed, "back")
+    assert result.status == "crash"
+    assert said[-1] == (
+        "check-task: the run could not import mypkg, yet mypkg is in the repository and the "
+        "run's checkout comes first on its PYTHONPATH (the task folder, the repo's root, "
+        "src/): is all of mypkg committed (a run has only committed files), and does `run` "
+        "keep PYTHONPATH (no `cd` elsewhere, no python -I or -E)?")
+
+
+def test_an_editable_install_the_sandbox_hides_is_named(tmp_path):
+    """A library of another checkout under /tmp, installed editable: the sandbox hides it."""
+    if not sandbox.active("auto"):
+        pytest.skip("bwrap does not work here")
+    lib = tmp_path / "lib"
+    (lib / "otherlib").mkdir(parents=True)
+    (lib / "otherlib" / "__init__.py").write_text("VALUE = 1\n")
+    (lib / "pyproject.toml").write_text('[project]\nname = "otherlib"\nversion = "0.1"\n'
+                                        '[tool.setuptools]\npackages = ["otherlib"]\n')
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import otherlib\nprint(f'val_loss: {otherlib.VALUE}')\n")
+    (repo / "task.yaml").write_text(TASK.replace("mypkg/settings.py", "train.py").replace(
+        "scripts/train.py", "train.py"))
+    (repo / ".gitignore").write_text(".venv/\n")
+    editable_venv(repo / ".venv", lib)
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "a script using another checkout's library")
+    said: list[str] = []
+    result = check_task(repo, out=said.append, limits=Limits(sandbox="required"))[1]
+    assert result.status == "crash"
+    assert said[-1] == (
+        f"check-task: otherlib is an editable install (pip install -e) of {lib / 'otherlib'} "
+        f"in the task's environment, which the sandbox hides from the run: install it there "
+        f"without -e, or list {lib / 'otherlib'} under `read_only` in task.yaml")
