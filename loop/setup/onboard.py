@@ -17,7 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from loop.setup.code_scan import Script
+from loop.setup.code_scan import Script, printed_values
 from loop.setup.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
 from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
@@ -27,6 +27,7 @@ from loop.setup.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, se
                                       with_config, with_config_files, with_flags)
 from loop.setup.shapes import Scan, registry, shape
 from loop.setup.shapes.lm import local_names
+from loop.setup.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
 
@@ -295,6 +296,13 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
     else:
         plan.grace = max(30.0, plan.budget / 2)
         plan.grace_why = "start-up and shut-down; the loop stops a run at the budget + this"
+        if not plan.grader and prints_in_loop(src.tree, lambda node: any(
+                v.name == plan.metric for v in printed_values(node))):
+            plan.on_timeout = "last"
+            plan.on_timeout_why = (f"{plan.script} prints {plan.metric} inside its training "
+                                   f"loop and keeps no time budget; the run is stopped at the "
+                                   f"box and scored from its last {plan.metric}")
+            return
         plan.notes.append(f"{plan.script} keeps no time budget of its own: each run is "
                           f"stopped after {plan.budget + plan.grace:g}s, so it must print "
                           f"{plan.metric} before then (or read AUTORESEARCH_TIME_BUDGET)")

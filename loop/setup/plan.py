@@ -50,8 +50,10 @@ class Plan:
     metric_source: str = ""             # who prints it, in words
     budget: float = DEFAULT_BUDGET_S
     budget_constant: str = ""
-    grace: float = 30.0
+    grace: float = 30.0                 # written `auto`: derived from the budget at load
     grace_why: str = ""
+    on_timeout: str = "fail"            # last: scored from its last print at the time box
+    on_timeout_why: str = ""
     throughput: str = ""
     memory: str = ""                    # the printed memory figure's name
     space: dict = field(default_factory=dict)
@@ -104,7 +106,9 @@ def describe(plan: Plan) -> list[str]:
         lines += [f"  pattern:    {plan.metric_pattern}  (metric.pattern: the number it "
                   f"captures in the run's output)"]
     lines += [f"  budget:     {plan.budget:g}s" + _guess(plan, "budget"),
-              f"  grace:      {plan.grace:g}s ({plan.grace_why})",
+              f"  grace:      {plan.grace:g}s ({plan.grace_why}; moves with the budget)",
+              *([f"  on timeout: last (found: {plan.on_timeout_why})"]
+                if plan.on_timeout == "last" else []),
               f"  throughput: {plan.throughput or 'none (no num_steps line)'}",
               f"  memory:     {plan.memory or 'none printed'}"]
     if plan.flags_file:
@@ -178,7 +182,11 @@ def task_yaml(plan: Plan) -> str:
     if plan.budget_constant:
         lines += [f"budget_constant: {plan.budget_constant}   # --time-budget is refused: "
                   f"change the constant"]
-    lines += [f"grace_s: {plan.grace:g}                  # {plan.grace_why}"]
+    lines += [f"grace_s: auto                 # {plan.grace:g}s now, derived from the budget "
+              f"(moves with --time-budget): {plan.grace_why}"]
+    if plan.on_timeout == "last":
+        lines += [f"on_timeout: last              # a run stopped at the time box is scored "
+                  f"from the last {plan.metric} it printed"]
     if plan.throughput:
         lines += [f"throughput_pattern: {plan.throughput}"]
     if plan.memory:

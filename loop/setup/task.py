@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 
 from loop.errors import TaskError
+from loop.setup import time_box
 from loop.setup.interpreter import resolve_command
 from loop.setup.schema import build, load_yaml
 
@@ -85,7 +86,11 @@ class Task:
     unprotected: str = ""               # why the metric is not protected (e.g. the edited
                                         # code writes the number the grader reads); shown
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
-    grace_s: float = 30.0               # start-up allowance beyond the budget
+    grace_s: float = 30.0               # start-up allowance beyond the budget; `auto`:
+                                        # derived from it (loop/setup/time_box.py)
+    grace_auto: str = field(default="", metadata={"internal": True})  # auto's rule, or ""
+    on_timeout: str = "fail"            # last: a run killed at the time box is scored from
+                                        # the last metric it printed
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
     budget_constant: str = ""           # `prepare.py:TIME_BUDGET`: the training budget lives in
                                         # the repo's code, which never reads
@@ -187,6 +192,9 @@ def with_budget(task: Task, seconds: float | None) -> Task:
                         f"{task.time_budget_s:g}s, set in its code (the script does not read "
                         f"AUTORESEARCH_TIME_BUDGET); change that constant and time_budget_s "
                         f"in task.yaml instead")
+    if task.grace_auto:         # `grace_s: auto` moves with the budget
+        return _replace(task, time_budget_s=seconds,
+                        grace_s=time_box.auto_grace(task.grace_auto, seconds))
     return _replace(task, time_budget_s=seconds)
 
 
@@ -233,9 +241,17 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
                             f"grader.script")
         grader = data["grader"]
         data = {**data, "run": f"{grader.get('python', 'python')} {grader.get('script', '')}"}
+    auto = isinstance(data, dict) and data.get("grace_s") == time_box.AUTO
+    if isinstance(data, dict):
+        time_box.grace_value(data.get("grace_s"), where)
+        data = {k: v for k, v in data.items() if not (auto and k == "grace_s")}
     task = build(Task, data, where, TaskError)
     task = _replace(task, root=folder,
                     env={k: _expand(str(v), f"env.{k}", where) for k, v in task.env.items()})
+    if auto:
+        rule = time_box.grace_rule(task)
+        task = _replace(task, grace_auto=rule,
+                        grace_s=time_box.auto_grace(rule, task.time_budget_s))
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
@@ -338,6 +354,7 @@ def _validate(task: Task, where: str) -> None:
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
     _validate_grading(task, where, files)
+    time_box.check_on_timeout(task, where)
     _validate_search(task, where)
 
 
