@@ -158,7 +158,7 @@ def test_nothing_to_search_is_said(tmp_path):
              "print(f'val_loss: {random.Random(seed).random():.4f}')\n")
     done = init(plain_repo(tmp_path / "t", {"train.py": train}))
     assert done.returncode == 0, done.stderr
-    notes = [s for s in done.stdout.splitlines() if "mutate has nothing to search" in s]
+    notes = [s for s in done.stdout.splitlines() if "mutate and tune have nothing to search" in s]
     assert len(notes) == 1 and "search_space:" in notes[0] and "fixes its own seed" \
         not in done.stdout
 

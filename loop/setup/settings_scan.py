@@ -21,8 +21,8 @@ from loop.setup.search_space import CONSTANT, POWER, SEED, SETTING, constants
 
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
-                         r"workers|port|every|freq|frequency|gpu|gpus|rank|world|device|"
-                         r"devices|nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
+                         r"workers|port|every|freq|frequency|rank|world|"
+                         r"nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
 # the training's length: the time box bounds a run already, and a search that lengthens it
 # proposes longer and longer runs until one is killed (max_iters, epochs, num_steps)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
