@@ -157,11 +157,13 @@ def canonical_path(rel: object) -> str:
     if raw.startswith(("/", "~")) or re.match(r"[A-Za-z]:", raw):
         raise ValueError(f"{shown}: outside the task folder (an absolute path)")
     parts = [p for p in raw.strip().split("/") if p not in ("", ".")]
+    if any(p != p.strip() for p in parts):
+        raise ValueError(f"{shown}: a file or folder name that starts or ends with a space")
     if not parts:
         raise ValueError(f"{shown}: names a folder, not a file")
     if ".." in parts:
         raise ValueError(f"{shown}: outside the task folder (`..`)")
     for part in parts:
-        if part.casefold() in FORBIDDEN_PARTS:
+        if part.rstrip(". ").casefold() in FORBIDDEN_PARTS:   # `.git.`: Windows' `.git`
             raise ValueError(f"{shown}: inside {part}/, which no edit may write")
     return "/".join(parts)
