@@ -10,7 +10,6 @@ from conftest import TOY_TRAIN, git, make_repo, run_cli
 from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
 from loop.setup.config import Config, JudgeConfig
-from openai_server import Reply
 
 # prepare.py is protected, and `**/*.py` does not match it by fnmatch: only its one spelling
 # keeps `././prepare.py` out
