@@ -36,6 +36,7 @@ from loop.engine.resume import abandon, install_signals, recover
 from loop.engine.stopping import rule_for, settings_of
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
+from loop.untrusted import REASON_MAX, one_line
 from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_retry,
                         commit_message, failed_baseline, num, plural)
 
@@ -295,8 +296,9 @@ class Loop:
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
         problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
-        commit = base if baseline else ("" if problem else self.workspace.stage_on(
-            base, self.task_rel, proposal.files, proposal.description))
+        commit = base if baseline else ""
+        if not (baseline or problem):
+            commit, problem = self._stage(base, proposal)
         if commit and not baseline:
             same = self._same_change(n, base, commit)
             if same is not None:
@@ -322,6 +324,18 @@ class Loop:
         if not problem:
             self.prompt.note_steering(n, rec.program_sha, self.sink.records)
         self._carry_out(cand, step)
+
+    def _stage(self, base: str, proposal: Proposal) -> tuple[str, str | None]:
+        """(the attempt commit, None), or ("", why) when git refuses what the proposal
+        wrote (a path, a file): that attempt's bad_edit, never the night's stop. A full disk
+        still stops the night (DiskFull)."""
+        try:
+            return self.workspace.stage_on(base, self.task_rel, proposal.files,
+                                           proposal.description), None
+        except GitError as exc:
+            if is_disk_full(exc):
+                raise
+            return "", f"git refused the change: {one_line(exc.first_line(), 300)}"
 
     def _carry_out(self, cand: Candidate, step: Step) -> None:
         """Do what the candidate's life asks for next (loop/engine/lifecycle.py decides)."""
@@ -406,6 +420,7 @@ class Loop:
             found = result.detail.startswith("tampered: ")    # its task folder, its worktree
             tampered += "; " + result.detail.removeprefix("tampered: ") if found else ""
             result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        result.detail = one_line(result.detail, REASON_MAX)   # built from the run's output
         value = result.metric if result.status == OK else None
         if key.kind is not RunKind.CANDIDATE:   # a run of the best
             self._best_measured(job, result, value)
@@ -512,8 +527,9 @@ class Loop:
         for key, value in vars(proposal.usage).items():
             rec.usage[key] = rec.usage.get(key, 0) + value
         problem = proposal.error or self.prompt.check(proposal, base)
-        commit = "" if problem else self.workspace.stage_on(
-            base, self.task_rel, proposal.files, proposal.description)
+        commit = ""
+        if not problem:
+            commit, problem = self._stage(base, proposal)
         if commit:
             same = self._same_change(rec.iteration, base, commit)
             if same is not None:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from loop.setup import settings
+from loop.untrusted import bounded_power, parse_number
 
 # An UPPER_CASE module-level constant assigned a plain number, e.g. `LEARNING_RATE = 3e-3  # ..`
 CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
@@ -158,7 +159,7 @@ def _requires(value, at: str) -> tuple[str, ...]:
 _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
            ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
+           ast.Pow: bounded_power}
 _CMPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
          ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
          ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
@@ -202,12 +203,10 @@ def evaluate(expr: str, values: dict[str, float]):
 
 
 def number(text: str) -> float:
-    """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value."""
-    text = text.strip().replace("_", "")
-    if "**" in text:
-        base, exp = text.split("**")
-        return float(int(base) ** int(exp))
-    return float(text)
+    """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value; ValueError (one
+    line) when it is no number or beyond a float. Read, never evaluated (loop/untrusted.py):
+    the text may be a model's."""
+    return parse_number(text)
 
 
 def _number(v) -> bool:

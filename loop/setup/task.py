@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 
+from loop.untrusted import canonical_path
 from loop.errors import TaskError
 from loop.setup import time_box
 from loop.setup.interpreter import resolve_command
@@ -171,11 +172,16 @@ class Task:
         return Path(self.private) if self.private else None
 
     def check_edit_path(self, rel: str) -> str | None:
-        """Why an edit may not write `rel`, or None if it may."""
-        path = Path(rel)
-        if path.is_absolute() or ".." in path.parts or rel.startswith("~"):
-            return f"{rel}: outside the task folder"
-        if self.is_protected(rel):
+        """Why an edit may not write `rel`, or None if it may. Checked in the path's one
+        spelling (`././prepare.py` is `prepare.py`, loop/untrusted.py), and protected under
+        any case too: a filesystem that folds case opens `Prepare.py` as `prepare.py`."""
+        try:
+            rel = canonical_path(rel)
+        except ValueError as exc:
+            return str(exc)
+        folded = rel.casefold()
+        if self.is_protected(rel) or folded == TASK_FILE \
+                or _matches(folded, [g.casefold() for g in self.protected]):
             return f"{rel}: protected file (the harness and grader may not be edited)"
         if not self.is_editable(rel):
             return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
