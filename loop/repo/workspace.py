@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.edits import sourcetext
+from loop.repo import pristine
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
 from loop.state.journal import tag_active
 from loop.untrusted import clean
@@ -260,14 +261,24 @@ class Workspace:
         return ref
 
     def restore(self) -> None:
-        """Make the worktree exactly the branch tip again (edits and run outputs dropped)."""
+        """Make the worktree exactly the branch tip again (edits and run outputs dropped,
+        ignored files and FIFOs too, as `materialize`)."""
         self._wt("reset", "--hard", "--quiet", f"refs/heads/{self.branch}")
-        self._wt("clean", "-fdq")
+        try:
+            self._sweep()
+        except pristine.Leftover:    # checked again before the next run, which it costs
+            pass
 
     def materialize(self, commit: str) -> None:
-        """Make the worktree's files exactly `commit`'s tree (the branch does not move)."""
+        """Make the worktree's files exactly `commit`'s tree (the branch does not move):
+        what a run left, ignored or special files included, is gone (loop/repo/pristine.py);
+        the task's `inputs:` links are made again by the run (loop/run/backends)."""
         self._wt("read-tree", "--reset", "-u", commit)
-        self._wt("clean", "-fdq")
+        self._sweep()
+
+    def _sweep(self) -> None:
+        self.guard.restore_files()
+        pristine.sweep(self.worktree, self._env)
 
     def modified_paths(self, folder: str) -> list[str]:
         """Tracked files under `folder` the experiment changed or deleted at run time."""
