@@ -81,13 +81,15 @@ def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: 
 def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path, *,
             append: bool = False, patterns: dict[str, str] | None = None,
             limits: Limits | None = None, writable=(), hidden=(), readonly=(),
-            watch=None) -> Ended:
+            watch=None, own_compile_cache: bool = False) -> Ended:
     """Run `command` with `/bin/sh -c` in the sandbox (where there is one) under
     loop/run/reap.py, in a new session; kill everything it started on timeout, interrupt,
     or when it ends.
     Its output is scanned line by line for `patterns` and kept capped in `log_path`.
     `watch` (loop/run/early_stop.py's Watcher) sees its progress lines; once it gives a
-    reason, everything the command started is killed as at the time box (`Ended.stopped`)."""
+    reason, everything the command started is killed as at the time box (`Ended.stopped`).
+    `own_compile_cache` (the grader): torch.compile's and Triton's caches in its scratch, made
+    for it and gone with it, never the one the training steps fill (`_compile_cache`)."""
     limits = limits or Limits()
     boxed = sandbox.active(limits.sandbox)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +98,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
-    compiled = _compile_cache(env)
+    compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
     shell = ["/bin/sh", "-c", command]
     bridge = None
     if boxed and netbridge.endpoints_from(env):   # the task's declared endpoints, no others
@@ -105,7 +107,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     if boxed:
         shell = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
                              hidden, scratch,
-                             readonly=[*readonly, *_paths_in(env), *data_cache(env),
+                             readonly=[*readonly, *_paths_in(env, [*compiled, scratch]), *data_cache(env),
                                        *(bridge.readonly if bridge else [])],
                              hosts_file=bridge.hosts_file if bridge else None)
     # The sandbox too runs under the reaper: bwrap arms --die-with-parent only once it is
@@ -170,11 +172,14 @@ def _wait(proc: subprocess.Popen, deadline: float, output: CappedLog) -> int | N
                 raise
 
 
-def _paths_in(env: dict) -> list[str]:
+def _paths_in(env: dict, compiled: list[Path]) -> list[str]:
     """Absolute paths the environment names (a data folder in the task's `env`, the cache):
-    made visible, read-only, even under the folders the sandbox empties."""
+    made visible, read-only, even under the folders the sandbox empties. Not the compile
+    caches the engine placed in `compiled` (read-only there, they would be no cache)."""
+    ours = [str(c) for c in compiled]
     return [v for k, v in env.items() if k not in ("PATH", "TMPDIR") and v.startswith("/")
-            and os.path.exists(v)]
+            and os.path.exists(v)
+            and not (k in dict(COMPILE_VARS) and any(v.startswith(o + "/") for o in ours))]
 
 
 def memory_cap(memory_limit_gb: float | None) -> list[str]:
@@ -283,19 +288,34 @@ def describe_exit(returncode: int | None) -> str:
     return f"killed by {name} (exit status {returncode})"
 
 
+COMPILE_VARS = (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"))
+
+
 def _compile_cache(env: dict) -> list[Path]:
-    """torch.compile's and Triton's caches, kept across runs (a recompile costs minutes on a
-    GPU) in the data cache's `compile/` folder, writable to both steps; sets the variables
-    unless the task set them. Returns the folder to bind writable, if any."""
+    """The training step's torch.compile and Triton caches, kept across runs (a recompile
+    costs minutes on a GPU) in the data cache's `compile/` folder; sets the variables unless
+    the task set them. Returns the folder to bind writable, if any. Never the grader's: what
+    a training step writes there is code (`_own_compile_cache`)."""
     folders = data_cache(env)
     if not folders:
         return []
     compiled = folders[0] / "compile"
-    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+    for var, sub in COMPILE_VARS:
         if var not in env:
             env[var] = str(compiled / sub)
             (compiled / sub).mkdir(parents=True, exist_ok=True)
     return [compiled]
+
+
+def _own_compile_cache(env: dict, scratch: Path) -> list[Path]:
+    """The grader's torch.compile and Triton caches: empty, in its own scratch (writable to
+    it alone, removed when it ends), whatever the task or the environment named: a cache a
+    training step could write (the data cache, any folder the task names) would let the
+    edit's code load in the grader as compiled kernels. Nothing more to bind."""
+    for var, sub in COMPILE_VARS:
+        env[var] = str(scratch / "compile" / sub)
+        (scratch / "compile" / sub).mkdir(parents=True, exist_ok=True)
+    return []
 
 
 def data_cache(env: dict) -> list[Path]:

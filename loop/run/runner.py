@@ -159,7 +159,7 @@ def run_experiment(spec: RunSpec,
         grade = execute(step.command, step.folder, step.env, step.timeout_s, spec.grade_log,
                         patterns=patterns, limits=limits,
                         writable=[*artifacts, step.folder],
-                        readonly=[*spec.hidden, *spec.software])
+                        readonly=[*spec.hidden, *spec.software], own_compile_cache=True)
         returncode, timed_out = grade.returncode, grade.timed_out
         wall += grade.wall_s
         metric = grade.output.value("metric")
