@@ -28,6 +28,8 @@ with the role, the text in pieces of `chunk_chars`, `token_delay_s` apart, after
 tokens for a while mid-answer; the finish chunk, then a usage chunk when the client asked
 (`stream_options.include_usage`). While it waits the server watches the connection:
 `server.events` lists ("request", t) and ("closed", t) (the client hung up), in order.
+`server.streams = False` answers as some gateways do: one plain JSON completion
+(content-type application/json) to `stream: true` too.
 
 Context windows, as servers tell them: `server.props` answers GET /props (llama.cpp),
 `server.ollama_show` POST /api/show (Ollama), `server.max_model_len` adds max_model_len
@@ -77,6 +79,7 @@ class OpenAIServer:
         self.props: dict | None = None            # GET /props (None: 404)
         self.ollama_show: dict | None = None      # POST /api/show (None: 404)
         self.max_model_len: int | None = None     # vLLM's field in /v1/models
+        self.streams = True                       # False: stream requests get plain JSON
         self.events: list[tuple[str, float]] = []  # ("request" | "closed", time.monotonic())
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -227,7 +230,8 @@ def _handler(server: OpenAIServer):
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
             reply = server.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
-            if body.get("stream") and reply.status < 400 and reply.raw is None:
+            if body.get("stream") and reply.status < 400 and reply.raw is None \
+                    and server.streams:
                 return self._stream(reply, body)
             if reply.delay_s:
                 time.sleep(reply.delay_s)

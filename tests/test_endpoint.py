@@ -138,3 +138,21 @@ def test_an_outage_on_an_endpoint_without_a_models_list_ends_when_it_answers_aga
     assert stop.exit_code == 0, stop.message
     assert time.monotonic() - started < 8.0
     assert len(openai_server.requests) == 2            # asked again once it answered
+
+
+def test_a_night_on_an_endpoint_that_does_not_stream_runs_and_says_so_once(
+        toy_repo, mlflow_uri, openai_server):
+    openai_server.streams = False
+    openai_server.script(SEARCH_REPLACE, UNIFIED_DIFF)
+    res = run_cli("run", "--task", "task", "--tag", "e", "--proposer", "llm", "--model",
+                  "test-model", "--base-url", openai_server.base_url, "--iterations", "2",
+                  cwd=toy_repo, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = res.stdout + res.stderr
+    assert said.count("note: the endpoint answers stream requests with one plain completion; "
+                      "reading it as such") == 1, said
+    assert "waiting for the LLM endpoint" not in said and "Traceback" not in said
+    with open(toy_repo / ".autoresearch" / "e" / "results.tsv") as f:
+        statuses = [r["status"] for r in csv.DictReader(f, delimiter="\t")]
+    assert len(statuses) == 3 and "bad_edit" not in statuses, statuses
+    assert len(openai_server.requests) == 2             # one per proposal: none retried

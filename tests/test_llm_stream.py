@@ -175,3 +175,33 @@ def test_a_server_refusing_stream_options_is_streamed_without_them(openai_server
     assert proposal.files == {"train.py": EXPECTED}
     assert "stream_options" not in openai_server.requests[1]
     assert openai_server.requests[1]["stream"] is True
+
+
+# -- an endpoint that does not stream ----------------------------------------------------------
+
+def test_a_plain_completion_answering_a_stream_request_is_read_as_the_completion(
+        openai_server, task, caplog):
+    # a gateway that answers stream: true with one application/json chat completion
+    openai_server.streams = False
+    openai_server.script(Reply(GOOD, prompt_tokens=321, completion_tokens=45),
+                         Reply(GOOD))
+    llm = proposer(openai_server, patience_s=0)      # an outage would stop it at once
+    first = llm.propose(context(task))
+    second = llm.propose(context(task))
+    assert first.files == second.files == {"train.py": EXPECTED}
+    assert len(openai_server.requests) == 2                    # no retry: nothing was broken
+    assert all(r["stream"] is True for r in openai_server.requests)
+    record = json.loads(first.artifacts["requests.json"])[0]
+    assert record["prompt_tokens"] == 321 and record["completion_tokens"] == 45
+    assert record["finish"] == "stop"
+    notes = [r.getMessage() for r in caplog.records if "plain completion" in r.getMessage()]
+    assert notes == ["note: the endpoint answers stream requests with one plain completion; "
+                     "reading it as such"]                       # said once, not per request
+
+
+def test_a_plain_json_that_is_no_completion_is_still_a_broken_answer(openai_server, task):
+    openai_server.streams = False
+    openai_server.script(Reply(choices=[]), Reply(GOOD))
+    proposal = proposer(openai_server, patience_s=0).propose(context(task))
+    assert proposal.files == {"train.py": EXPECTED}
+    assert len(openai_server.requests) == 2                    # retried like any broken 200

@@ -48,6 +48,8 @@ TRANSIENT_STATUS = {408, 409, 429}
 SLOW_ATTEMPTS = 2                  # a server too slow for the timeouts: tries before stopping
 CONNECT_TIMEOUT_S = 30.0           # a server that does not even accept the connection
 CHARS_PER_TOKEN = 4                # to count thinking when the server does not report it
+PLAIN_NOTE = ("note: the endpoint answers stream requests with one plain completion; "
+              "reading it as such")
 _tracing_enabled = False
 
 
@@ -92,6 +94,7 @@ class LLMProposer:
             base_url=self.base_url, api_key=key, max_retries=0,
             timeout=openai.Timeout(config.timeout_s, connect=CONNECT_TIMEOUT_S))
         self.refused_params: set[str] = set()  # parameters this endpoint rejected
+        self.said_plain = False                # PLAIN_NOTE printed (once a proposer)
         self.cancelled = threading.Event()     # set once: the loop stops (see cancel)
         self.window = Window(self.base_url, config.model, key, config.max_tokens)
         # the edit format (loop/edits/formats.py); `auto` is json until the server refuses
@@ -313,6 +316,9 @@ class LLMProposer:
         except ValueError as exc:          # json.JSONDecodeError: garbage in a chunk
             raise _Garbled(f"a 200 whose stream is not JSON ({exc})") from None
         _check_streamed(streamed)
+        if streamed.plain and not self.said_plain:
+            self.said_plain = True
+            log.warning(PLAIN_NOTE)
         return streamed
 
     def _stop_retrying(self, waits: _Call):

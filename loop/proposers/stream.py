@@ -12,9 +12,15 @@ A watchdog thread shuts the socket when a clock runs out or the proposal is canc
 (Ctrl-C): closing the connection is what tells the server to stop generating, so the caller
 backs off only once the stream is closed and never retries onto a server still busy with
 the abandoned answer. A socket shut down wakes the reading thread at once; a close alone
-would not."""
+would not.
+
+Some gateways and proxies answer `stream: true` with one plain JSON chat completion
+(content-type application/json, no server-sent events): the openai client then reads no
+chunk at all. Such an answer is read as the completion it is (`Streamed.plain`), not
+retried as a broken one; the caller says so once."""
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -62,6 +68,7 @@ class Streamed:
     seconds: float = 0.0
     chunks: int = 0
     said: bool = False                      # a content, reasoning, refusal or tool delta came
+    plain: bool = False                     # one plain JSON completion, not a stream
 
 
 def stream_completion(client, params: dict, waits: Waits) -> Streamed:
@@ -77,7 +84,10 @@ def stream_completion(client, params: dict, waits: Waits) -> Streamed:
     watch = _Watch(stream, waits, started)
     watch.start()
     try:
-        for chunk in stream:
+        if _is_plain(stream):
+            _take_plain(out, json.loads(stream.response.read()))
+            out.first_token_s = time.monotonic() - started
+        for chunk in [] if out.plain else stream:
             out.chunks += 1
             if _take(out, chunk):
                 if out.first_token_s is None:
@@ -132,6 +142,49 @@ def _take(out: Streamed, chunk) -> bool:
         if getattr(delta, "refusal", None) or getattr(delta, "tool_calls", None):
             token = out.said = True
     return token
+
+
+def _is_plain(stream) -> bool:
+    """Whether the server answered the stream request with a plain JSON body."""
+    response = getattr(stream, "response", None)
+    kind = response.headers.get("content-type", "") if response is not None else ""
+    return kind.split(";")[0].strip().lower().endswith("json")
+
+
+def _take_plain(out: Streamed, data) -> None:
+    """`out` from one chat completion's JSON, as the stream's chunks would have made it
+    (a body of another shape says nothing: the caller's check calls it no completion)."""
+    out.plain, out.chunks = True, 1
+    if not isinstance(data, dict):
+        return
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if isinstance(data.get("usage"), dict):
+        out.usage = _usage(data["usage"])
+    out.extra = {k: v for k, v in data.items() if k == "timings"}    # llama.cpp's
+    if not isinstance(message, dict):
+        return
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    out.finish = finish if isinstance(finish, str) else None
+    if isinstance(message.get("content"), str):
+        out.content, out.said = message["content"], True
+    for key in REASONING_FIELDS:
+        if isinstance(message.get(key), str) and message[key]:
+            out.reasoning += message[key]
+            out.said = True
+    if message.get("refusal") or message.get("tool_calls"):
+        out.said = True
+
+
+def _usage(data: dict):
+    """The completion's usage as the client's own type (what a stream's last chunk holds),
+    or None when it is not of that shape."""
+    from openai.types import CompletionUsage
+    try:
+        return CompletionUsage.model_validate(data)
+    except ValueError:
+        return None
 
 
 class _Watch(threading.Thread):
