@@ -303,3 +303,18 @@ def test_a_statement_quoted_wrong_is_shown_the_files_own_statement_of_that_kind(
     with pytest.raises(EditError, match="(?s)closest lines.*while training_time < BUDGET:"):
         apply_reply({"train.py": text}, sr("train.py", "while True:\n", "while step < 9:\n"),
                     None)
+
+
+def test_a_block_with_no_file_name_after_a_named_one_edits_that_file(task):
+    # as aider reads it: the file is named once, prose, then the next block without a name
+    # (its SEARCH text is in two files, so only the named file above can decide)
+    reply = ("Raise the learning rate and train longer.\n\n"
+             "train.py\n```python\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1e-3\n"
+             ">>>>>>> REPLACE\n```\n\n"
+             "Then run more steps so the higher rate has time to settle:\n\n"
+             "```python\n<<<<<<< SEARCH\nSTEPS = 100\n=======\nSTEPS = 300\n"
+             ">>>>>>> REPLACE\n```\n")
+    assert [e.path for e in parse_reply(reply).edits] == ["train.py", "train.py"]
+    _, changed = apply_reply({"train.py": TRAIN, "extra_a.py": "STEPS = 100\n"}, reply, task)
+    assert list(changed) == ["train.py"]
+    assert "LR = 1e-3" in changed["train.py"] and "STEPS = 300" in changed["train.py"]

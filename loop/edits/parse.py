@@ -90,7 +90,9 @@ def _parse_search_replace(lines, used, found, problems) -> None:
         if not SEARCH_RE.match(lines[i]):
             i += 1
             continue
-        start, path = i, _path_before(lines, i, previous_path)
+        # a block with no name above it, after a named one, is that file's (as aider reads
+        # it: models name the file once, then write "Then:" and the next block)
+        start, path = i, _path_before(lines, i, previous_path) or previous_path
         divider = _next_match(lines, i + 1, DIVIDER_RE, stop=SEARCH_RE)
         block = _block_end(lines, start, divider)
         if block is None or isinstance(block, str):
@@ -154,7 +156,8 @@ def _next_match(lines, i, pattern, stop) -> int | None:
 
 def _path_before(lines, i, previous_path) -> str | None:
     """The file a SEARCH block edits: the path line (or fence info string) just above it;
-    consecutive blocks with nothing in between edit the same file (aider's habit)."""
+    consecutive blocks with nothing in between edit the same file (aider's habit). None when
+    nothing above names one (the caller then takes the last named file, as aider does)."""
     for k in range(i - 1, max(-1, i - 7), -1):
         line = lines[k].strip()
         if not line:
