@@ -90,3 +90,37 @@ def processes_with_env(marker: str) -> list[int]:
         except OSError:
             pass
     return found
+
+
+# -- what the security tests need: they fail without it, unless a developer allows a skip ------
+
+ALLOW_SKIP = "AUTORESEARCH_ALLOW_SKIP"       # e.g. "sandbox,slurm"; CI never sets it
+
+
+def require(what: str, missing: str | None) -> None:
+    """A test needs `what` ("sandbox": bubblewrap that runs; "slurm": a cluster) and
+    `missing` says why it is not here (None: it is). Without it the test FAILS, so a green
+    run means the security tests ran; on a developer's machine, $AUTORESEARCH_ALLOW_SKIP
+    naming `what` makes it a skip with the reason."""
+    if missing is None:
+        return
+    allowed = {w.strip() for w in os.environ.get(ALLOW_SKIP, "").split(",")}
+    if what in allowed:
+        pytest.skip(f"no {what} here: {missing} ({ALLOW_SKIP} allows the skip)")
+    pytest.fail(f"no {what} here: {missing}; this test must run (set {ALLOW_SKIP}={what} to "
+                f"skip it on a machine without it)", pytrace=False)
+
+
+def no_sandbox() -> str | None:
+    """Why bubblewrap cannot confine a run here, or None."""
+    from loop.run import sandbox
+    return sandbox.unavailable()
+
+
+@pytest.fixture
+def sandbox_here() -> None:
+    """The test needs the bwrap sandbox (see `require`)."""
+    require("sandbox", no_sandbox())
+
+
+needs_sandbox = pytest.mark.usefixtures("sandbox_here")

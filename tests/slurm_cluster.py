@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require
+
 START = Path(__file__).parent / "slurm" / "start.sh"
 ROOT = os.environ.get("AUTORESEARCH_SLURM_ROOT", "/tmp/autoresearch-slurm")
 
@@ -27,21 +29,24 @@ def _answers() -> bool:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> str:
     """$SLURM_CONF of a cluster with an idle node (set in os.environ for the clients)."""
-    pytest.importorskip("submitit", reason="submitit is not installed (pip install -e '.[slurm]')")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        require("slurm", "submitit is not installed (pip install -e '.[slurm]')")
     conf = os.environ.get("SLURM_CONF") or f"{ROOT}/etc/slurm.conf"
     if Path(conf).exists():
         os.environ["SLURM_CONF"] = conf
         if _answers():
             return conf
     if os.geteuid() != 0:
-        pytest.skip("no Slurm cluster answers and starting one needs root "
-                    "(tests/slurm/start.sh)")
+        require("slurm", "no Slurm cluster answers and starting one needs root "
+                "(tests/slurm/start.sh)")
     done = subprocess.run(["bash", str(START), ROOT], capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"could not start a one-node Slurm cluster (tests/slurm/start.sh): {why}")
+        require("slurm", f"could not start a one-node Slurm cluster (tests/slurm/start.sh): {why}")
     os.environ["SLURM_CONF"] = f"{ROOT}/etc/slurm.conf"
     if not _answers():
-        pytest.skip("tests/slurm/start.sh ran but sinfo shows no idle node")
+        require("slurm", "tests/slurm/start.sh ran but sinfo shows no idle node")
     return os.environ["SLURM_CONF"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from conftest import git, needs_sandbox, run_cli
 from loop.run.check import check_task
 from loop.run.uncommitted import mentioned_paths
 
@@ -263,8 +263,7 @@ def test_the_run_config_sets_the_sandbox_as_for_run(tmp_path):
     assert res.returncode == 0 and "sandbox: off" not in res.stdout, res.stdout
 
 
-@pytest.mark.skipif(__import__("loop.run.sandbox", fromlist=["x"]).unavailable() is not None,
-                    reason="bubblewrap is not installed or cannot run here")
+@needs_sandbox
 def test_data_the_sandbox_hides_is_named_with_the_env_that_shows_it(tmp_path):
     """Data kept by absolute path outside the repo, under a folder the sandbox empties
     (HOME, or /tmp where tmp_path is): the baseline would crash as check-task does, and

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, require
 from loop.run import sandbox
 from loop.run.check import check_task
 from loop.run.process import Limits
@@ -82,8 +82,8 @@ def candidate_checked(repo: Path, mode: str, value: float):
 
 @pytest.mark.parametrize("mode,value", [("off", 0.5), ("required", 0.25)])
 def test_an_editable_install_runs_the_candidates_package(installed, mode, value):
-    if mode == "required" and not sandbox.active("auto"):
-        pytest.skip("bwrap does not work here")
+    if mode == "required":
+        require("sandbox", None if sandbox.active("auto") else "bwrap does not work here")
     outside = subprocess.run([str(installed / ".venv" / "bin" / "python"), "-c",
                               "import mypkg; print(mypkg.__file__)"], cwd="/",
                              capture_output=True, text=True, check=True).stdout
@@ -119,8 +119,7 @@ def test_the_spec_of_a_run_puts_its_folder_first(tmp_path, installed):
 def test_a_package_of_the_repo_that_does_not_import_is_named_with_what_to_check(installed):
     """`python -I` ignores PYTHONPATH: the run cannot see the repo's own package (in the
     sandbox, which hides the checkout the editable install points at)."""
-    if not sandbox.active("auto"):
-        pytest.skip("bwrap does not work here")
+    require("sandbox", None if sandbox.active("auto") else "bwrap does not work here")
     task = (installed / "task.yaml").read_text()
     (installed / "task.yaml").write_text(task.replace(".venv/bin/python scripts",
                                                       ".venv/bin/python -I scripts"))
@@ -141,8 +140,7 @@ def test_a_package_of_the_repo_that_does_not_import_is_named_with_what_to_check(
 
 def test_an_editable_install_the_sandbox_hides_is_named(tmp_path):
     """A library of another checkout under /tmp, installed editable: the sandbox hides it."""
-    if not sandbox.active("auto"):
-        pytest.skip("bwrap does not work here")
+    require("sandbox", None if sandbox.active("auto") else "bwrap does not work here")
     lib = tmp_path / "lib"
     (lib / "otherlib").mkdir(parents=True)
     (lib / "otherlib" / "__init__.py").write_text("VALUE = 1\n")

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from conftest import git, needs_sandbox, run_cli
 from shaped_repos import nanogpt_repo
 from loop.errors import TaskError
-from loop.run import sandbox
 from loop.run.check import check_task
 from loop.run.process import Limits
 from loop.setup.task import load_task
@@ -27,7 +26,6 @@ time_budget_s: 20
 search_space:
   learning_rate: {{log_range: [0.0001, 0.01]}}
 """
-NO_SANDBOX = "bubblewrap cannot run here"
 
 
 def repo_with_task(tmp_path: Path, inputs: str | None, prepared: bool = True,
@@ -161,7 +159,7 @@ def test_replacing_an_input_link_is_tampering(tmp_path):
     assert (repo / "data/shakespeare_char/val.bin").read_bytes() != b"easy"
 
 
-@pytest.mark.skipif(sandbox.unavailable() is not None, reason=NO_SANDBOX)
+@needs_sandbox
 def test_the_sandbox_shows_inputs_read_only(tmp_path):
     # the repo is under /tmp, which the sandbox empties: the data is there only because
     # `inputs` shows it, and read-only

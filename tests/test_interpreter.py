@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, needs_sandbox
 from loop.errors import TaskError, UsageError
 from loop.run import sandbox
 from loop.run.check import check_task
@@ -27,7 +27,6 @@ from loop.setup.task import load_task
 from loop.words import RunKey
 
 NO_SANDBOX = sandbox.unavailable()
-needs_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"no sandbox here: {NO_SANDBOX}")
 ENGINE_VENV = "/opt/engine-venv-marker"      # the engine's own VIRTUAL_ENV in these tests
 
 # The run checks, from inside, what it was given; any problem is its crash reason.

@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
-from loop.run import sandbox
+from conftest import needs_sandbox, run_cli
 from loop.adapters import mlrbench
 from loop.adapters.mlrbench_review import ReviewError, parse_review
 from loop.errors import UsageError
 from loop.run.check import check_task
 
 SCORES = ("Consistency", "Clarity", "Completeness", "Soundness", "OverallAssessment")
-needs_bwrap = pytest.mark.skipif(sandbox.unavailable() is not None,
-                                 reason=f"no sandbox here: {sandbox.unavailable()}")
+needs_bwrap = needs_sandbox
 
 
 def make_checkout(root: Path, rubric_note: str = "Score the paper.") -> Path:

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loop.run import netbridge, sandbox
+from conftest import needs_sandbox
+from loop.run import netbridge
 from loop.errors import TaskError
 from loop.run.check import check_task
 from loop.setup.task import load_task
 
-pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
-                                reason=f"no sandbox here: {sandbox.unavailable()}")
+pytestmark = needs_sandbox
 
 
 class Echo:

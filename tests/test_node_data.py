@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from conftest import require
 from node_data import XS, expected_error, hidden_by, make_world
 from test_engine import rows
 from test_scheduler import Scripted
@@ -24,8 +25,8 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     """(world: what the head sees, node: what the workers see in its place)."""
-    if not shutil.which("bwrap"):
-        pytest.skip("bwrap is needed to give the Ray workers a view of their own")
+    require("sandbox", None if shutil.which("bwrap") else
+            "bwrap is needed to give the Ray workers a view of their own")
     base = tmp_path_factory.mktemp("nodes")
     world, node = base / "world", base / "node"
     world.mkdir()

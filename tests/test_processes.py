@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import make_repo
+from conftest import make_repo, require
 from loop.run import sandbox
 from loop.run.process import Limits, experiment_env
 from loop.run.runner import run_experiment
@@ -25,8 +25,8 @@ METRIC = r"^score:\s*([0-9.]+)\s*$"
 
 @pytest.fixture(params=["off", "required"], ids=["reaper", "bwrap"])
 def mode(request):
-    if request.param == "required" and NO_BWRAP:
-        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    if request.param == "required":
+        require("sandbox", NO_BWRAP)
     return request.param
 
 
@@ -79,8 +79,7 @@ def test_kill_9_of_the_engine_as_the_sandbox_starts_leaves_nothing(tmp_path):
     """bwrap arms --die-with-parent only once it runs, and never checks its parent: an engine
     SIGKILLed before that (a slow start on a loaded machine; here a `bwrap` ahead on PATH
     that waits first) must still leave nothing of the run alive."""
-    if NO_BWRAP:
-        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    require("sandbox", NO_BWRAP)
     token = f"early{uuid.uuid4().hex[:10]}"
     slow = tmp_path / "slow"
     slow.mkdir()

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from conftest import require
 from loop.run import sandbox
 from loop.run.process import Limits, _alive, experiment_env, run_command
 from loop.run.runner import parse_metric, run_experiment
@@ -19,8 +20,8 @@ NO_BWRAP = sandbox.unavailable()
 @pytest.fixture(params=["off", "required"], ids=["reaper", "bwrap"])
 def limits(request):
     """Each process test runs without the sandbox (loop/run/reap.py) and inside it."""
-    if request.param == "required" and NO_BWRAP:
-        pytest.skip(f"no sandbox here: {NO_BWRAP}")
+    if request.param == "required":
+        require("sandbox", NO_BWRAP)
     return Limits(sandbox=request.param)
 
 

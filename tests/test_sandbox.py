@@ -21,14 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from conftest import git, needs_sandbox, require, run_cli
 from graded_toy import TRAIN, baseline_error, make_graded_repo
 from loop.run import sandbox
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 
 NO_SANDBOX = sandbox.unavailable()
-needs_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"no sandbox here: {NO_SANDBOX}")
 SECRET = "sk-sandbox-test-do-not-leak"
 
 ATTACKS = """
@@ -341,8 +340,8 @@ def test_a_users_own_commit_during_the_night(tmp_path, mlflow_uri, mode):
     """In the sandbox runs cannot write .git, so the ref watch is off and the user's commit
     on main stays; without it the engine cannot tell who moved main, so it puts it back
     (kept under displaced/) and says so, as README documents."""
-    if mode == "auto" and NO_SANDBOX:
-        pytest.skip(f"no sandbox here: {NO_SANDBOX}")
+    if mode == "auto":
+        require("sandbox", NO_SANDBOX)
     from conftest import TOY_TASK, TOY_TRAIN, make_repo
     repo = make_repo(tmp_path / "repo", {"task.yaml": TOY_TASK, "train.py": TOY_TRAIN,
                                          "grade.py": "#\n"})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, run_cli
+from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, require, run_cli
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from graded_toy import baseline_error, make_graded_repo
 from node_data import expected_error, hidden_by, make_world
@@ -340,8 +340,8 @@ def test_data_the_node_lacks_is_shipped_or_refused_at_start(tmp_path, mlflow_uri
     data; the Slurm node sees the real folder, empty: what is small is shipped (the held-out
     file put at its own path there) and graded with the local backend's metric; what is too
     big to ship is one line at start, exit 2, before any baseline."""
-    if not shutil.which("bwrap"):
-        pytest.skip("bwrap is needed to show the engine a folder the node does not see")
+    require("sandbox", None if shutil.which("bwrap") else
+            "bwrap is needed to show the engine a folder the node does not see")
     repo = make_world(tmp_path / "w")
     data, head = tmp_path / "w" / "data", tmp_path / "head-data"
     data.rename(head)
