@@ -105,9 +105,10 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
         bridge = netbridge.Bridge(netbridge.endpoints_from(env))
         shell = bridge.argv(shell)
     if boxed:
+        shown = _paths_in(env, [*compiled, scratch])
         shell = sandbox.wrap(shell, cwd, [sandbox.worktree_root(cwd), *writable, *compiled],
                              hidden, scratch,
-                             readonly=[*readonly, *_paths_in(env, [*compiled, scratch]), *data_cache(env),
+                             readonly=[*readonly, *shown, *data_cache(env),
                                        *(bridge.readonly if bridge else [])],
                              hosts_file=bridge.hosts_file if bridge else None)
     # The sandbox too runs under the reaper: bwrap arms --die-with-parent only once it is
