@@ -83,7 +83,13 @@ def test_no_run_sees_what_an_earlier_run_left(tmp_path, mlflow_uri, workers):
 
 
 def test_sweep_leaves_exactly_the_commit(tmp_path):
-    repo = make_repo(tmp_path / "repo", {"train.py": "x = 1\n", ".gitignore": "*.pt\nout/\n"})
+    main = make_repo(tmp_path / "main", {"train.py": "x = 1\n", ".gitignore": "*.pt\nout/\n"})
+    (main / "task" / "model.pt").write_text("the user's own")
+    with pytest.raises(pristine.Leftover, match="not a linked worktree"):
+        pristine.sweep(main)                      # a user's checkout is never swept
+    assert (main / "task" / "model.pt").exists()
+    repo = tmp_path / "repo"
+    git(main, "worktree", "add", "-q", "--detach", str(repo))
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not the worktree's\n")

@@ -7,7 +7,8 @@ files git does not even list (FIFOs, sockets) and nested repositories.
 files, folders a run made unwritable) and checks that nothing untracked is left. The task's
 `inputs:` links are ignored files too: removed here, they are made again before each run
 (loop/setup/inputs.py `place`). Only the worktree is touched, never what a link points to:
-links are removed, not followed. Knows nothing about runs or the loop's branch."""
+links are removed, not followed. Only a linked worktree (its `.git` a file) is ever swept,
+never a checkout of the user's. Knows nothing about runs or the loop's branch."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,8 @@ def sweep(worktree: Path, env: dict | None = None) -> None:
     """Remove everything in `worktree` that its index does not track (call it right after
     the index and files were set to the commit). Raises Leftover naming what stays."""
     worktree = Path(worktree)
+    if not (worktree / ".git").is_file():      # a user's checkout holds their .venv and data
+        raise Leftover(f"{worktree} is not a linked worktree of the engine's: not swept")
     run_git(["clean", "-ffdxq"], worktree, env, check=False)   # what it cannot, the walk does
     tracked, folders = _tracked(worktree, env)
     left = [p for p in _untracked(worktree, tracked, folders) if not _remove(p)]
