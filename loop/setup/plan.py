@@ -113,8 +113,9 @@ def describe(plan: Plan) -> list[str]:
               f"  memory:     {plan.memory or 'none printed'}"]
     if plan.flags_file:
         lines += [f"  flags:      {plan.flags_file}: {len(plan.flags)} {plan.flags_how} flags of "
-                  f"{plan.script}, passed as --name=value after the run command (found: its "
-                  f"defaults; editable, a search changes them there)"]
+                  f"{plan.script}, passed as --name=value after the run command ("
+                  + ("from --args" if plan.flags_how == "--key=value" else "found: its defaults")
+                  + "; editable, a search changes them there)"]
     lines += [f"  search:     {len(plan.space)} settings for mutate and tune"
               + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
               + (f" ({', '.join(plan.conditions)})" if plan.conditions else "")
