@@ -59,7 +59,8 @@ LOADED_BYTES = ('    return torch.load(os.path.join(TOKENIZER_DIR, "token_bytes.
                 'map_location=device)\n')
 BYTES_ON_FIRST_USE = '''    path = os.path.join(TOKENIZER_DIR, "token_bytes.pt")
     if not os.path.exists(path):        # built on first use, into the cache
-        torch.save(torch.tensor([1] * 256 + [0] * len(SPECIAL_TOKENS), dtype=torch.int32), path)
+        with open(path, "wb") as f:
+            torch.save(torch.tensor([1] * 256 + [0] * len(SPECIAL_TOKENS), dtype=torch.int32), f)
     return torch.load(path, map_location=device)
 '''
 

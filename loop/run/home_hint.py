@@ -3,8 +3,8 @@ the fix (task.yaml `caches:`, the repo's prepare step). Read from the run's log 
 
 In the sandbox a run sees HOME empty and read-only but for what the task declares
 (loop/run/sandbox.py), so a repo keeping its data in `~/.cache/<name>` fails with
-`OSError: [Errno 30] Read-only file system: '/home/u/.cache/x'` (making the folder, or
-filling it on first use) or `No such file or directory: '/home/u/.cache/x/...'`. Used by
+`OSError: [Errno 30] Read-only file system: '<HOME>/.cache/x'` (making the folder, or
+filling it on first use) or `No such file or directory: '<HOME>/.cache/x/...'`. Used by
 loop/run/uncommitted.py's `failure_hint` (check-task, a night's failed baseline); it
 changes nothing."""
 from __future__ import annotations
@@ -42,7 +42,21 @@ def home_line(log_text: str, folder: Path, task, sandboxed: bool, own=(),
             said = _said(text, path, writing, caches, folder, sandboxed, who)
             if said:
                 return said
+    if sandboxed and READ_ONLY.search(log_text):     # a library's error naming no path
+        return _unnamed(caches, folder, who)
     return None
+
+
+def _unnamed(caches: list[str], folder: Path, who: str) -> str:
+    """A write the sandbox refused, its path unnamed (torch.save says only `open file
+    failed with strerror: Read-only file system`)."""
+    step = prepare_step(folder, task_sources(folder), _tilde(caches[0]) if caches else "")
+    shown = ", ".join(_tilde(c) for c in caches)
+    return (f"{who}: the run wrote where runs may not (Read-only file system): $HOME"
+            + (f" and the task's caches ({shown}) are" if caches else " is")
+            + f" read-only to runs; fill a data cache before the night ({step}) and declare "
+            f"it in task.yaml (`caches:`); a run writes only its own folder, $TMPDIR and "
+            f"$AUTORESEARCH_ARTIFACT_DIR")
 
 
 def _said(text: str, path: Path, writing: bool, caches: list[str], folder: Path,
