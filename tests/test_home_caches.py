@@ -176,9 +176,41 @@ def test_a_refused_write_naming_no_path_names_the_caches_and_the_prepare_step(ho
         "night (python prepare.py) and declare it in task.yaml (`caches:`); a run writes "
         "only its own folder, $TMPDIR and $AUTORESEARCH_ARTIFACT_DIR")
     assert home_line(log, repo, task, sandboxed=False, own=[repo]) is None
+    outside = "OSError: [Errno 30] Read-only file system: '/usr/lib/x'\n"   # not HOME's
+    assert home_line(outside, repo, task, sandboxed=True, own=[repo]) is None
 
 
 # -- under the sandbox ---------------------------------------------------------------------------
+@needs_sandbox
+def test_a_repo_making_its_cache_at_import_runs_with_init_task_and_not_without(tmp_path, home):
+    """The issue's crash: prepare.py makes ~/.cache/<name> when imported (exist_ok), which
+    the sandbox refuses when HOME is shown empty; init's `caches:` shows it."""
+    repo = script_repo(tmp_path / "toy")
+    text = (repo / "prepare.py").read_text().replace(
+        "\ndef numbers", "\nos.makedirs(CACHE, exist_ok=True)          # at import\n\n"
+        "def numbers", 1)
+    (repo / "prepare.py").write_text(text)
+    commit(repo, "make the cache at import")
+    prepare(repo)
+    assert run_cli("init", cwd=repo).returncode == 0
+    commit(repo, "autoresearch task")
+    check = run_cli("check-task", ".", cwd=repo)
+    assert check.returncode == 0 and "status ok; val_loss = 1.250000" in check.stdout, \
+        check.stdout + check.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    del task["caches"]
+    (repo / "task.yaml").write_text(yaml.safe_dump(task))
+    commit(repo, "no caches")
+    check = run_cli("check-task", ".", cwd=repo)
+    cache = home / ".cache" / "toydata"
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"OSError: [Errno 30] Read-only file system: '{cache}'" in check.stdout
+    assert (f"check-task: the run writes {cache}, under $HOME, which runs see read-only and "
+            f"empty but for what the task declares: if it is a data cache, fill it before "
+            f"the night (python prepare.py) and declare it in task.yaml (`caches: "
+            f"[~/.cache/toydata]`, shown read-only to runs)") in check.stdout
+
+
 @needs_sandbox
 @pytest.mark.slow
 def test_a_karpathy_repo_caching_in_home_by_its_name_passes_check_task_and_runs_a_night(

@@ -28,10 +28,14 @@ def home_line(log_text: str, folder: Path, task, sandboxed: bool, own=(),
     home = os.path.realpath(os.path.expanduser("~"))
     own = [os.path.realpath(p) for p in own]
     caches = list(getattr(task, "caches", ()))
+    unnamed = False          # a refused write whose line names no absolute path
     for line in log_text.splitlines():
         writing = bool(READ_ONLY.search(line))
         if not writing and not MISSING.search(line):
             continue
+        quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(line)]
+        unnamed = unnamed or (writing and not any(os.path.isabs(os.path.expanduser(q))
+                                                  for q in quoted))
         for m in QUOTED.finditer(line):
             text = next(g for g in m.groups() if g)
             path = Path(os.path.expanduser(text))
@@ -42,7 +46,7 @@ def home_line(log_text: str, folder: Path, task, sandboxed: bool, own=(),
             said = _said(text, path, writing, caches, folder, sandboxed, who)
             if said:
                 return said
-    if sandboxed and READ_ONLY.search(log_text):     # a library's error naming no path
+    if sandboxed and unnamed:            # a library's error naming no path (torch.save)
         return _unnamed(caches, folder, who)
     return None
 
