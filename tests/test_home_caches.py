@@ -17,7 +17,7 @@ from conftest import git, run_cli
 from karpathy_repo import make_home_cache_repo
 from loop.run import sandbox
 from loop.run.home_hint import home_line
-from loop.setup.caches import find
+from loop.setup.caches import find, moved
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 
@@ -59,6 +59,8 @@ E = ROOT / "eps" / "tokenizer"
 OWN = os.path.join(os.path.expanduser("~"), ".cache", "autoresearch")   # the engine's
 MODELS = Path.home() / ".cache" / "huggingface"                           # shown already
 OTHER = os.path.expanduser("~/data")                                      # not a cache
+X = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "xi")
+T = os.environ.get("TAU_DATA") or os.path.expanduser("~/.cache/tau/data")
 """
 
 
@@ -66,8 +68,14 @@ def test_the_caches_the_code_builds_from_home_are_found_with_their_variable():
     found = find([Script("prepare.py", CODE)])
     assert [(f.path, f.var) for f in found] == [
         ("~/.cache/alpha", ""), ("~/.cache/beta", ""), ("~/.cache/gamma", "GAMMA_CACHE"),
-        ("~/.cache/delta", "DELTA_HOME"), ("~/.cache/eps", "")]
+        ("~/.cache/delta", "DELTA_HOME"), ("~/.cache/eps", ""), ("~/.cache/xi", "XDG_CACHE_HOME"),
+        ("~/.cache/tau", "TAU_DATA")]
     assert {f.file for f in found} == {"prepare.py"}
+    # where each is when its variable is set: the variable stands for more or less of it
+    by_var = {f.var: f for f in found if f.var}
+    assert moved(by_var["GAMMA_CACHE"], "/big/g") == Path("/big/g")
+    assert moved(by_var["XDG_CACHE_HOME"], "/big/cache") == Path("/big/cache/xi")
+    assert moved(by_var["TAU_DATA"], "/big/tau/data") == Path("/big/tau")
 
 
 def script_repo(root: Path) -> Path:

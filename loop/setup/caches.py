@@ -38,6 +38,7 @@ class Found:
     path: str
     file: str
     var: str = ""
+    var_depth: int = 0   # how many of the cache's parts the variable's value stands for
 
 
 # -- what the code names -------------------------------------------------------------------------
@@ -47,42 +48,47 @@ def find(sources) -> list[Found]:
     for src in sources:
         assigns = src.assigns()
         for node in ast.walk(src.tree):
-            parts, var = _home_parts(node, assigns, 0)
+            parts, (var, depth) = _home_parts(node, assigns, 0)
             if not parts or len(parts) < 2 or parts[0] != CACHE or parts[1] in SHOWN_ALREADY:
                 continue
             path = f"~/{CACHE}/{parts[1]}"
             found = out.setdefault(path, Found(path, src.path))
-            found.var = found.var or var
+            if var and not found.var:
+                found.var, found.var_depth = var, depth
     return list(out.values())
 
 
-def _home_parts(node, assigns: dict, depth: int) -> tuple[list[str] | None, str]:
+NO_VAR = ("", 0)
+
+
+def _home_parts(node, assigns: dict, depth: int) -> tuple[list[str] | None, tuple[str, int]]:
     """The path parts after HOME that `node` evaluates to ([] for HOME itself), and the
-    environment variable that overrides it; (None, "") when it is no HOME path (or a part
-    is not a literal: the parts known up to it are kept)."""
+    environment variable that overrides it with how many of the parts its value stands
+    for (XDG_CACHE_HOME: 1, a TINY_CACHE for ~/.cache/tiny: 2); (None, NO_VAR) when it is
+    no HOME path (a part that is no literal ends the parts known)."""
     if depth > DEPTH:
-        return None, ""
+        return None, NO_VAR
     if isinstance(node, ast.Name) and node.id in assigns:
         return _home_parts(assigns[node.id], assigns, depth + 1)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return _tilde(node.value), ""
+        return _tilde(node.value), NO_VAR
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):     # Path.home() / "x"
         base, var = _home_parts(node.left, assigns, depth + 1)
-        return (None, "") if base is None else (base + _literal_parts(node.right), var)
+        return (None, NO_VAR) if base is None else (base + _literal_parts(node.right), var)
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):     # env or default
-        var = next((v for v in map(_env_name, node.values) if v), "")
+        name = next((v for v in map(_env_name, node.values) if v), "")
         for value in node.values:
             parts, _ = _home_parts(value, assigns, depth + 1)
             if parts is not None:
-                return parts, var
-        return None, ""
+                return parts, (name, len(parts)) if name else NO_VAR
+        return None, NO_VAR
     if not isinstance(node, ast.Call):
-        return None, ""
+        return None, NO_VAR
     name = _call_name(node.func)
     if name in ("Path.home", "pathlib.Path.home") or (name in ("os.environ.get", "os.getenv")
                                                       and _env_name(node) == "HOME"
                                                       and len(node.args) == 1):
-        return [], ""
+        return [], NO_VAR
     if name in ("os.path.expanduser", "expanduser", "Path", "pathlib.Path") and node.args:
         return _home_parts(node.args[0], assigns, depth + 1)
     if isinstance(node.func, ast.Attribute) and node.func.attr in ("expanduser", "resolve",
@@ -91,7 +97,7 @@ def _home_parts(node, assigns: dict, depth: int) -> tuple[list[str] | None, str]
     if name in ("os.path.join", "join") and node.args:
         base, var = _home_parts(node.args[0], assigns, depth + 1)
         if base is None:
-            return None, ""
+            return None, NO_VAR
         for arg in node.args[1:]:
             more = _literal_parts(arg)
             base += more
@@ -100,8 +106,8 @@ def _home_parts(node, assigns: dict, depth: int) -> tuple[list[str] | None, str]
         return base, var
     if name in ("os.environ.get", "os.getenv") and len(node.args) == 2:    # X_CACHE, default
         parts, _ = _home_parts(node.args[1], assigns, depth + 1)
-        return (parts, _env_name(node)) if parts is not None else (None, "")
-    return None, ""
+        return (parts, (_env_name(node), len(parts))) if parts is not None else (None, NO_VAR)
+    return None, NO_VAR
 
 
 def _tilde(text: str) -> list[str] | None:
@@ -145,8 +151,9 @@ def declare(plan, sources) -> None:
     for found in find(sources):
         path = found.path
         if found.var and os.environ.get(found.var):          # where it is on this machine
-            path = home_relative(Path(os.environ[found.var]).expanduser())
-            plan.cache_vars.append(found.var)
+            path = home_relative(moved(found, os.environ[found.var]))
+            if found.var not in plan.cache_vars:
+                plan.cache_vars.append(found.var)
         step = prepare_step(plan.root, sources, found.path, plan.python)
         if not Path(os.path.expanduser(path)).is_dir():
             raise InitError(f"init: {found.file} keeps its data in {path}, which does not "
@@ -156,6 +163,16 @@ def declare(plan, sources) -> None:
         plan.cache_lines.append(f"{path} (found: {found.file} names it"
                                 + (f", moved by ${found.var}" if found.var else "")
                                 + f"; shown read-only to runs; prepare it first with {step})")
+
+
+def moved(found: Found, value: str) -> Path:
+    """The cache's folder when its variable is `value`: XDG_CACHE_HOME=/x holds /x/<name>;
+    a variable naming a folder inside the cache (~/.cache/x/data) has the cache above it."""
+    base = Path(value).expanduser()
+    rest = found.path.split("/")[1:]                  # [".cache", name]
+    if found.var_depth <= len(rest):
+        return base.joinpath(*rest[found.var_depth:])
+    return base.parents[found.var_depth - len(rest) - 1]
 
 
 def prepare_step(root: Path, sources, cache: str, python: str = "python") -> str:
