@@ -4,7 +4,6 @@ the sandbox, and a run that needed a HOME path it could not write or see is told
 how to fix it. Every test sets HOME to a temp folder: nothing touches the real one."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
