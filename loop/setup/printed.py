@@ -247,19 +247,18 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
             continue
         sure = _numeric(part.expr, part.spec, label, _after(parts, i))
         if sure is not None:
-            found.append((i, label, sure))
-    numbers = {i for i, _, _ in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
+            found.append((i, label, sure, part.expr))
+    numbers = {i for i, _, _, _ in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
                                           and p.expr is not None
                                           and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
-    for i, label, sure in found:
+    for i, label, sure, expr in found:
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else "_".join(label.split()).lower()
-        out.append(Value(name, label, parts[i].expr, at_start, sure,  # type: ignore[union-attr]
-                         alone, line, samples[i]))
+        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i]))
     return out
 
 
