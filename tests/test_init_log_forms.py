@@ -159,6 +159,20 @@ def test_log_forms_and_their_labels(code, labels):
     assert [v.label for v in Script("x.py", code + "\n").reported()] == labels
 
 
+@pytest.mark.parametrize("code, names", [
+    # pytorch/examples mnist: the split is the line's heading, not part of each label
+    ("print('\\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\\n'.format("
+     "loss, correct, n, 100. * correct / n))", ["test_average_loss", "test_accuracy"]),
+    ("print(f'[val] loss={l:.3f} acc={a:.3f}')", ["val_loss", "val_acc"]),
+    ("print(f'Epoch {e+1}/{n}, Train Loss: {t:.4f}, Val Loss: {v:.4f}, Val Acc: {a:.2%}')",
+     ["epoch", "train_loss", "val_loss", "val_acc"]),
+    ("print('Train Epoch: {} [{}/{}]\\tLoss: {:.6f}'.format(e, i, n, loss.item()))",
+     ["train_epoch", "loss"]),
+])
+def test_metric_names(code, names):
+    assert [v.name for v in Script("x.py", code + "\n").reported()] == names
+
+
 def test_the_written_pattern_reads_exactly_the_split_it_names():
     code = ("print(f'step {i}: loss {a:.4f} | train loss {b:.4f} | val loss {c:.4f} | "
             "test loss {d:.4f}')\nprint(f'best val loss {e:.4f}')\n")

@@ -5,8 +5,9 @@ fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`.
 normalised to text and fields, and one rule reads the label before a field: `name: value`
 opening the line (any name), else a metric name of the line (`val loss`, `test acc`,
 `| valid ppl 1446.77 |`, `loss=0.3`): a metric or count word right before the value, with the
-split and qualifier words before it (`valid`, `best`), never the words of a sentence (`new top
-score of {score}` shows no metric). It must not decide which metric is the objective
+split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
+Average loss:` is `test_average_loss`), never the words of a sentence (`new top score of
+{score}` shows no metric). It must not decide which metric is the objective
 (metric_choice does) nor write patterns (shapes.pattern_for does)."""
 from __future__ import annotations
 
@@ -258,8 +259,23 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else "_".join(label.split()).lower()
+        split = _heading(parts, i) if not at_start else None
+        if split and not set(name_words(label)) & set(SPLIT_WORDS):
+            name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
         out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i]))
     return out
+
+
+# a split heading the rest of a line: `Test set: `, `[val] `, `| valid | `, `Validation: `
+HEADING = re.compile(r"(?<![\w.])(" + "|".join(SPLIT_WORDS) + r")(?: set| split| data)?"
+                     r"\s*[:\]|]", re.I)
+
+
+def _heading(parts: list[Part], i: int) -> str | None:
+    """The split the text before field `i` names as a heading, lowercase; else None."""
+    text = "".join(p if isinstance(p, str) else " word " for p in parts[:i])
+    found = HEADING.findall(text)
+    return found[-1].lower() if found else None
 
 
 def _after(parts: list[Part], i: int) -> str:
