@@ -127,6 +127,20 @@ def test_a_metric_its_pattern_cannot_read_alone_is_refused(tmp_path):
         "numbers of the lines printed, not one; pass --metric acc --metric-pattern REGEX" in line
 
 
+def test_a_split_printed_from_a_variable_is_refused_with_the_way_out(tmp_path):
+    """`f"{phase} loss {x}"` over `phases` read at run time: which split a line is, only the
+    run knows; the pattern of `loss` would read whichever is printed last."""
+    train = ("import os\nLR = 0.1\nphases = os.environ.get('PHASES', 'train val').split()\n"
+             "for phase in phases:\n    loss = LR * (2 if phase == 'val' else 1)\n"
+             "    print(f'{phase} loss {loss:.4f} acc {1 - loss:.4f}')\n")
+    repo = plain_repo(tmp_path / "var", {"train.py": train})
+    line = refused(repo, "--metric", "loss")
+    assert "no pattern reads only loss from what train.py prints: its split is printed " \
+        "from `phase`, known only when the script runs; pass --metric loss --metric-pattern " \
+        "REGEX" in line
+    assert "its split is printed from `phase`" in refused(repo)       # acc: the only other
+
+
 # -- logging calls -----------------------------------------------------------------------------
 def test_logging_calls_with_their_own_arguments(tmp_path):
     repo = plain_repo(tmp_path / "log", {"train.py": LOGGING})

@@ -89,6 +89,7 @@ class Value:
     alone: bool = True   # nothing printed after it on its line
     line: str = ""       # the line as it would print, each number a distinct sample
     sample: str = ""     # this value's sample in `line`
+    split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
 
     @property
     def default_line(self) -> bool:
@@ -262,7 +263,8 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         split = _heading(parts, i) if not at_start else None
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
-        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i]))
+        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
+                         _word_before(parts, i, label)))
     return out
 
 
@@ -276,6 +278,23 @@ def _heading(parts: list[Part], i: int) -> str | None:
     text = "".join(p if isinstance(p, str) else " word " for p in parts[:i])
     found = HEADING.findall(text)
     return found[-1].lower() if found else None
+
+
+def _word_before(parts: list[Part], i: int, label: str) -> str:
+    """The variable printing the word a label follows (`f"{split} loss {x}"`), or opening
+    the line before it (`f"{phase} Loss: {l} Acc: {a}"`): the label's split, known only when
+    the script runs; else ""."""
+    if set(name_words(label)) & set(SPLIT_WORDS):
+        return ""
+    right_before = re.sub(r"[\s:=]*$", "", str(parts[i - 1])).strip() == label.strip()
+    opening = next((k for k, p in enumerate(parts[:i]) if isinstance(p, Field)
+                    or re.sub(r"[\s\[\]|:-]", "", p)), None)
+    for k in (i - 2 if right_before else None, opening):
+        word = parts[k] if k is not None and k >= 0 else None
+        if isinstance(word, Field) and word.expr is not None \
+                and _numeric(word.expr, word.spec, "", "") is None:
+            return ast.unparse(word.expr)
+    return ""
 
 
 def _after(parts: list[Part], i: int) -> str:

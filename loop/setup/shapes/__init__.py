@@ -83,6 +83,9 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
 def pattern_problem(value: Value, pattern: str, lines: list[str]) -> str:
     """Why `pattern` does not read exactly this value from the lines the script prints
     (each rendered with a distinct sample number per value), or ""."""
+    if value.split_from:
+        return (f"its split is printed from `{value.split_from}`, known only when the "
+                f"script runs")
     if not pattern or not value.line:
         return ""
     got = re.findall(pattern, "\n".join(lines), re.M | re.I)
