@@ -11,7 +11,10 @@ from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, V
                                 call_values, direction_of, word_loops)
 
 __all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
-           "direction_of", "literal", "printed_value"]
+           "direction_of", "literal", "printed_value", "printed_values"]
+
+# every value one print or logging call shows after a label (loop/setup/printed.py)
+printed_values = call_values
 
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
