@@ -287,16 +287,35 @@ def test_discarded_attempts_leave_no_artifacts_behind(toy_repo, mlflow_uri):
 
 
 def test_a_proposer_bug_costs_an_iteration_not_the_night(toy_repo, mlflow_uri):
-    class Buggy:
-        def propose(self, context):
-            raise KeyError("oops")
+    from loop.proposers.base import Proposal
 
-    stop = Engine(config(toy_repo, iterations=5, max_consecutive_failures=2),
-                  out=lambda s: None, proposer=Buggy()).run()
+    class Flaky:             # raises once, then proposes: the night goes on
+        def propose(self, context):
+            if context.iteration == 1:
+                raise KeyError("oops")
+            return Proposal(f"edit {context.iteration}",
+                            files={"train.py": f"print('score: {context.iteration}')\n"})
+
+    stop = Engine(config(toy_repo, iterations=3), out=lambda s: None, proposer=Flaky()).run()
     table = rows(toy_repo)
-    assert stop.reason == "failures"
-    assert [r["status"] for r in table] == ["keep", "bad_edit", "bad_edit"]
+    assert stop.exit_code == 0 and stop.reason == "iterations"
+    assert [r["status"] for r in table][:2] == ["keep", "bad_edit"] and len(table) == 4
+    assert table[2]["status"] != "bad_edit" and float(table[2]["score"]) == 2
     assert "proposer raised KeyError" in table[1]["reason"]
+
+
+def test_a_proposer_that_raises_the_same_way_twice_stops_the_night_with_exit_1(toy_repo,
+                                                                                mlflow_uri):
+    class Buggy:             # tune's KeyError on every lowercase setting, as seen
+        def propose(self, context):
+            raise KeyError("batch_size")
+
+    stop = Engine(config(toy_repo, iterations=20), out=lambda s: None, proposer=Buggy()).run()
+    table = rows(toy_repo)
+    assert stop.reason == "proposer" and stop.exit_code == 1
+    assert "failed twice in a row the same way (proposer raised KeyError: 'batch_size')" \
+        in stop.message
+    assert [r["status"] for r in table] == ["keep", "bad_edit", "bad_edit"]
 
 
 def test_mlflow_failure_is_survived_and_repaired_on_resume(toy_repo, mlflow_uri, monkeypatch):

@@ -172,7 +172,7 @@ def test_karpathy_shape_plan(shaped):
     assert (plan.budget, plan.budget_constant) == (3.0, "prepare.py:TIME_BUDGET")
     assert plan.throughput == "num_steps" and plan.memory == "peak_vram_mb"
     assert "H100_BF16_PEAK_FLOPS" in plan.skipped and "H100_BF16_PEAK_FLOPS" not in plan.space
-    assert plan.space["TOTAL_BATCH_SIZE"] == {"pow2": [8, 13]}
+    assert plan.space["TOTAL_BATCH_SIZE"]["pow2"] == [8, 13]
     assert plan.conditions == ["TOTAL_BATCH_SIZE % (DEVICE_BATCH_SIZE * 64) == 0"]
     text = task_yaml(plan)
     data = yaml.safe_load(text)

@@ -158,7 +158,7 @@ def test_nothing_to_search_is_said(tmp_path):
              "print(f'val_loss: {random.Random(seed).random():.4f}')\n")
     done = init(plain_repo(tmp_path / "t", {"train.py": train}))
     assert done.returncode == 0, done.stderr
-    notes = [s for s in done.stdout.splitlines() if "mutate has nothing to search" in s]
+    notes = [s for s in done.stdout.splitlines() if "mutate and tune have nothing to search" in s]
     assert len(notes) == 1 and "search_space:" in notes[0] and "fixes its own seed" \
         not in done.stdout
 
@@ -178,7 +178,8 @@ def test_guesses_are_printed_with_their_flags_and_the_judge_is_what_is_written(t
     assert lines["judge"].split()[1] == config["judge"]["rule"] == "sequential"
     # a script that times itself gets a grace that grows with its budget
     task = yaml.safe_load((repo / "task.yaml").read_text())
-    assert task["time_budget_s"] == 2 and task["grace_s"] == 121
+    assert task["time_budget_s"] == 2 and task["grace_s"] == "auto"
+    assert load_task(repo).grace_s == 121
 
 
 def test_the_validation_metric_the_repos_own_words_name_settles_a_tie(tmp_path):

@@ -79,7 +79,7 @@ def test_declared_choices_and_integer_ranges_are_all_mutate_tries():
 
 
 @pytest.mark.parametrize("space, message", [
-    ("  NOT_THERE: {range: [1, 2]}", "no numeric constant NOT_THERE"),
+    ("  NOT_THERE: {range: [1, 2]}", "no numeric setting NOT_THERE"),
     ("  X: {range: [3, 1]}", "is empty"),
     ("  X: {log_range: [0, 1]}", "log_range needs low > 0"),
     ("  X: {range: [1, 2], choices: [1]}", "exactly one of"),

@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 
 from loop.edits.parse import Edit, ParsedReply, one_line, parse_reply
 from loop.edits.thinking import split_thinking
+from loop.untrusted import canonical_path
 
 __all__ = ["Edit", "ParsedReply", "EditError", "EditOutcome", "parse_reply", "apply_edits",
            "try_edits", "apply_reply", "one_line", "settle_named", "split_thinking"]
@@ -178,7 +179,10 @@ def _resolve_path(edit: Edit, texts: dict[str, str]) -> str:
             return homes[0]
         raise _Failure("the block names no file: put the file's path alone on the line "
                        "above the block")
-    path = edit.path[2:] if edit.path.startswith("./") else edit.path
+    try:      # one spelling: `././prepare.py` is `prepare.py` (checked as such below)
+        path = canonical_path(edit.path)
+    except ValueError as exc:
+        raise _Failure(f"{exc}; edit only the editable files") from None
     if path in texts:
         return path
     # "experiments/tinylm/train.py" for "train.py" (or the reverse): one unique suffix match

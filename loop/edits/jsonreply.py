@@ -65,7 +65,23 @@ def _value_of(path: str, line: str, head: str, tail: str) -> str:
 
 
 def _same_number(a: str, b: str) -> bool:
-    return number(a) == number(b)
+    """Whether two values are one number; a current value this engine cannot read (the
+    code's own `2**5000`) is no value a reply could repeat."""
+    try:
+        current = number(b)
+    except ValueError:
+        return False
+    return number(a) == current
+
+
+def _unreadable(value: str) -> str | None:
+    """Why `value` is no number this engine reads (`2**4000000000`: beyond a float), or None.
+    It is read, never evaluated (loop/untrusted.py)."""
+    try:
+        number(value)
+    except ValueError as exc:
+        return f"{value[:40]!r} is not a number this engine reads: {exc}"
+    return None
 
 
 def _set_edits(items, files: dict[str, str],
@@ -86,6 +102,8 @@ def _set_edits(items, files: dict[str, str],
         elif not NUMBER.fullmatch(value):
             problems.append(f"set {n}: {name} = {value!r} is not a number; write the value "
                             f"as Python writes it (e.g. 8, 0.003, 3e-4)")
+        elif (unread := _unreadable(value)) is not None:
+            problems.append(f"set {n}: the value {unread}")
         elif _same_number(value, _value_of(*known[name])):
             if name in before and not _same_number(value, _value_of(*before[name])):
                 continue    # set by an earlier turn of this proposal: a resend, not a no-op

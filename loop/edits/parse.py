@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from loop.edits.names import (FENCE_RE, label_above, names_above, path_in_info, path_in_prose,
                              path_label)
 from loop.edits.thinking import split_thinking
+from loop import untrusted
 
 SEARCH_RE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
 DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
@@ -398,6 +399,8 @@ def clean_description(text: str, limit: int = DESCRIPTION_MAX) -> str:
 
 
 def one_line(text: str, limit: int = DESCRIPTION_MAX) -> str:
-    """Collapse whitespace, drop markdown emphasis, cut to `limit` characters."""
+    """Collapse whitespace, drop markdown emphasis, cut to `limit` characters; control
+    characters written out visibly (loop/untrusted.py)."""
+    text = untrusted.one_line(text, limit=1 << 30)
     text = re.sub(r"\s+", " ", text.replace("**", "").replace("`", "")).strip(" *_")
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"

@@ -1,6 +1,7 @@
 """What the proposer is shown and what its answer must pass: the prompt context (the best's
 files, every attempt so far, those in flight), the steering file program.md, and the checks
-on a proposal before it is staged."""
+on a proposal: `received` as it comes from any proposer (the boundary with untrusted text,
+loop/untrusted.py), `check` before it is staged."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,36 @@ from loop.judge import judge as judging
 from loop.state.journal import Record
 from loop.proposers.base import Attempt, Context, Proposal, Redo
 from loop.proposers.tried import ChangeKey, key_of_patch
+from loop.untrusted import DESCRIPTION_MAX, REASON_MAX, canonical_path, clean, one_line
 from loop.words import BASELINE, FAILURES
+
+TAIL_MAX = 4000     # a failed run's log tail in the next prompt (read as its last 3000 bytes)
+
+
+def received(proposal: Proposal) -> Proposal:
+    """A proposal as it comes from a proposer (any: a reply's text is the model's), made
+    safe once, before anything records it: its description and error one clean line each,
+    capped (loop/untrusted.py), every file path in its one spelling. A path no edit may
+    name, or text that is not text, makes the proposal a failed edit (its `error`)."""
+    proposal.description = one_line(proposal.description, DESCRIPTION_MAX)
+    proposal.proposer = one_line(proposal.proposer, 100)
+    problems = [] if proposal.error is None else [proposal.error]
+    files: dict[str, str] = {}
+    for rel, text in proposal.files.items():
+        try:
+            path = canonical_path(rel)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        if not isinstance(text, str):
+            problems.append(f"{path}: its new content is not text")
+        elif path in files and files[path] != text:
+            problems.append(f"{path}: two different new contents (under two spellings)")
+        files[path] = text if isinstance(text, str) else ""
+    proposal.files = files
+    if problems:
+        proposal.error = one_line("; ".join(problems), REASON_MAX)
+    return proposal
 
 
 class PromptContext:
@@ -70,7 +100,7 @@ class PromptContext:
         done = sorted(records, key=lambda r: r.iteration)
         failures = [r for r in done if r.status in FAILURES][-2:]
         history = [Attempt(r.iteration, r.description, r.status, r.metric, r.delta, r.reason,
-                           tail(r) if r in failures else "", self._key(r))
+                           clean(tail(r), TAIL_MAX) if r in failures else "", self._key(r))
                    for r in done if r.description != BASELINE]
         history += [Attempt(r.iteration, r.description, "running", None, None,
                             change=self._key(r)) for r in in_flight]

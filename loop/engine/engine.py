@@ -36,11 +36,13 @@ from loop.engine.resume import abandon, install_signals, recover
 from loop.engine.stopping import rule_for, settings_of
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
+from loop.untrusted import REASON_MAX, one_line
 from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_retry,
                         commit_message, failed_baseline, num, plural)
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
+PROPOSER_BUG = "proposer raised "    # a proposer's exception (engine/scheduler.py), not a bad edit
 ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
 # Ctrl-C: MLflow gets this long for its last writes; what is left is logged at the next
 # start (the journal knows), so the process ends within seconds of the signal
@@ -200,6 +202,11 @@ class Loop:
             if rec.status not in FAILURES:
                 break
             streak += 1
+        raised = [r.reason for r in self.sink.records[-2:] if r.reason.startswith(PROPOSER_BUG)]
+        if len(raised) == 2 and raised[0] == raised[1]:
+            return Stop("proposer", f"stopped: the proposer failed twice in a row the same way "
+                                    f"({raised[-1]}): a bug, not a bad idea; nothing more can "
+                                    f"be proposed", 1)
         if streak >= cfg.max_consecutive_failures:
             return Stop("failures", f"stopped: {plural(streak, 'failure')} in a row "
                                     f"(see {self.dir / 'logs'})", 1)
@@ -289,8 +296,9 @@ class Loop:
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
         problem = None if baseline else (proposal.error or self.prompt.check(proposal, base))
-        commit = base if baseline else ("" if problem else self.workspace.stage_on(
-            base, self.task_rel, proposal.files, proposal.description))
+        commit = base if baseline else ""
+        if not (baseline or problem):
+            commit, problem = self._stage(base, proposal)
         if commit and not baseline:
             same = self._same_change(n, base, commit)
             if same is not None:
@@ -316,6 +324,18 @@ class Loop:
         if not problem:
             self.prompt.note_steering(n, rec.program_sha, self.sink.records)
         self._carry_out(cand, step)
+
+    def _stage(self, base: str, proposal: Proposal) -> tuple[str, str | None]:
+        """(the attempt commit, None), or ("", why) when git refuses what the proposal
+        wrote (a path, a file): that attempt's bad_edit, never the night's stop. A full disk
+        still stops the night (DiskFull)."""
+        try:
+            return self.workspace.stage_on(base, self.task_rel, proposal.files,
+                                           proposal.description), None
+        except GitError as exc:
+            if is_disk_full(exc):
+                raise
+            return "", f"git refused the change: {one_line(exc.first_line(), 300)}"
 
     def _carry_out(self, cand: Candidate, step: Step) -> None:
         """Do what the candidate's life asks for next (loop/engine/lifecycle.py decides)."""
@@ -400,6 +420,7 @@ class Loop:
             found = result.detail.startswith("tampered: ")    # its task folder, its worktree
             tampered += "; " + result.detail.removeprefix("tampered: ") if found else ""
             result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        result.detail = one_line(result.detail, REASON_MAX)   # built from the run's output
         value = result.metric if result.status == OK else None
         if key.kind is not RunKind.CANDIDATE:   # a run of the best
             self._best_measured(job, result, value)
@@ -506,8 +527,9 @@ class Loop:
         for key, value in vars(proposal.usage).items():
             rec.usage[key] = rec.usage.get(key, 0) + value
         problem = proposal.error or self.prompt.check(proposal, base)
-        commit = "" if problem else self.workspace.stage_on(
-            base, self.task_rel, proposal.files, proposal.description)
+        commit = ""
+        if not problem:
+            commit, problem = self._stage(base, proposal)
         if commit:
             same = self._same_change(rec.iteration, base, commit)
             if same is not None:
@@ -586,12 +608,27 @@ class Loop:
                 shutil.rmtree(run_dir, ignore_errors=True)
         self.sink.add(rec, cand.patch, cand.proposal)
         self.progress.iteration_done(rec, self.task.metric, self.config.iterations)
+        if cand.baseline and rec.kept:
+            self._say_if_exact(rec.samples)
         if cand.baseline and not rec.kept:
             log = self.sink.log_path(rec.iteration)
             hint = self._failure_hint(log)
             self.stop = Stop("baseline", f"stopped: the baseline failed ({rec.status}: "
                                          f"{rec.reason}); see {log}"
                                          + (f"\n{hint}" if hint else ""), 1)
+
+    def _say_if_exact(self, samples: list) -> None:
+        """Runs of one version that all gave the same number: the judge sees no noise, and
+        what that means is said once, at the start of the night, with the ways out."""
+        values = [v for v in samples if isinstance(v, (int, float))]
+        if len(values) < 2 or len(set(values)) > 1:
+            return
+        self.out(f"note: the baseline's {len(values)} runs all gave {self.task.metric.name} "
+                 f"{num(values[0])}: the runs are deterministic (a fixed seed), so the judge "
+                 f"sees no noise and keeps any gain, however small; seed the script from "
+                 f"$AUTORESEARCH_SEED (a seed flag in the flags file: `seed: "
+                 f"$AUTORESEARCH_SEED`), or set judge.min_delta to the smallest gain worth "
+                 f"keeping")
 
     def _failure_hint(self, log: Path) -> str | None:
         """What check-task would say about the failed baseline: a file not committed (or

@@ -93,6 +93,8 @@ class Candidate:
     replayed_onto: str = ""
     asked_again: str = ""        # set when proposed again: what did not apply, and why
     notes: str = ""              # what differed on the tip when its change was made again
+    boxed: dict[int, str] = field(default_factory=dict)  # run k -> how it was measured when
+                                 # not at its own end (`on_timeout: last`: at the time box)
 
     @property
     def iteration(self) -> int:
@@ -122,6 +124,8 @@ class Candidate:
         else:
             self.values[key.index] = value
             self.curves[key.index] = curve or []
+            if detail:               # a measured run's detail: scored at the time box
+                self.boxed[key.index] = detail
         return self.settle()
 
     def forget(self, keys: set[RunKey]) -> Step:
@@ -229,7 +233,7 @@ class Candidate:
     def _moved(self, commit: str, tip: str) -> Run:
         rec = self.rec
         rec.commit, rec.parent, rec.samples, rec.pairs = commit, tip, [], []
-        self.values, self.pair_best, self.curves = {}, {}, {}
+        self.values, self.pair_best, self.curves, self.boxed = {}, {}, {}, {}
         self.first, self.replayed_onto = self.next_k, tip
         return self._runs(1, paired=False)
 
@@ -245,6 +249,17 @@ class Candidate:
         return Run(tuple(keys))
 
     def _finish(self, status: Status, reason: str) -> Finish:
+        reason += self._boxed_note() if status in (Status.KEEP, Status.DISCARD) else ""
         # plain strings in the record: every serialiser sees what it saw before
         self.rec.status, self.rec.reason = status.value, reason
         return Finish(status, reason)
+
+    def _boxed_note(self) -> str:
+        """`; val_loss 2.48 at the time box (last printed value, line 40, step 2100)`: its
+        runs scored from their last print, said in its reason (results.tsv, MLflow)."""
+        said = [self.boxed[k] for k in sorted(self.values) if k in self.boxed]
+        if not said:
+            return ""
+        if len(self.values) == 1:
+            return f"; {said[0]}"
+        return f"; {len(said)} of {len(self.values)} runs scored at the time box, e.g. {said[-1]}"

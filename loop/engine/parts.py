@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop.errors import UsageError
 from loop.run import grading, sandbox
 from loop.run.backends import Backend, make_backend
 from loop.setup.config import Config
@@ -80,6 +81,7 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> 
     _check_committed(workspace, task_rel, user_task, out)
     if not workspace.branch_exists():   # a resume runs the branch's files
         check_run_command(user_task, task_rel, workspace.committed)
+        _check_searchable(config, user_task, task_rel)
     directory = state_dir(repo_root, tag)
     return Site(config, out, progress, user_task, repo_root, task_rel, tag, directory,
                 Journal(directory / "journal.jsonl"), workspace,
@@ -87,6 +89,20 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> 
                 sandbox.startup(config.sandbox, out), Limits.from_config(config),
                 proposer or make_proposer(config.proposer, seed=config.seed),
                 config.resolve(config.program))
+
+
+def _check_searchable(config: Config, task: Task, task_rel: str) -> None:
+    """mutate, tune and the hybrid's tuner need settings to move: an empty space is refused
+    now, not found after the baseline's runs."""
+    kind = config.proposer.kind
+    if kind not in ("mutate", "tune", "hybrid"):
+        return
+    from loop.proposers.mutate import searchable
+    if not searchable(task):
+        raise UsageError(f"--proposer {kind}: nothing to search in {task_rel or '.'}: no numeric "
+                         f"UPPER_CASE constant in its editable files and no search_space in "
+                         f"task.yaml; declare one (docs/tasks.md, search_space) or run "
+                         f"--proposer llm")
 
 
 def _check_committed(workspace: Workspace, task_rel: str, task: Task, out) -> None:

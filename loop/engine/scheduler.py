@@ -12,6 +12,7 @@ import threading
 import time
 from concurrent.futures import Future
 
+from loop.engine.context import received
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.run.spec import RunJob
 
@@ -135,7 +136,7 @@ class ProposalQueue:
             proposal = Proposal("proposer error",
                                 error=f"proposer raised {type(exc).__name__}: {exc}")
         proposal.usage.proposal_s += time.monotonic() - started   # results.tsv, MLflow
-        return proposal
+        return received(proposal)      # nothing downstream sees the proposer's raw text
 
     def numbers(self) -> set[int]:
         return set(self.items)

@@ -14,10 +14,10 @@ lines, though `Set DEPTH` and `Set WIDTH` have nothing to do with each other):
 Pure: texts in, texts out (no git, no files)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from loop.edits.edits import Edit, try_edits
+from loop.setup import settings as where
 from loop.setup.search_space import Dim, constants, implied, number, valid
 
 
@@ -87,20 +87,17 @@ def _set(settings: tuple[Setting, ...], files: dict[str, str], space: dict[str, 
     for s in settings:
         if s.path not in texts:
             raise ChangeFailed(f"{s.path} is not there")
-        pattern = re.compile(rf"^(?P<head>{re.escape(s.name)}\s*(?::\s*\w+\s*)?=\s*)"
-                             rf"(?P<value>[-+]?[\d_.]+(?:[eE][-+]?\d+)?|2\s*\*\*\s*\d+)"
-                             rf"(?P<rest>\s*(?:#.*)?)$", re.M)
-        m = pattern.search(texts[s.path])
-        if m is None:
-            raise ChangeFailed(f"{s.name} is no longer a constant in {s.path}")
-        now = m["value"]
+        found = where.lookup(texts, s.path, s.name)
+        if found is None:
+            noun = "constant" if where.kind_of(s.path) == "constant" else "setting"
+            raise ChangeFailed(f"{s.name} is no longer a {noun} in {s.path}")
+        now = found.text
         if now.strip() == s.new.strip() or _same(now, s.new):
             notes.append(f"{s.name} is {s.new} there already")
             continue
         if not _same(now, s.old):
             notes.append(f"{s.name} was {now} there, not {s.old}")
-        text = texts[s.path]
-        texts[s.path] = text[:m.start("value")] + s.new + text[m.end("value"):]
+        texts[s.path] = where.write(texts[s.path], s.path, s.name, s.new) or texts[s.path]
     changed = {p: t for p, t in texts.items() if files.get(p) != t}
     if not changed:
         raise ChangeFailed("every constant it sets has that value there already")

@@ -26,8 +26,9 @@ import threading
 
 from loop.proposers.base import Context, Proposal, ProposerFatal
 from loop.proposers import change as recorded
-from loop.setup.search_space import (POWER, SEED, SETTING, Dim, constants, implied,
-                                     is_constant_name, number, parse_space, valid)
+from loop.setup import settings
+from loop.setup.search_space import (SEED, Dim, constants, implied, is_constant_name, number,
+                                     parse_space, valid)
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]
 GRID = 101             # points of a continuous dimension tried once random draws run dry
@@ -136,24 +137,21 @@ class _Axis:
 
 
 def _axes(files: dict[str, str], space: dict[str, Dim]) -> list[_Axis]:
-    """The constants that may move, in file order: the declared ones (lowercase module-level
-    settings too), else every UPPER_CASE one but a seed."""
+    """The settings that may move, in file order (loop/setup/settings.py: module-level
+    constants, a config's keys, the flags file's flags): the declared ones, else every
+    UPPER_CASE constant but a seed."""
     rules = implied(files, space)
     out, seen = [], set()
-    for path in sorted(files):
-        if not path.endswith(".py"):
-            continue
-        matches = sorted([*SETTING.finditer(files[path]), *POWER.finditer(files[path])],
-                         key=lambda m: m.start())
-        for m in matches:
-            name = m["name"]
-            if name in seen or (space and name not in space):
-                continue                     # a declared space names what may change
-            if not space and (not is_constant_name(name) or SEED.search(name)):
-                continue                     # undeclared: UPPER_CASE constants, seeds fixed
-            seen.add(name)
-            dim = space.get(name) or rules.get(name)
-            out.append(_Axis(path, name, m["value"], dim))
+    for s in settings.find_all(files):
+        name = s.name
+        if name in seen or (space and name not in space):
+            continue                     # a declared space names what may change
+        if not space and (s.kind != "constant" or not is_constant_name(name)
+                          or SEED.search(name)):
+            continue                     # undeclared: UPPER_CASE constants, seeds fixed
+        seen.add(name)
+        dim = space.get(name) or rules.get(name)
+        out.append(_Axis(s.path, name, s.text, dim))
     return out
 
 
@@ -185,10 +183,10 @@ def describe(changes: list[Change] | tuple) -> str:
     return "Set " + "; ".join(parts)
 
 
-def _apply(text: str, name: str, old: str, new: str) -> str:
-    pattern = re.compile(rf"^(?P<head>{re.escape(name)}(?:\s*(?::\s*\w+\s*)?=\s*))"
-                         rf"{re.escape(old)}(?P<rest>\s*(?:#.*)?)$", re.M)
-    return pattern.sub(lambda m: m["head"] + new + m["rest"], text, count=1)
+def _apply(text: str, path: str, name: str, old: str, new: str) -> str:
+    """The file's text with one setting changed (its value written `old` there)."""
+    out = settings.write(text, path, name, new, old)
+    return text if out is None else out
 
 
 def _fingerprint(files: dict[str, str]) -> str:
@@ -231,7 +229,7 @@ class MutateProposer:
             self._points.add(_point(values, changes))
         new_files: dict[str, str] = {}
         for path, name, old, new in changes:
-            new_files[path] = _apply(new_files.get(path, files[path]), name, old, new)
+            new_files[path] = _apply(new_files.get(path, files[path]), path, name, old, new)
         # "set these constants": made again as such on a newer best (a replay)
         settings = tuple(recorded.Setting(*c) for c in changes)
         return Proposal(description, files=new_files, change=recorded.Change(settings=settings))
@@ -279,3 +277,11 @@ def _point(values: dict[str, float], changes: list[Change]) -> tuple:
 def _names(axes: list[_Axis]) -> str:
     names = [a.name for a in axes]
     return ", ".join(names) if names else "no constant"
+
+
+def searchable(task) -> list[str]:
+    """The settings mutate and tune would search in `task`'s editable files as they are:
+    an empty list is a night that could search nothing (refused before the baseline)."""
+    files = {rel: (task.root / rel).read_text(errors="replace")
+             for rel in task.editable_files() if settings.kind_of(rel)}
+    return [a.name for a in _axes(files, parse_space(task.search_space or {}, "task.yaml"))]

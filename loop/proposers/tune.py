@@ -48,8 +48,8 @@ ASKS = 64        # samples from the study before random draws look for an untrie
 DRAWS = 2000     # random draws before the space counts as exhausted
 DONE = ("keep", "discard")       # judged with a measured value; any other end is a failure
 
-SET = re.compile(r"(?:^Set |, |; )([A-Za-z_]\w*) to ([^\s,;()]+) \(was ([^\s,;()]+)\)")
-STAYS = re.compile(r"([A-Za-z_]\w*) stays ([^\s,;()]+)")
+SET = re.compile(r"(?:^Set |, |; )([A-Za-z_][\w.\-]*) to ([^\s,;()]+) \(was ([^\s,;()]+)\)")
+STAYS = re.compile(r"([A-Za-z_][\w.\-]*) stays ([^\s,;()]+)")
 
 
 def _optuna():
@@ -121,8 +121,9 @@ class TuneProposer:
         files = context.files
         codecs = _codecs(self.optuna, files, space)
         if not codecs:
-            raise SpaceExhausted("nothing to tune: no numeric UPPER_CASE constant to search")
-        values, rules = constants(files), implied(files)
+            raise SpaceExhausted("nothing to tune: no numeric UPPER_CASE constant to search and no "
+                                 "search_space in task.yaml")
+        values, rules = constants(files, space), implied(files, space)
         tip = {n: values[n] for n in codecs}
         with self._lock:
             shown = {a.description for a in context.history}
@@ -160,7 +161,7 @@ class TuneProposer:
             self._pending[description] = point
         new_files: dict[str, str] = {}
         for path, name, old, new in changes:
-            new_files[path] = _apply(new_files.get(path, files[path]), name, old, new)
+            new_files[path] = _apply(new_files.get(path, files[path]), path, name, old, new)
         settings = tuple(recorded.Setting(*c) for c in changes + pinned)
         return Proposal(description, files=new_files, change=recorded.Change(settings=settings))
 

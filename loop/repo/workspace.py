@@ -15,6 +15,7 @@ from loop.errors import UsageError
 from loop.edits import sourcetext
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
 from loop.state.journal import tag_active
+from loop.untrusted import clean
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")
 
@@ -245,7 +246,7 @@ class Workspace:
         """The same tree and parent as `commit`, with a final message (trailers)."""
         tree = self.git.rev_parse(f"{commit}^{{tree}}")
         parent = self.git.rev_parse(f"{commit}^")
-        return self._wt("commit-tree", tree, "-p", parent, "-m", message).strip()
+        return self._wt("commit-tree", tree, "-p", parent, "-m", _message(message)).strip()
 
     def advance(self, commit: str, expected_tip: str) -> None:
         """Move the branch to `commit` (atomic: only if it still points at expected_tip)."""
@@ -301,7 +302,7 @@ class Workspace:
                                stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
                 git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
             tree = git("write-tree").stdout.strip()
-            return git("commit-tree", tree, "-p", base, "-m", message).stdout.strip()
+            return git("commit-tree", tree, "-p", base, "-m", _message(message)).stdout.strip()
 
     def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
         """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
@@ -378,3 +379,8 @@ class Workspace:
         slot._wtgit = Git(path, self._env, before=self.guard.restore_files)   # its own tree
         return slot
 
+
+def _message(text: str) -> str:
+    """A commit message git takes as an argument: no NUL, no control character, no lone
+    surrogate (loop/untrusted.py), whatever a record kept from an older journal."""
+    return clean(text, 20_000)

@@ -31,6 +31,8 @@ class CappedLog:
         self.partial = b""
         self.patterns = {k: re.compile(p, re.M | re.I) for k, p in patterns.items() if p}
         self.last: dict[str, str] = {}
+        self.where: dict[str, tuple[int, str]] = {}   # name -> (line number, line) of `last`
+        self.lines = 0           # newlines scanned so far (a `\r` ends a line, not a number)
         self.watch = watch       # an early_stop.Watcher (or None): sees each progress line
         self.stop_reason = ""    # set once the watcher says the run is clearly worse
 
@@ -58,8 +60,8 @@ class CappedLog:
 
     def _scan(self, chunk: bytes) -> None:
         """Match the complete lines of this chunk as one block (the regex engine loops in C)."""
-        data = (self.partial + chunk).replace(b"\r", b"\n")   # the log keeps them as they were
-        end = data.rfind(b"\n")
+        data = self.partial + chunk         # `\r` read as `\n` below; the log keeps it
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if end < 0:
             self.partial = data if len(data) <= MAX_SCANNED_LINE else b""
             return
@@ -67,13 +69,19 @@ class CappedLog:
         if len(self.partial) > MAX_SCANNED_LINE:
             self.partial = b""
         self._match(data[:end].decode("utf-8", "replace"))
+        self.lines += data.count(b"\n", 0, end + 1)
 
-    def _match(self, text: str) -> None:
+    def _match(self, raw: str) -> None:
+        text = raw.replace("\r", "\n")    # same length: a match's offset is raw's too
         for name, pattern in self.patterns.items():
-            found = pattern.findall(text)
+            found = deque(pattern.finditer(text), maxlen=1)   # the last match, in C
             if found:
-                last = found[-1]
-                self.last[name] = last[0] if isinstance(last, tuple) else last
+                last = found[0]
+                self.last[name] = (last.group(1) or "") if pattern.groups else last.group(0)
+                start = text.rfind("\n", 0, last.start()) + 1
+                stop = text.find("\n", last.end())
+                self.where[name] = (self.lines + raw.count("\n", 0, last.start()) + 1,
+                                    text[start:stop if stop >= 0 else len(text)])
         if self.watch is not None:
             for match in self.watch.pattern.finditer(text):
                 reason = self.watch.see(match)
@@ -96,6 +104,10 @@ class CappedLog:
         else:
             self.log.write(b"".join(self.tail))
         self.log.flush()
+
+    def line_of(self, name: str) -> tuple[int, str]:
+        """(line number in the output, the line) where `value(name)` was printed."""
+        return self.where.get(name, (0, ""))
 
     def value(self, name: str) -> float | None:
         """The last number pattern `name` captured in the whole stream, or None."""

@@ -69,6 +69,18 @@ def classify(returncode: int | None, timed_out: bool, metric: float | None) -> t
     return OK, ""
 
 
+_STEP = re.compile(r"\b(step|iter(?:ation)?|it|epoch)\b\s*[:=#]?\s*(\d+)", re.I)
+
+
+def at_the_box(name: str, metric: float, line: int, text: str) -> tuple[str, str]:
+    """A run killed at the time box whose task says `on_timeout: last`: measured by the
+    last value it printed (its last evaluation), said so in its reason. A NaN is diverged."""
+    step = _STEP.search(text)
+    where = f"line {line}" + (f", {step[1].lower()} {step[2]}" if step else "")
+    said = f"{name} {metric:.6g} at the time box (last printed value, {where})"
+    return (OK if math.isfinite(metric) else DIVERGED), said
+
+
 def grader_error(grade_log: str, fallback: str) -> str:
     """A failed grader's reason: its last `error: ...` line (else its last line), so a refused
     submission reads as the grader's word, not as `exit code 1`."""
@@ -156,6 +168,8 @@ def run_experiment(spec: RunSpec,
             log.write(f"\n=== evaluate: {step.command} ===\n"
                       f"{read_tail(spec.grade_log, 2 * 2**20)}")
     status, detail = classify(returncode, timed_out, metric)
+    if status == TIMEOUT and step is None and spec.on_timeout == "last" and metric is not None:
+        status, detail = at_the_box(spec.metric_name, metric, *train.output.line_of("metric"))
     if step is not None and status == TIMEOUT:   # training had finished: the grader ran out
         detail = f"grading timed out: the grader ran past grade_timeout_s " \
                  f"({step.timeout_s:g}s) after training finished in {train.wall_s:.0f}s"

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loop.run import netbridge
+from loop.run import netbridge, sandbox
 from loop.run.early_stop import StopRule
 from loop.run.process import Limits, experiment_env
-from loop.setup import interpreter
+from loop.setup import flags, interpreter
 from loop.words import RunKey
 
 if TYPE_CHECKING:
@@ -95,6 +95,9 @@ class RunSpec:
     progress_pattern: str = ""       # the training step's progress line (its loss curve)
     budget_s: float = 0.0            # the training budget (a progress line without a share)
     stop_rule: StopRule | None = None
+    on_timeout: str = "fail"         # last: a run killed at the time box is scored from the
+                                     # last metric it printed (task.yaml `on_timeout`)
+    metric_name: str = "metric"
 
     @property
     def patterns(self) -> dict[str, str]:
@@ -159,20 +162,46 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
     """`job` of `task`, run in `folder` (already holding the job's commit) and graded in
     `grader_folder` (made only after training); artifacts under the job's run folder."""
     env, grader_env = run_envs(task, job, job.artifacts, slot_env)
+    env = code_first(env, folder, folder)
+    grader_env = code_first(grader_env, folder, grader_folder)
     grade = GradeStep(task.grade_command, grader_folder, grader_env, task.grade_timeout_s) \
         if task.grade_command else None
     software = [root for command in (task.train_command, task.grade_command) if command
                 for root in interpreter.roots(interpreter.of_command(command))]
     software += [target for _, target in task.input_links]   # `inputs`: read-only data
-    return RunSpec(task.train_command, folder, env, task.time_budget_s + task.grace_s,
+    command = flags.command(task.train_command, task.flags, folder) if task.flags \
+        else task.train_command
+    return RunSpec(command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),
                    tuple(dict.fromkeys(software)), task.progress_pattern, task.time_budget_s,
-                   job.stop_rule if task.progress_pattern else None)
+                   job.stop_rule if task.progress_pattern else None, task.on_timeout,
+                   task.metric.name)
 
 
 def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, ...]:
     """Existing absolute paths the grader's environment names and training's does not (the
-    private data, held-out files): hidden from training, read-only to the grader."""
-    return tuple(v for k, v in grader_env.items()
-                 if env.get(k) != v and v.startswith("/") and os.path.exists(v))
+    private data, held-out files): hidden from training, read-only to the grader. Not the
+    grader's PYTHONPATH: its own copy of the code (`code_first`), nothing to hide."""
+    return tuple(v for k, v in grader_env.items() if k != "PYTHONPATH"
+                 and env.get(k) != v and v.startswith("/") and os.path.exists(v))
+
+
+def code_first(env: dict[str, str], folder: Path, copy: Path) -> dict[str, str]:
+    """`env` with the code of the run's checkout first on PYTHONPATH: `copy` (the task
+    folder of the worktree, or of the grader's copy), the checkout's root when the task
+    lives below it, and `src/` of either where the worktree has one (a src layout). So the
+    candidate's packages shadow an editable install (`pip install -e .`) of the same project,
+    whose finder points at the user's checkout: the code a run imports is the code it was
+    given, and the sandbox, which hides that checkout, needs nothing of it. A PYTHONPATH the
+    task's `env` sets comes after these (relative entries read from the step's folder).
+    `folder` is the training step's task folder: it tells where the checkout's root is."""
+    root = sandbox.worktree_root(folder)
+    depth = len(folder.relative_to(root).parts) if folder != root else 0
+    copy_root = copy.parents[depth - 1] if depth else copy
+    places = [(folder, copy), (root, copy_root)]
+    places += [(a / "src", b / "src") for a, b in list(places) if (a / "src").is_dir()]
+    paths = [str(b) for _, b in places]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    return {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}

@@ -8,6 +8,7 @@ paths its error lines name), else what the checkout left out. A file the run did
 that exists here, where the sandbox hides it ($HOME, /tmp: data under HOME), is named too."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +27,7 @@ QUOTED = re.compile(r"'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`")
 BARE = re.compile(r"(?<![\w/.~-])((?:\.{1,2})?/?[\w.+-]+(?:/[\w.+-]+)+/?|[\w+-][\w.+-]*\.[A-Za-z]"
                   r"\w{0,7})(?![\w/])")
 MODULE = re.compile(r"No module named '([\w.]+)'")
+EDITABLE_MAPPING = re.compile(r"^MAPPING\b[^=\n]*=\s*(\{.*?\})\s*$", re.M | re.S)
 SHOWN = 6                    # names in one line, then "and N more"
 
 
@@ -99,8 +101,9 @@ def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
         return hidden_line(hidden, who)
     linked = [f"{task_rel}/{rel}" if task_rel not in ("", ".") else rel
               for rel, _ in getattr(task, "input_links", ())]
-    return missing_package_line(log_text, folder, task, who) or left_out_line(git, task_rel,
-                                                                               who, linked)
+    return (import_line(log_text, repo_root, folder, task, sandboxed, who)
+            or missing_package_line(log_text, folder, task, who)
+            or left_out_line(git, task_rel, who, linked))
 
 
 def _ignored(repo_root: Path, rel: str) -> bool:
@@ -153,6 +156,58 @@ def missing_package_line(log_text: str, folder: Path, task,
     how = f"`uv sync` in {project}" if (project / "uv.lock").is_file() else "install it there"
     return (f"{who}: {', '.join(names)} {'is' if len(names) == 1 else 'are'} not "
             f"installed in {where}: {how} (runs use it as it is, offline)")
+
+
+def import_line(log_text: str, repo_root: Path, folder: Path, task, sandboxed: bool,
+                who: str = "check-task") -> str | None:
+    """`No module named 'mypkg'` where mypkg is the repo's own package (a folder of the task
+    folder, of the repo's root or of its src/: first on the run's PYTHONPATH), or where the
+    task's environment holds an editable install of it (`pip install -e`) pointing at a
+    folder the run cannot see: the fix, in one line."""
+    for full in dict.fromkeys(m[1] for m in MODULE.finditer(log_text)):
+        name = full.split(".")[0]
+        own = [base / n for base in (folder, repo_root, repo_root / "src")
+               for n in (name, f"{name}.py") if (base / n).exists()]
+        if own:
+            rel = own[0].relative_to(repo_root).as_posix()
+            return (f"{who}: the run could not import {full}, yet {rel} is in the repository "
+                    f"and the run's checkout comes first on its PYTHONPATH (the task folder, "
+                    f"the repo's root, src/): is all of {rel} committed (a run has only "
+                    f"committed files), and does `run` keep PYTHONPATH (no `cd` elsewhere, no "
+                    f"python -I or -E)?")
+        target = editable_target(name, task)
+        if target is None:
+            continue
+        hidden = sandboxed and any(e in target.resolve().parents for e in emptied_folders())
+        where = "which the sandbox hides from the run" if hidden else \
+            "outside the run's checkout, and the run did not find it there"
+        return (f"{who}: {name} is an editable install (pip install -e) of {target} in the "
+                f"task's environment, {where}: install it there without -e, or list "
+                f"{target} under `read_only` in task.yaml")
+    return None
+
+
+def editable_target(name: str, task) -> Path | None:
+    """Where an editable install (setuptools' finder, or a `.pth`/`.egg-link` path) in the
+    task's environment says package `name` lives; None if it holds none of it."""
+    exe = of_command(task.grader.python if task.grader else task.run)
+    env = environment(exe) if exe else None
+    for site in env.glob("lib/python*/site-packages") if env else []:
+        for finder in site.glob("__editable___*finder.py"):
+            found = EDITABLE_MAPPING.search(finder.read_text(errors="replace"))
+            try:
+                mapping = ast.literal_eval(found[1]) if found else {}
+            except (ValueError, SyntaxError):
+                mapping = {}
+            if isinstance(mapping, dict) and name in mapping:
+                return Path(mapping[name])
+        for link in [*site.glob("__editable__*.pth"), *site.glob("easy-install.pth"),
+                     *site.glob("*.egg-link")]:
+            for line in link.read_text(errors="replace").splitlines():
+                line = line.strip()
+                if line.startswith("/") and os.path.exists(os.path.join(line, name)):
+                    return Path(line) / name
+    return None
 
 
 def left_out_line(git, task_rel: str, who: str = "check-task",

@@ -17,14 +17,17 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from loop.setup.code_scan import Script
+from loop.setup.code_scan import Script, printed_values
 from loop.setup.metric_choice import choose
+from loop.setup.flags import SEED_VALUE
 from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
 from loop.setup.inputs import guess_inputs
-from loop.setup.settings_scan import fixed_seeds, search_space, with_config
+from loop.setup.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
+                                      with_config, with_config_files, with_flags)
 from loop.setup.shapes import Scan, registry, shape
 from loop.setup.shapes.lm import local_names
+from loop.setup.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
 
@@ -54,7 +57,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if not root.is_dir():
         raise InitError(f"init: {root} is not a folder")
     top = _git_top(root)
-    for path in (root / TASK_FILE, top / CONFIG_FILE):
+    for path in (root / TASK_FILE, top / CONFIG_FILE, root / FLAGS_FILE):
         if path.exists() and not force:
             raise InitError(f"init: {path} already exists (pass --force to overwrite it)")
     rel, script_guess = _pick_script(root, script, metric_pattern)
@@ -87,9 +90,17 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     search_space(plan, src, known)
     if config:
         with_config(plan, config)
+    with_flags(plan, [src, *modules.values()])
+    with_config_files(plan, [src, *modules.values()])
+    explain_empty(plan)
     guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
     seeds = fixed_seeds(src)
-    if seeds:
+    seed_flags = [n for n, v in plan.flags.items() if v == SEED_VALUE]
+    if seed_flags:
+        plan.notes.append(f"{rel} takes its seed as --{seed_flags[0]}: {plan.flags_file} passes "
+                          f"each run its own ($AUTORESEARCH_SEED), so repeated runs measure the "
+                          f"noise the judge needs")
+    elif seeds:
         plan.notes.append(f"{rel} fixes its own seed ({'; '.join(seeds[:2])}) and never reads "
                           f"AUTORESEARCH_SEED: repeated runs give the same number, so the judge "
                           f"sees a baseline spread near 0 (no noise) and keeps gains that are "
@@ -285,6 +296,13 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
     else:
         plan.grace = max(30.0, plan.budget / 2)
         plan.grace_why = "start-up and shut-down; the loop stops a run at the budget + this"
+        if not plan.grader and prints_in_loop(src.tree, lambda node: any(
+                v.name == plan.metric for v in printed_values(node))):
+            plan.on_timeout = "last"
+            plan.on_timeout_why = (f"{plan.script} prints {plan.metric} inside its training "
+                                   f"loop and keeps no time budget; the run is stopped at the "
+                                   f"box and scored from its last {plan.metric}")
+            return
         plan.notes.append(f"{plan.script} keeps no time budget of its own: each run is "
                           f"stopped after {plan.budget + plan.grace:g}s, so it must print "
                           f"{plan.metric} before then (or read AUTORESEARCH_TIME_BUDGET)")

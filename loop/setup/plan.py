@@ -50,8 +50,10 @@ class Plan:
     metric_source: str = ""             # who prints it, in words
     budget: float = DEFAULT_BUDGET_S
     budget_constant: str = ""
-    grace: float = 30.0
+    grace: float = 30.0                 # written `auto`: derived from the budget at load
     grace_why: str = ""
+    on_timeout: str = "fail"            # last: scored from its last print at the time box
+    on_timeout_why: str = ""
     throughput: str = ""
     memory: str = ""                    # the printed memory figure's name
     space: dict = field(default_factory=dict)
@@ -62,6 +64,9 @@ class Plan:
     read_only: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
+    flags_file: str = ""                # the flags file written (task.yaml `flags`)
+    flags: dict[str, str] = field(default_factory=dict)   # flag -> its value, as written
+    flags_how: str = ""                 # argparse | click | fire
     guesses: dict[str, Guess] = field(default_factory=dict)   # script, metric, budget, ...
 
     @property
@@ -101,10 +106,16 @@ def describe(plan: Plan) -> list[str]:
         lines += [f"  pattern:    {plan.metric_pattern}  (metric.pattern: the number it "
                   f"captures in the run's output)"]
     lines += [f"  budget:     {plan.budget:g}s" + _guess(plan, "budget"),
-              f"  grace:      {plan.grace:g}s ({plan.grace_why})",
+              f"  grace:      {plan.grace:g}s ({plan.grace_why}; moves with the budget)",
+              *([f"  on timeout: last (found: {plan.on_timeout_why})"]
+                if plan.on_timeout == "last" else []),
               f"  throughput: {plan.throughput or 'none (no num_steps line)'}",
-              f"  memory:     {plan.memory or 'none printed'}",
-              f"  search:     {len(plan.space)} settings for mutate"
+              f"  memory:     {plan.memory or 'none printed'}"]
+    if plan.flags_file:
+        lines += [f"  flags:      {plan.flags_file}: {len(plan.flags)} {plan.flags_how} flags of "
+                  f"{plan.script}, passed as --name=value after the run command (found: its "
+                  f"defaults; editable, a search changes them there)"]
+    lines += [f"  search:     {len(plan.space)} settings for mutate and tune"
               + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
               + (f" ({', '.join(plan.conditions)})" if plan.conditions else "")
               + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else ""),
@@ -113,6 +124,8 @@ def describe(plan: Plan) -> list[str]:
               f"  judge:      {JUDGE_RULE} (autoresearch.yaml)"]
     lines += [f"  note:       {n}" for n in plan.notes]
     files = [(plan.root / TASK_FILE).relative_to(plan.top).as_posix(), CONFIG_FILE]
+    if plan.flags_file:
+        files.insert(1, (plan.root / plan.flags_file).relative_to(plan.top).as_posix())
     lines += [f"wrote {', '.join(files)}; next:"]
     if Path.cwd().resolve() != plan.top:
         lines += [f"  cd {plan.top}"]
@@ -157,6 +170,8 @@ def task_yaml(plan: Plan) -> str:
     else:
         lines += [f"run: {_flow(plan.run)}   # unprotected metric: the number is what the "
                   f"run prints"]
+    if plan.flags_file:
+        lines += [f"flags: {plan.flags_file}   # --name=value for each line, after `run`"]
     if plan.inputs:
         lines += [f"inputs: {_flow(plan.inputs)}   # not committed (ignored): linked read-only "
                   f"into every worktree"]
@@ -167,16 +182,32 @@ def task_yaml(plan: Plan) -> str:
     if plan.budget_constant:
         lines += [f"budget_constant: {plan.budget_constant}   # --time-budget is refused: "
                   f"change the constant"]
-    lines += [f"grace_s: {plan.grace:g}                  # {plan.grace_why}"]
+    lines += [f"grace_s: auto                 # {plan.grace:g}s now, derived from the budget "
+              f"(moves with --time-budget): {plan.grace_why}"]
+    if plan.on_timeout == "last":
+        lines += [f"on_timeout: last              # a run stopped at the time box is scored "
+                  f"from the last {plan.metric} it printed"]
     if plan.throughput:
         lines += [f"throughput_pattern: {plan.throughput}"]
     if plan.memory:
         pattern = r"^\s*" + re.escape(plan.memory) + r"\s*[:=]\s*([0-9.]+)"
         lines += [f"memory_pattern: {_q(pattern)}"]
     if plan.space:
-        lines += ["search_space:                 # for `--proposer mutate`"
+        lines += ["search_space:                 # for `--proposer mutate` and `tune`"
                   + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else "")]
         lines += [f"  {k}: {_flow(v)}" for k, v in plan.space.items()]
+    return "\n".join(lines) + "\n"
+
+
+def flags_yaml(plan: Plan) -> str:
+    lines = [f"# The command-line flags `autoresearch run` passes to {plan.script} (task.yaml "
+             f"`flags`): each line",
+             "# becomes --name=value after the run command, read from the candidate's commit.",
+             f"# Written by `autoresearch init` from {plan.script}'s {plan.flags_how} defaults; "
+             f"a search changes them here."]
+    for name, value in plan.flags.items():
+        lines.append(f"{name}: {value}" + ("   # each run's own seed" if value.startswith("$")
+                                           else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -202,6 +233,8 @@ def write(plan: Plan) -> None:
     from loop.setup.config import load_config
     from loop.setup.task import load_task
     targets = {plan.root / TASK_FILE: task_yaml(plan), plan.top / CONFIG_FILE: config_yaml(plan)}
+    if plan.flags_file:                 # first: load_task reads it
+        targets = {plan.root / plan.flags_file: flags_yaml(plan), **targets}
     before = {p: p.read_text() if p.exists() else None for p in targets}
     try:
         for path, text in targets.items():

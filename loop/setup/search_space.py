@@ -15,6 +15,9 @@ import math
 import re
 from dataclasses import dataclass
 
+from loop.setup import settings
+from loop.untrusted import bounded_power, parse_number
+
 # An UPPER_CASE module-level constant assigned a plain number, e.g. `LEARNING_RATE = 3e-3  # ..`
 CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                       r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
@@ -78,8 +81,10 @@ def parse_space(data, where: str, known: set[str] | None = None) -> dict[str, Di
     for name, spec in data.items():
         at = f"{where}: search_space.{name}"
         if known is not None and name not in known:
-            raise SpaceError(f"{at}: no numeric constant {name} in the editable files"
-                             + (f" (they define {', '.join(sorted(known))})" if known else ""))
+            raise SpaceError(f"{at}: no numeric setting {name} in the editable files (a "
+                             f"module-level assignment, a key of an editable YAML or JSON "
+                             f"file, a flag of the flags file)"
+                             + (f"; they define {', '.join(sorted(known))}" if known else ""))
         if not isinstance(spec, dict):
             raise SpaceError(f"{at}: expected a mapping such as {{range: [1, 8], integer: "
                              f"true}}, got {spec!r}")
@@ -154,7 +159,7 @@ def _requires(value, at: str) -> tuple[str, ...]:
 _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
            ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
+           ast.Pow: bounded_power}
 _CMPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
          ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
          ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
@@ -198,12 +203,10 @@ def evaluate(expr: str, values: dict[str, float]):
 
 
 def number(text: str) -> float:
-    """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value."""
-    text = text.strip().replace("_", "")
-    if "**" in text:
-        base, exp = text.split("**")
-        return float(int(base) ** int(exp))
-    return float(text)
+    """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value; ValueError (one
+    line) when it is no number or beyond a float. Read, never evaluated (loop/untrusted.py):
+    the text may be a model's."""
+    return parse_number(text)
 
 
 def _number(v) -> bool:
@@ -211,16 +214,17 @@ def _number(v) -> bool:
 
 
 def constants(files: dict[str, str], named=()) -> dict[str, float]:
-    """{NAME: value} of the numeric UPPER_CASE constants the Python files define, and of the
-    lowercase module-level settings among `named` (a declared search space's names)."""
+    """{NAME: value} of the settings a search may read (loop/setup/settings.py): the numeric
+    UPPER_CASE constants of the Python files, their lowercase module-level settings among
+    `named` (a declared search space's names), and every numeric key of the YAML and JSON
+    files (a config's keys, the flags file's flags)."""
     out: dict[str, float] = {}
-    for path in sorted(files):
-        if path.endswith(".py"):
-            for m in SETTING.finditer(files[path]):
-                if m["name"] in named or is_constant_name(m["name"]):
-                    out.setdefault(m["name"], float(m["value"].replace("_", "")))
-            for m in POWER.finditer(files[path]):
-                out.setdefault(m["name"], number(m["value"]))
+    for s in settings.find_all(files):
+        if s.kind != "constant" or s.name in named or is_constant_name(s.name):
+            try:
+                out.setdefault(s.name, number(s.text))
+            except (ValueError, OverflowError):
+                continue
     return out
 
 

@@ -11,14 +11,22 @@ from __future__ import annotations
 import ast
 import math
 import re
+import shlex
 
+from loop.setup import cli_scan, settings
 from loop.setup.code_scan import Script
+from loop.setup.flags import SEED_VALUE
 from loop.setup.plan import Plan
 from loop.setup.search_space import CONSTANT, POWER, SEED, SETTING, constants
 
 # logging, checkpointing and evaluation cadence: not what is trained
-BOOKKEEPING = re.compile(r"(^|_)(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
-                         r"workers|port)(_|$)", re.I)
+BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
+                         r"workers|port|every|freq|frequency|rank|world|"
+                         r"nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
+# the training's length: the time box bounds a run already, and a search that lengthens it
+# proposes longer and longer runs until one is killed (max_iters, epochs, num_steps)
+LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
+                    r"updates)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
@@ -36,7 +44,7 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
     seeds = [n for n in values if SEED.search(n)]
-    cadence = [n for n in values if BOOKKEEPING.search(n)]
+    cadence = [n for n in values if BOOKKEEPING.search(n) or LENGTH.search(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
     texts = _sources(src.source, lowercase)
@@ -52,11 +60,16 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
         first = next(n for n in space if re.search(rf"\b{n}\b", cond))
         space[first].setdefault("requires", []).append(cond)
     plan.space = space
-    if not space:
-        plan.notes.append(f"mutate has nothing to search: {plan.script} sets no numeric "
-                          f"module-level constant it could change; add `search_space:` to "
-                          f"task.yaml naming settings of {plan.script} (e.g. `search_space: "
-                          f"{{LR: {{log_range: [1e-4, 1e-2]}}}}`), or run --proposer llm")
+
+
+def explain_empty(plan: Plan) -> None:
+    """A note when nothing was found to search (the LLM proposer can still change code)."""
+    if not plan.space:
+        plan.notes.append(f"mutate and tune have nothing to search: {plan.script} sets no "
+                          f"numeric module-level setting and reads no numeric flag they could "
+                          f"change; add `search_space:` to task.yaml naming settings of "
+                          f"{plan.script} (e.g. `search_space: {{LR: {{log_range: [1e-4, "
+                          f"1e-2]}}}}`), or run --proposer llm")
 
 
 def _set_once(src: Script) -> set[str]:
@@ -91,7 +104,9 @@ def _dim_spec(name: str, v: float, text: str) -> dict | None:
         return {"range": [max(1, int(v) // 2), int(v) * 2], "integer": True}
     if re.search(r"BETA", name, re.I) and 0 < v < 1:
         return {"range": [0.5, 0.999]}
-    if re.search(r"RATIO|FRAC|DROPOUT|PROB", name, re.I) and 0 <= v <= 1:
+    if re.search(r"DROPOUT", name, re.I) and 0 <= v <= 0.5:
+        return {"range": [0.0, 0.5]}        # past 0.5 a net mostly forgets what it learnt
+    if re.search(r"RATIO|FRAC|PROB", name, re.I) and 0 <= v <= 1:
         return {"range": [0.0, 1.0]}
     if v == 0:
         return {"range": [0.0, 0.2]}
@@ -147,7 +162,7 @@ def with_config(plan: Plan, config: Script) -> None:
         if name in plan.skipped:
             continue
         spec = _dim_spec(name, values[name], texts.get(name, "")) if first and not (
-            SEED.search(name) or BOOKKEEPING.search(name)) else None
+            SEED.search(name) or BOOKKEEPING.search(name) or LENGTH.search(name)) else None
         if spec:
             plan.space[name] = spec
         elif not first:
@@ -158,3 +173,131 @@ def with_config(plan: Plan, config: Script) -> None:
                           f"the search space moves {', '.join(moved) or 'none of them'} in "
                           f"{config.path}, editable" if first else
                           f"{', '.join(set_here)} are left out of the search space"))
+
+
+FLAGS_FILE = "autoresearch.flags.yaml"
+
+
+def with_flags(plan: Plan, scripts: list[Script]) -> None:
+    """A script that reads its settings from its command line (argparse, click, fire): its
+    numeric flags go into the flags file (task.yaml `flags`, loop/setup/flags.py) with their
+    defaults, or the values `--args` gives, and the flags a search may move into the space.
+    A seed flag gets each run's own seed; a module-level constant that is only a flag's
+    default leaves the space (the flag decides the value)."""
+    found = [f for src in scripts for f in cli_scan.flags(src)]
+    given = _given(plan)
+    numeric = [f for f in found if f.numeric or (f.type in ("int", "float") and f.name in given)]
+    seeds = [f for f in found if SEED.search(f.dest) and f.type != "bool"
+             and (f.numeric or f.type in ("int", ""))]
+    if not numeric and not seeds:
+        return
+    values: dict[str, str] = {}
+    for f in numeric:
+        text = given.get(f.name, _text(f.default))
+        values[f.name] = settings.written("yaml", text)
+    for f in seeds:
+        values[f.name] = SEED_VALUE
+    plan.flags_file, plan.flags = FLAGS_FILE, values
+    plan.flags_how = found[0].how
+    plan.editable.append(FLAGS_FILE)
+    plan.args = _without(plan.args, set(values))
+    for f in found:                                 # `default=LR`: the flag decides LR
+        if f.constant and f.constant in plan.space:
+            plan.space.pop(f.constant)
+            plan.skipped.append(f"{f.constant} (the default of --{f.name})")
+    for f in numeric:
+        if f.name in values and values[f.name] == SEED_VALUE:
+            continue
+        if BOOKKEEPING.search(f.name) or LENGTH.search(f.name):
+            plan.skipped.append(f"--{f.name}")
+            continue
+        spec = ({"choices": list(f.choices)} if f.choices else
+                _dim_spec(f.name, settings_value(values[f.name]), values[f.name]))
+        if spec:
+            plan.space[f.name] = spec
+
+
+def settings_value(text: str) -> float:
+    from loop.setup.search_space import number
+    return number(text)
+
+
+def _text(value: object) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def _given(plan: Plan) -> dict[str, str]:
+    """`--name value` and `--name=value` among init's --args."""
+    words = shlex.split(plan.args) if plan.args else []
+    out = {}
+    for i, w in enumerate(words):
+        if w.startswith("--") and "=" in w:
+            name, _, value = w[2:].partition("=")
+            out[name] = value
+        elif w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            out[w[2:]] = words[i + 1]
+    return {k: v for k, v in out.items() if _is_number(v)}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _without(args: str, names: set[str]) -> str:
+    """--args less the flags the flags file now passes."""
+    if not args:
+        return args
+    words, out, skip = shlex.split(args), [], False
+    for i, w in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        name = w[2:].partition("=")[0] if w.startswith("--") else None
+        if name in names:
+            skip = "=" not in w and i + 1 < len(words) and not words[i + 1].startswith("--")
+            continue
+        out.append(w)
+    return " ".join(shlex.quote(w) for w in out)
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+OURS = {"task.yaml", "autoresearch.yaml", FLAGS_FILE}
+
+
+def with_config_files(plan: Plan, scripts: list[Script]) -> None:
+    """YAML and JSON config files the run reads, committed in the task folder: named among
+    `--args` (`--config configs/base.yaml`) or as a path in the script's code (`open(
+    "config.yaml")`, an argparse default): editable, and their numeric keys join the space
+    (nested keys by their path, `optim.lr`), seeds, cadence and training length left out."""
+    words = shlex.split(plan.args) if plan.args else []
+    named = [w.partition("=")[2] or w for w in words]
+    for src in scripts:
+        named += [n.value for n in ast.walk(src.tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for rel in dict.fromkeys(named):
+        path = plan.root / rel
+        if not rel.endswith(CONFIG_SUFFIXES) or rel in OURS or rel in plan.editable \
+                or rel in plan.protected or not path.is_file() or ".." in rel.split("/"):
+            continue
+        text = path.read_text(errors="replace")
+        found = settings.find(rel, text)
+        if not found:
+            continue
+        plan.editable.append(rel)
+        moved = []
+        for s in found:
+            leaf = re.split(r"[.]", s.name)[-1]
+            if SEED.search(leaf) or BOOKKEEPING.search(s.name) or LENGTH.search(leaf):
+                plan.skipped.append(s.name)
+                continue
+            spec = _dim_spec(leaf, settings_value(s.text), s.text)
+            if spec and s.name not in plan.space:
+                plan.space[s.name] = spec
+                moved.append(s.name)
+        plan.notes.append(f"{rel} is a config file the run reads: editable, and the search "
+                          f"space moves {', '.join(moved) or 'none'} of its {len(found)} "
+                          f"numeric keys there")

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 
+from loop.untrusted import canonical_path
 from loop.errors import TaskError
+from loop.setup import time_box
 from loop.setup.interpreter import resolve_command
 from loop.setup.schema import build, load_yaml
 
@@ -85,7 +87,11 @@ class Task:
     unprotected: str = ""               # why the metric is not protected (e.g. the edited
                                         # code writes the number the grader reads); shown
     time_budget_s: float = 60.0         # training budget; the runner adds grace_s, then kills
-    grace_s: float = 30.0               # start-up allowance beyond the budget
+    grace_s: float = 30.0               # start-up allowance beyond the budget; `auto`:
+                                        # derived from it (loop/setup/time_box.py)
+    grace_auto: str = field(default="", metadata={"internal": True})  # auto's rule, or ""
+    on_timeout: str = "fail"            # last: a run killed at the time box is scored from
+                                        # the last metric it printed
     grade_timeout_s: float = 300.0      # the grader's own time limit (the evaluate step)
     budget_constant: str = ""           # `prepare.py:TIME_BUDGET`: the training budget lives in
                                         # the repo's code, which never reads
@@ -94,7 +100,9 @@ class Task:
     memory_pattern: str = r"^\s*peak_(?:memory|vram)_mb\s*[:=]\s*([0-9.]+)"
     throughput_pattern: str = ""        # e.g. `num_steps`: a line `num_steps: 41`, or a regex
                                         # with one group; shown per run, warned on when it moves
-    search_space: dict[str, Any] = field(default_factory=dict)  # constant -> range (mutate)
+    search_space: dict[str, Any] = field(default_factory=dict)  # setting -> range (mutate)
+    flags: str = ""                     # a YAML file of the task folder whose `name: value`
+                                        # lines follow `run` as --name=value (loop/setup/flags.py)
     inputs: tuple[str, ...] = ()        # uncommitted files/folders (globs) of the task folder
                                         # the run reads (prepared data): linked, read-only,
                                         # into every worktree (loop/setup/inputs.py)
@@ -164,11 +172,16 @@ class Task:
         return Path(self.private) if self.private else None
 
     def check_edit_path(self, rel: str) -> str | None:
-        """Why an edit may not write `rel`, or None if it may."""
-        path = Path(rel)
-        if path.is_absolute() or ".." in path.parts or rel.startswith("~"):
-            return f"{rel}: outside the task folder"
-        if self.is_protected(rel):
+        """Why an edit may not write `rel`, or None if it may. Checked in the path's one
+        spelling (`././prepare.py` is `prepare.py`, loop/untrusted.py), and protected under
+        any case too: a filesystem that folds case opens `Prepare.py` as `prepare.py`."""
+        try:
+            rel = canonical_path(rel)
+        except ValueError as exc:
+            return str(exc)
+        folded = rel.casefold()
+        if self.is_protected(rel) or folded == TASK_FILE \
+                or _matches(folded, [g.casefold() for g in self.protected]):
             return f"{rel}: protected file (the harness and grader may not be edited)"
         if not self.is_editable(rel):
             return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
@@ -185,6 +198,9 @@ def with_budget(task: Task, seconds: float | None) -> Task:
                         f"{task.time_budget_s:g}s, set in its code (the script does not read "
                         f"AUTORESEARCH_TIME_BUDGET); change that constant and time_budget_s "
                         f"in task.yaml instead")
+    if task.grace_auto:         # `grace_s: auto` moves with the budget
+        return _replace(task, time_budget_s=seconds,
+                        grace_s=time_box.auto_grace(task.grace_auto, seconds))
     return _replace(task, time_budget_s=seconds)
 
 
@@ -231,9 +247,17 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
                             f"grader.script")
         grader = data["grader"]
         data = {**data, "run": f"{grader.get('python', 'python')} {grader.get('script', '')}"}
+    auto = isinstance(data, dict) and data.get("grace_s") == time_box.AUTO
+    if isinstance(data, dict):
+        time_box.grace_value(data.get("grace_s"), where)
+        data = {k: v for k, v in data.items() if not (auto and k == "grace_s")}
     task = build(Task, data, where, TaskError)
     task = _replace(task, root=folder,
                     env={k: _expand(str(v), f"env.{k}", where) for k, v in task.env.items()})
+    if auto:
+        rule = time_box.grace_rule(task)
+        task = _replace(task, grace_auto=rule,
+                        grace_s=time_box.auto_grace(rule, task.time_budget_s))
     if task.private:
         task = _replace(task, private=str(_resolve_private(task.private, Path(origin or folder),
                                                            where)))
@@ -336,6 +360,7 @@ def _validate(task: Task, where: str) -> None:
     if overlap:
         raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
     _validate_grading(task, where, files)
+    time_box.check_on_timeout(task, where)
     _validate_search(task, where)
 
 
@@ -367,6 +392,7 @@ def _validate_search(task: Task, where: str) -> None:
     """`throughput_pattern` compiles with one group; `search_space` names constants the
     editable files define, with ranges that are not empty."""
     from loop.setup.search_space import SpaceError, constants, parse_space
+    from loop.setup.settings import kind_of
     _validate_progress(task, where)
     if task.throughput_pattern:
         try:
@@ -375,14 +401,38 @@ def _validate_search(task: Task, where: str) -> None:
             raise TaskError(f"{where}: throughput_pattern is not a valid regex: {exc}") from None
         if groups < 1:
             raise TaskError(f"{where}: throughput_pattern needs one capture group")
+    _validate_flags(task, where)
     if not task.search_space:
         return
     files = {rel: (task.root / rel).read_text(errors="replace")
-             for rel in task.editable_files() if rel.endswith(".py")}
+             for rel in task.editable_files() if kind_of(rel)}
     try:
         parse_space(task.search_space, where, set(constants(files, task.search_space)))
     except SpaceError as exc:
         raise TaskError(str(exc)) from None
+
+
+def _validate_flags(task: Task, where: str) -> None:
+    """`flags`: an editable YAML file of the task folder, `name: value` lines."""
+    if not task.flags:
+        return
+    from loop.setup.flags import FlagsError, read
+    rel = task.flags
+    if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.endswith((".yaml", ".yml")):
+        raise TaskError(f"{where}: flags: '{rel}' must be a .yaml file inside the task folder")
+    if task.grader is not None:
+        raise TaskError(f"{where}: flags: the lm grader runs the script through its handover, "
+                        f"without arguments; give its settings in the script instead")
+    if not task.is_editable(rel) or task.is_protected(rel):
+        raise TaskError(f"{where}: flags: {rel} must be editable (list it under `editable`): "
+                        f"it holds the settings a search changes")
+    path = task.root / rel
+    if not path.is_file():
+        raise TaskError(f"{where}: flags: {rel} does not exist in {task.root}")
+    try:
+        read(path.read_text(errors="replace"), rel)
+    except FlagsError as exc:
+        raise TaskError(f"{where}: flags: {exc}") from None
 
 
 def _validate_grading(task: Task, where: str, files: list[str]) -> None:

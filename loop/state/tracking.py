@@ -17,6 +17,7 @@ from statistics import pstdev
 from typing import Any
 
 from loop.state.journal import Record
+from loop.untrusted import one_line
 
 TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",
              "mlflow_run_id", "throughput", "proposal_s", "proposer"]
@@ -33,7 +34,7 @@ def _fmt(x, digits=6) -> str:
 def tsv_row(rec: Record) -> list[str]:
     runs = len(rec.samples) + rec.stats.get("stopped_runs", 0)   # a stopped run ran too
     spread = pstdev(rec.samples) if len(rec.samples) > 1 else None
-    clean = lambda s: " ".join(str(s).split())  # noqa: E731 - tabs/newlines would break rows
+    clean = lambda s: one_line(s, 4000)  # noqa: E731 - tabs, newlines, ESC would break rows
     return [rec.commit[:7], _fmt(rec.metric),
             _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)
             clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
@@ -307,7 +308,8 @@ class Tracker:
         per_run += [("throughput_run", x, i) for i, x in enumerate(rec.throughput) if x is not None]
         self._batch(run_id, metrics=metrics, params=params, series=per_run,
                     tags={"status": rec.status, "decision": rec.status,
-                          "reason": rec.reason[:4000], "description": rec.description[:4000],
+                          "reason": one_line(rec.reason, 4000),
+                          "description": one_line(rec.description, 4000),
                           "git.commit": rec.commit, "git.attempt_ref": rec.attempt_ref,
                           **tags})
         self._artifacts(run_id, artifacts)
@@ -334,7 +336,7 @@ class Tracker:
                         continue
                     shutil.copyfile(content, path)
                 else:
-                    path.write_text(content)
+                    path.write_text(content, errors="backslashreplace")  # a lone surrogate
                 self.client.log_artifact(run_id, str(path))
 
     def _batch(self, run_id, metrics=None, params=None, tags=None, step=0, series=()) -> None:

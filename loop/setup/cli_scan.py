@@ -1,0 +1,143 @@
+"""The settings a script reads from its command line, read with `ast` (nothing is run):
+argparse's `add_argument("--lr", type=float, default=3e-4)` (and `set_defaults`), click's
+`@click.option("--lr", default=3e-4)`, and the keyword defaults of the function `fire.Fire`
+is given. Used by `autoresearch init` to write the flags file (loop/setup/flags.py)."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from loop.setup.code_scan import Script
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str                   # as the command line spells it, without dashes: lr, batch-size
+    dest: str                   # the variable it fills (batch_size)
+    default: object             # a number, a bool, a string, or None
+    type: str = ""              # int | float | bool | str | "" (not said)
+    choices: tuple = ()
+    how: str = "argparse"       # argparse | click | fire
+    constant: str = ""          # the module-level constant its default names (`default=LR`)
+
+    @property
+    def numeric(self) -> bool:
+        return isinstance(self.default, (int, float)) and not isinstance(self.default, bool) \
+            and self.type not in ("bool", "str")
+
+
+def flags(src: Script) -> list[Flag]:
+    """Every flag the script declares, in source order, each name once."""
+    consts = src.literals()
+    found = [*_argparse(src, consts), *_fire(src, consts)]
+    out, seen = [], set()
+    for f in found:
+        if f.name not in seen:
+            seen.add(f.name)
+            out.append(f)
+    return out
+
+
+def _value(node: ast.expr | None, consts: dict) -> object:
+    if node is None:
+        return None
+    if isinstance(node, ast.Name) and node.id in consts:
+        return consts[node.id]
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        try:
+            value = _arith(node, consts)
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            return None
+    return value if isinstance(value, (int, float, str, bool)) else None
+
+
+def _arith(node: ast.expr, consts: dict) -> float | int:
+    """`2**10`, `3e-4 * 2`, `-1`: small arithmetic over literals and module constants."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name) and isinstance(consts.get(node.id), (int, float)):
+        return consts[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_arith(node.operand, consts)
+    if isinstance(node, ast.BinOp):
+        a, b = _arith(node.left, consts), _arith(node.right, consts)
+        if isinstance(node.op, ast.Pow) and abs(b) <= 64 and abs(a) <= 2 ** 16:
+            return a ** b
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.Div: lambda: a / b, ast.FloorDiv: lambda: a // b}
+        if type(node.op) in ops:
+            return ops[type(node.op)]()
+    raise ValueError("not arithmetic")
+
+
+def _type(node: ast.expr | None) -> str:
+    name = node.id if isinstance(node, ast.Name) else node.attr \
+        if isinstance(node, ast.Attribute) else ""
+    return {"int": "int", "float": "float", "str": "str", "bool": "bool", "INT": "int",
+            "FLOAT": "float", "STRING": "str", "BOOL": "bool"}.get(name, "")
+
+
+def _argparse(src: Script, consts: dict) -> list[Flag]:
+    """add_argument / click.option calls with a `--long` option string."""
+    out: list[Flag] = []
+    defaults: dict[str, object] = {}
+    for node in ast.walk(src.tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if node.func.attr == "set_defaults":
+            defaults.update({k: _value(v, consts) for k, v in kw.items()})
+            continue
+        if node.func.attr not in ("add_argument", "option"):
+            continue
+        names = [a.value for a in node.args if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str)]
+        long = [n for n in names if n.startswith("--")]
+        if not long:
+            continue
+        how = "click" if node.func.attr == "option" else "argparse"
+        name = long[0][2:]
+        dest = _value(kw.get("dest"), consts)
+        dest = dest if isinstance(dest, str) else name.replace("-", "_")
+        action = _value(kw.get("action"), consts)
+        default = _value(kw.get("default"), consts)
+        kind = _type(kw.get("type"))
+        if action in ("store_true", "store_false") or kw.get("is_flag") is not None:
+            kind, default = "bool", (action == "store_false") if default is None else default
+        choices = kw.get("choices")
+        values = tuple(v for v in (_value(e, consts) for e in getattr(choices, "elts", []))
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+        if kind in ("int", "float") and isinstance(default, str):
+            try:
+                default = int(default) if kind == "int" else float(default)
+            except ValueError:
+                default = None
+        named = kw.get("default")
+        constant = named.id if isinstance(named, ast.Name) else ""
+        out.append(Flag(name, dest, default, kind, values, how, constant))
+    return [Flag(f.name, f.dest, defaults.get(f.dest, f.default), f.type, f.choices, f.how,
+                 f.constant) if f.dest in defaults else f for f in out]
+
+
+def _fire(src: Script, consts: dict) -> list[Flag]:
+    """`fire.Fire(main)`: main's keyword defaults are its flags (`--lr=0.1`)."""
+    called = set()
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call) and (getattr(node.func, "attr", "") == "Fire" or
+                                           getattr(node.func, "id", "") == "Fire"):
+            called |= {a.id for a in node.args if isinstance(a, ast.Name)}
+    out: list[Flag] = []
+    for node in src.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called:
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                kind = _type(arg.annotation)
+                constant = default.id if isinstance(default, ast.Name) else ""
+                out.append(Flag(arg.arg, arg.arg, _value(default, consts), kind, (), "fire",
+                                constant))
+    return out

@@ -1,0 +1,161 @@
+"""Settings, one interface: a setting is a name, its value as written, a kind and the file it
+lives in. Three kinds, found and rewritten as text in place (comments and layout kept), so a
+candidate stays a commit whose diff shows exactly the settings it changed:
+
+- `constant`: a module-level assignment of a Python file, any case (`LR = 3e-3`,
+  `learning_rate = 6e-4`, `TOTAL_BATCH_SIZE = 2**19`);
+- `yaml`: a key of a YAML file with a number as its value (`lr: 0.001`; a nested key is
+  named by its path, `optim.lr`). The flags file a task's run command is given (task.yaml
+  `flags`, the command-line flags of an argparse / click / fire script) is such a file;
+- `json`: a key of a JSON file with a number as its value (nested: `optim.lr`).
+
+mutate, tune, the hybrid and a replayed change read and write settings only through `find`
+and `write`; which of them a search may move is the search space's business
+(loop/setup/search_space.py). Pure: no I/O."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NUMBER = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+# `LEARNING_RATE = 3e-3  # ..`, `learning_rate: float = 6e-4`: a module-level assignment
+PY_SETTING = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
+                        rf"(?P<value>{NUMBER}|2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
+# `  lr: 0.001  # ...` (a YAML mapping entry whose value is a plain number)
+YAML_SETTING = re.compile(r"^(?P<indent>[ ]*)(?P<name>[A-Za-z_][\w.\-]*)(?P<eq>[ \t]*:[ \t]+)"
+                          rf"(?P<value>{NUMBER})(?P<rest>[ \t]*(?:#.*)?)$", re.M)
+YAML_PARENT = re.compile(r"^(?P<indent>[ ]*)(?P<name>[A-Za-z_][\w.\-]*)[ \t]*:[ \t]*(?:#.*)?$")
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+KINDS = {".py": "constant", ".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    path: str            # the file it lives in, relative to the task folder
+    name: str            # LR, learning_rate, lr (a flag), optim.lr (a config's nested key)
+    text: str            # its value as written there
+    kind: str            # constant | yaml | json
+    start: int           # where the value's text is in the file
+    end: int
+
+
+def kind_of(path: str) -> str:
+    """The kind of setting a file holds ("" for a file that holds none)."""
+    return next((k for ext, k in KINDS.items() if path.endswith(ext)), "")
+
+
+def find(path: str, text: str) -> list[Setting]:
+    """Every numeric setting of one file, in file order, each name once (the first)."""
+    kind = kind_of(path)
+    found = (_python(path, text) if kind == "constant" else _yaml(path, text)
+             if kind == "yaml" else _json(path, text) if kind == "json" else [])
+    out, seen = [], set()
+    for s in found:
+        if s.name not in seen:
+            seen.add(s.name)
+            out.append(s)
+    return out
+
+
+def find_all(files: dict[str, str]) -> list[Setting]:
+    """Every numeric setting of the files, by path, then in file order."""
+    return [s for path in sorted(files) for s in find(path, files[path])]
+
+
+def lookup(files: dict[str, str], path: str, name: str) -> Setting | None:
+    return next((s for s in find(path, files.get(path, "")) if s.name == name), None)
+
+
+def write(text: str, path: str, name: str, new: str, old: str | None = None) -> str | None:
+    """`text` (the file `path`) with setting `name` set to `new`; None when the file has no
+    such setting, or (with `old`) its value is not written `old` there. A value is written
+    in a form the file's own reader takes as a number (YAML 1.1 needs `1.0e-3`, not `1e-3`;
+    JSON has no `.5`)."""
+    s = next((s for s in find(path, text) if s.name == name), None)
+    if s is None or (old is not None and s.text.strip() != old.strip()):
+        return None
+    return text[:s.start] + written(s.kind, new) + text[s.end:]
+
+
+def written(kind: str, value: str) -> str:
+    """`value` as a number literal the kind's reader parses as one."""
+    v = value.strip().replace("_", "") if kind != "constant" else value.strip()
+    if kind == "yaml" and re.search(r"[eE]", v):          # PyYAML: a dot, a signed exponent
+        mant, exp = re.split(r"[eE]", v, maxsplit=1)
+        mant = mant if "." in mant else mant + ".0"
+        v = f"{mant}e{exp if exp[:1] in '+-' else '+' + exp}"
+    if kind == "json":
+        v = v.lstrip("+")
+        v = re.sub(r"^(-?)\.", r"\g<1>0.", v)
+        v = re.sub(r"\.(?=$|[eE])", ".0", v)
+    return v
+
+
+def _python(path: str, text: str) -> list[Setting]:
+    return [Setting(path, m["name"], m["value"], "constant", m.start("value"), m.end("value"))
+            for m in PY_SETTING.finditer(text)]
+
+
+def _yaml(path: str, text: str) -> list[Setting]:
+    """Numbers of a YAML file's block mappings, nested keys named by their path. Flow style
+    (`{a: 1}`), lists and quoted numbers are not settings."""
+    out: list[Setting] = []
+    parents: list[tuple[int, str]] = []          # (indent, key) of the mappings we are in
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if body.strip() and not body.lstrip().startswith("#"):
+            indent = len(body) - len(body.lstrip(" "))
+            while parents and parents[-1][0] >= indent:
+                parents.pop()
+            m = YAML_SETTING.match(body)
+            if m:
+                name = ".".join([p for _, p in parents] + [m["name"]])
+                out.append(Setting(path, name, m["value"], "yaml", pos + m.start("value"),
+                                   pos + m.end("value")))
+            else:
+                parent = YAML_PARENT.match(body)
+                if parent:
+                    parents.append((indent, parent["name"]))
+        pos += len(line)
+    return out
+
+
+def _json(path: str, text: str) -> list[Setting]:
+    """Numbers of a JSON file's objects, nested keys named by their path (arrays skipped)."""
+    out: list[Setting] = []
+    stack: list[str | None] = []     # per open object/array: its key (None: an array)
+    key: str | None = None           # the key whose value comes next
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            word = text[i + 1:j]
+            k = j + 1
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            key = word if k < n and text[k] == ":" else None
+            i = k + 1 if k < n and text[k] == ":" else j + 1
+            continue
+        if c in "{[":
+            stack.append((key or "") if c == "{" else None)
+            key = None
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            key = None
+        elif c in "-0123456789" and key is not None:
+            m = JSON_NUMBER.match(text, i)
+            if m and all(p is not None for p in stack):
+                names = [p for p in stack[1:] if p] + [key]
+                out.append(Setting(path, ".".join(names), m.group(), "json", i, m.end()))
+            key = None
+            i = m.end() if m else i + 1
+            continue
+        elif c == ",":
+            key = None
+        i += 1
+    return out

@@ -1,0 +1,152 @@
+"""Settings, one interface (loop/setup/settings.py): module-level assignments, YAML and JSON
+keys found and rewritten in place, in a form the file's own reader takes as a number; the
+flags file turned into a command line (loop/setup/flags.py); a script's flags read from its
+code (loop/setup/cli_scan.py)."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from loop.setup import cli_scan, flags, settings
+from loop.setup.code_scan import Script
+
+CONFIG_YAML = """\
+# a training config
+seed: 0
+optim:
+  lr: 0.001        # the peak rate
+  betas: [0.9, 0.95]
+  sched:
+    warmup: 100
+model:
+  width: 32
+name: "run-1"
+dropout: .1
+"""
+
+CONFIG_JSON = '{"lr": 1e-3, "model": {"n_layer": 4, "dims": [1, 2], "tag": "a:b", "d": -0.5},' \
+              ' "bs": 32}'
+
+
+def test_yaml_keys_are_settings_named_by_their_path():
+    found = {s.name: s.text for s in settings.find("cfg.yaml", CONFIG_YAML)}
+    assert found == {"seed": "0", "optim.lr": "0.001", "optim.sched.warmup": "100",
+                     "model.width": "32", "dropout": ".1"}     # lists and strings are not
+
+
+def test_json_keys_are_settings_named_by_their_path():
+    found = {s.name: s.text for s in settings.find("cfg.json", CONFIG_JSON)}
+    assert found == {"lr": "1e-3", "model.n_layer": "4", "model.d": "-0.5", "bs": "32"}
+
+
+def test_python_settings_of_any_case_and_powers():
+    text = "LR = 3e-3  # x\nlearning_rate: float = 6e-4\nB = 2**19\ndef f():\n    x = 3\n"
+    assert {s.name: s.text for s in settings.find("t.py", text)} == \
+        {"LR": "3e-3", "learning_rate": "6e-4", "B": "2**19"}
+
+
+@pytest.mark.parametrize("new", ["2e-4", "1.5e5", "3", "0.25", "7e+2"])
+def test_a_value_written_into_yaml_reads_back_as_that_number(new):
+    out = settings.write(CONFIG_YAML, "cfg.yaml", "optim.lr", new)
+    assert out is not None and "# the peak rate" in out        # the comment stays
+    data = yaml.safe_load(out)                                 # PyYAML: YAML 1.1 floats
+    assert isinstance(data["optim"]["lr"], (int, float)) and data["optim"]["lr"] == float(new)
+    assert data["optim"]["sched"]["warmup"] == 100 and data["model"]["width"] == 32
+
+
+@pytest.mark.parametrize("new", [".25", "1.", "+3", "2e-4"])
+def test_a_value_written_into_json_stays_valid_json(new):
+    out = settings.write(CONFIG_JSON, "cfg.json", "model.d", new)
+    assert out is not None
+    assert json.loads(out)["model"]["d"] == float(new)
+
+
+def test_write_refuses_a_value_that_is_not_what_was_read():
+    assert settings.write(CONFIG_YAML, "cfg.yaml", "optim.lr", "0.5", old="0.002") is None
+    assert settings.write(CONFIG_YAML, "cfg.yaml", "nope", "0.5") is None
+
+
+def test_flags_file_to_command_line_through_a_real_shell():
+    text = "lr: 0.001\nbatch-size: 64\nname: a b\namp: true\nno-cuda: false\n" \
+           "seed: $AUTORESEARCH_SEED\n"
+    suffix = flags.argv(flags.read(text, "f.yaml"))
+    printed = subprocess.run(
+        ["/bin/sh", "-c", f"{shlex.quote(sys.executable)} -c 'import sys; "
+                          f"print(sys.argv[1:])'" + suffix],
+        env={"AUTORESEARCH_SEED": "1007", "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True, check=True).stdout
+    assert printed.strip() == str(["--lr=0.001", "--batch-size=64", "--name=a b", "--amp",
+                                   "--seed=1007"])
+
+
+@pytest.mark.parametrize("text, expect", [
+    ("- a\n- b\n", "expected `name: value` lines"),
+    ("lr: [1, 2]\n", "lr: a flag takes one value"),
+    ("lr: {a: 1}\n", "lr: a flag takes one value"),
+    ("'bad name!': 1\n", "is not a flag name"),
+    ("lr: [\n", "not valid YAML"),
+])
+def test_a_flags_file_that_is_no_command_line_says_why(text, expect):
+    with pytest.raises(flags.FlagsError, match=expect):
+        flags.read(text, "f.yaml")
+
+
+def test_an_unreadable_flags_file_makes_a_run_that_fails_saying_why(tmp_path):
+    (tmp_path / "f.yaml").write_text("lr: [1\n")
+    cmd = flags.command("python train.py", "f.yaml", tmp_path)
+    done = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True)
+    assert done.returncode == 2 and "the flags file f.yaml: not valid YAML" in done.stderr
+
+
+ARGPARSE = '''\
+import argparse
+WIDTH = 32
+p = argparse.ArgumentParser()
+p.add_argument("--lr", "-l", type=float, default=1e-3)
+p.add_argument("--batch-size", type=int, default=2**6, dest="bs")
+p.add_argument("--width", type=int, default=WIDTH)
+p.add_argument("--momentum", type="float", default="0.9")
+p.add_argument("--act", choices=["relu", "gelu"], default="relu")
+p.add_argument("--heads", type=int, choices=[2, 4, 8], default=4)
+p.add_argument("--amp", action="store_true")
+p.set_defaults(bs=128)
+'''
+
+CLICK = '''\
+import click
+@click.command()
+@click.option("--lr", default=0.01, type=float)
+@click.option("--layers", default=3)
+@click.option("--verbose", is_flag=True)
+def main(lr, layers, verbose):
+    pass
+'''
+
+FIRE = '''\
+import fire
+def train(data="x", lr: float = 3e-4, epochs: int = 10, *, wd=0.1):
+    pass
+if __name__ == "__main__":
+    fire.Fire(train)
+'''
+
+
+def test_argparse_flags_their_defaults_types_and_constants():
+    found = {f.name: f for f in cli_scan.flags(Script("train.py", ARGPARSE))}
+    assert found["lr"].default == 1e-3 and found["lr"].type == "float" and found["lr"].numeric
+    assert found["batch-size"].dest == "bs" and found["batch-size"].default == 128  # set_defaults
+    assert found["width"].default == 32 and found["width"].constant == "WIDTH"
+    assert found["heads"].choices == (2, 4, 8)
+    assert not found["act"].numeric and not found["amp"].numeric
+
+
+def test_click_and_fire_flags():
+    click = {f.name: f.default for f in cli_scan.flags(Script("c.py", CLICK)) if f.numeric}
+    assert click == {"lr": 0.01, "layers": 3}
+    fire = {f.name: f.default for f in cli_scan.flags(Script("f.py", FIRE)) if f.numeric}
+    assert fire == {"lr": 3e-4, "epochs": 10, "wd": 0.1}
