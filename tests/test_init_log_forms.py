@@ -138,7 +138,21 @@ def test_a_split_printed_from_a_variable_is_refused_with_the_way_out(tmp_path):
     assert "no pattern reads only loss from what train.py prints: its split is printed " \
         "from `phase`, known only when the script runs; pass --metric loss --metric-pattern " \
         "REGEX" in line
-    assert "its split is printed from `phase`" in refused(repo)       # acc: the only other
+    assert "acc is printed inside a log line that names no split" in refused(repo)
+    assert "its split is printed from `phase`" in refused(repo, "--metric", "acc")
+
+
+def test_a_bare_accuracy_in_a_log_line_is_not_taken_for_the_validation_one(tmp_path):
+    train = ("LR = 0.1\nfor epoch in range(3):\n    loss = LR / (epoch + 1)\n"
+             "    print(f'epoch {epoch}: loss {loss:.4f} acc {1 - loss:.4f}')\n")
+    repo = plain_repo(tmp_path / "bare", {"train.py": train})
+    assert refused(repo) == (
+        "autoresearch: error: init: no validation metric is printed: acc is printed inside a "
+        "log line that names no split (it may be the training one); if it is measured on "
+        "held-out data, pass --metric acc")
+    assert init(repo, "--metric", "acc").returncode == 0
+    out = printed(repo)
+    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"acc ([\d.]+)")
 
 
 # -- logging calls -----------------------------------------------------------------------------

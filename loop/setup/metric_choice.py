@@ -3,7 +3,8 @@
 result protected code grades (the lm shape); else the one validation metric (`val_`,
 `valid_`, `eval_`, `dev_`, `holdout_`; of several, a split's loss over its perplexity, or the
 one program.md / README.md name far more often than the others); else the one metric-like
-name (a loss, an accuracy) that does not say "test" or "train". A test metric is never
+name (a loss, an accuracy) that does not say "test" or "train" (nor a bare `acc` inside a
+log line: it names no split). A test metric is never
 chosen unless named: the test split is not for optimizing, but a repo whose only held-out
 split is called "test" is told its name (`pass --metric test_loss`). Nor is a training loss
 (a name that says `train`/`training`, or a bare `loss`/`ppl` read from inside a per-step log
@@ -127,6 +128,9 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
     held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
+    # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split
+    unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1))
+    likely = [c for c in likely if c.name not in unsplit]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
     if len(distinct) == 1:
@@ -153,6 +157,11 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         kind = "validation metrics" if held else "metrics"
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
                         f"NAME")
+    if unsplit:
+        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} is "
+                        f"printed inside a log line that names no split (it may be the "
+                        f"training one); if it is measured on held-out data, pass --metric "
+                        f"{unsplit[0]}")
     if tests:                         # a held-out split named "test": offered by its name
         tests = list(dict.fromkeys(tests))
         besides = (f", besides training metrics ({', '.join(training)}), never the objective"
