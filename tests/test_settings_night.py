@@ -214,3 +214,27 @@ def test_a_bad_flags_key_is_one_line_exit_2(tmp_path, flags_key, text, expect):
     done = run_cli("check-task", ".", cwd=repo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert expect in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_key_value_overrides_given_to_init_are_searched_where_they_win(tmp_path, mlflow_uri):
+    """nanoGPT's configurator: `--batch_size=8` last on the command line overrides train.py's
+    own value, so a search must move it in the flags file, not in train.py."""
+    repo = make_repo(tmp_path / "nano", {"train.py": NANO_TRAIN,
+                                         "configurator.py": NANO_CONFIGURATOR})
+    done = run_cli("init", "--args", "--batch_size=8 --n_layer=2", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["run"] == "python train.py" and task["flags"] == "autoresearch.flags.yaml"
+    assert yaml.safe_load((repo / "autoresearch.flags.yaml").read_text()) == \
+        {"batch_size": 8, "n_layer": 2}
+    assert "--args sets batch_size, n_layer as --key=value" in done.stdout
+    assert {"batch_size", "n_layer", "learning_rate"} <= set(task["search_space"])
+    commit(repo, "autoresearch task")
+    night(repo, "m", "mutate", iterations=4)
+    table = rows(repo, "m")
+    moved = [r for r in table[1:] if re.search(r"\b(batch_size|n_layer) to", r["description"])]
+    assert moved, table
+    for r in moved:        # flags are changed where they win, and the run got the new value
+        assert "in autoresearch.flags.yaml" in r["description"]
+        name, value = re.search(r"\b(batch_size|n_layer) to ([^\s,;]+)", r["description"]).groups()
+        assert f"Overriding: {name} = {value}" in logs(repo, "m", int(r["iteration"]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -380,6 +381,11 @@ def cmd_check_task(args) -> int:
     print(f"{task.name}: status {result.status}; {task.metric.name} = {metric} "
           f"({task.metric.direction}); {result.wall_s:.1f}s"
           + (f"; {result.detail}" if result.detail else ""))
+    if re.search(r"at the time box \(.*\bstep 0\)", result.detail):
+        print(f"check-task: note: the last {task.metric.name} before the time box was step "
+              f"0's, before any training: every run would be scored on its untrained model; "
+              f"evaluate more often (the script's eval interval) or give a longer "
+              f"--time-budget")
     if task.progress_pattern:
         from loop.run.early_stop import progress_line
         print(progress_line(result.curve))
