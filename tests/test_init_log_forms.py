@@ -194,6 +194,7 @@ def test_log_forms_and_their_labels(code, labels):
     ("print(f'[val] loss={l:.3f} acc={a:.3f}')", ["val_loss", "val_acc"]),
     ("print(f'Epoch {e+1}/{n}, Train Loss: {t:.4f}, Val Loss: {v:.4f}, Val Acc: {a:.2%}')",
      ["epoch", "train_loss", "val_loss", "val_acc"]),
+    ("print(f'val/loss {v:.4f} train-acc {t:.4f}')", ["val_loss", "train_acc"]),
     ("print('Train Epoch: {} [{}/{}]\\tLoss: {:.6f}'.format(e, i, n, loss.item()))",
      ["train_epoch", "loss"]),
 ])
@@ -211,7 +212,7 @@ def test_the_written_pattern_reads_exactly_the_split_it_names():
         "loss": 3.0, "train_loss": 2.0, "val_loss": 2.5, "test_loss": 2.7,
         "best_val_loss": 2.4}
     assert parse_metric("train_loss: 1.5 Val Loss = 2.25", patterns["val_loss"]) == 2.25
-    assert parse_metric("train_loss: 1.5", patterns["loss"]) is None
+    assert parse_metric("train_loss: 1.5 val/loss 2.5 val-loss 2.5", patterns["loss"]) is None
 
 
 # -- a pattern the engine cannot use is refused before any run ------------------------------

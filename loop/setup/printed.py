@@ -35,7 +35,8 @@ JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
 # the text before a printed number opening the line: `val_bpb:   ` or `accuracy=`
 PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
 # the words before a value inside a line, and the separator: `..., val loss ` or `| acc=`
-TAIL = re.compile(r"(?<![\w.])(?P<words>(?:[A-Za-z][\w.]*[ \t]+){0,3}[A-Za-z][\w.]*)"
+# (a word may hold `/` and `-`: `val/loss`, `val-acc`)
+TAIL = re.compile(r"(?<![\w./-])(?P<words>(?:[A-Za-z][\w./-]*[ \t]+){0,3}[A-Za-z][\w./-]*)"
                   r"(?P<sep>\s*[:=]\s*|\s+)$")
 NUMERIC_SPEC = re.compile(r"^[<>^=+\- #0]*\d*[,_]?(?:\.\d+)?[eEfFgGn%d]$")
 NUMERIC_CALLS = {"float", "int", "round", "abs", "min", "max", "sum", "len", "item", "mean",
@@ -259,7 +260,7 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
     for i, label, sure, expr in found:
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
-        name = label if at_start else "_".join(label.split()).lower()
+        name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
         split = _heading(parts, i) if not at_start else None
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss

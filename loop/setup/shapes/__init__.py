@@ -57,11 +57,11 @@ class Shape:
 def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     r"""`metric.pattern` for a value: "" for a `name: value` line (the task's default reads
     it), else a regex for its label inside the line that matches no more than it names:
-    `valid loss 7.28` -> `(?<![\w.])valid\s+loss\s*[:=]?\s*(NUMBER)`. The label must not
-    follow a word or a dot (`loss` never reads `train_loss`); a label without a split word
-    must not follow one (`loss` never reads `train loss` or `test loss`), nor any word
-    that another label of the script puts before it (`val loss` never reads `best val
-    loss`)."""
+    `valid loss 7.28` -> `(?<![\w./-])valid\s+loss\s*[:=]?\s*(NUMBER)`. The label must
+    not follow a word, a dot, `/` or `-` (`loss` never reads `train_loss` nor `val/loss`);
+    a label without a split word must not follow one (`loss` never reads `train loss` or
+    `test loss`), nor any word that another label of the script puts before it (`val loss`
+    never reads `best val loss`)."""
     if value.default_line:
         return ""
     from loop.setup.task import NUMBER
@@ -77,7 +77,7 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     guards = "".join(f"(?<!{alts[0]} )" if len(alts) == 1 else f"(?<!(?:{'|'.join(alts)}) )"
                      for _, alts in sorted(by_length.items()))
     body = r"\s+".join(re.escape(w) for w in value.label.split())
-    return rf"(?<![\w.]){guards}{body}\s*[:=]?\s*{NUMBER}"
+    return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
 
 
 def pattern_problem(value: Value, pattern: str, lines: list[str]) -> str:
