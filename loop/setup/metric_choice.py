@@ -4,9 +4,9 @@ result protected code grades (the lm shape); else the one validation metric (`va
 `valid_`, `eval_`, `dev_`, `holdout_`; of several, a split's loss over its perplexity, or the
 one program.md / README.md name far more often than the others); else the one metric-like
 name (a loss, an accuracy) that does not say "test" or "train" (nor a bare `acc` inside a
-log line: it names no split). A test metric is never
-chosen unless named: the test split is not for optimizing, but a repo whose only held-out
-split is called "test" is told its name (`pass --metric test_loss`). Nor is a training loss
+log line: it names no split). A test metric is never chosen unless named: the test split is
+not for optimizing, but a repo whose only held-out split is called "test" is told its name
+(`pass --metric test_loss`). Nor is a training loss
 (a name that says `train`/`training`, or a bare `loss`/`ppl` read from inside a per-step log
 line, nanoGPT's `iter 5: loss 2.31, time ...`): as the objective it rewards memorising the
 training data; `--metric NAME` takes it anyway. A metric whose pattern would not read
@@ -158,8 +158,8 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
                         f"NAME")
     if unsplit:
-        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} is "
-                        f"printed inside a log line that names no split (it may be the "
+        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} "
+                        f"{'is' if len(unsplit) == 1 else 'are'} printed inside a log line that names no split (it may be the "
                         f"training one); if it is measured on held-out data, pass --metric "
                         f"{unsplit[0]}")
     if tests:                         # a held-out split named "test": offered by its name
