@@ -158,8 +158,9 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
                         f"NAME")
     if unsplit:
-        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} "
-                        f"{'is' if len(unsplit) == 1 else 'are'} printed inside a log line that names no split (it may be the "
+        verb = "is" if len(unsplit) == 1 else "are"
+        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} {verb} "
+                        f"printed inside a log line that names no split (it may be the "
                         f"training one); if it is measured on held-out data, pass --metric "
                         f"{unsplit[0]}")
     if tests:                         # a held-out split named "test": offered by its name
