@@ -199,7 +199,8 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         return
     values: dict[str, str] = {}
     for f in numeric:
-        text = given.get(f.name, _text(f.default))
+        text = given.get(f.name, _text(float(f.default) if f.type == "float" and isinstance(
+            f.default, (int, float)) else f.default))
         values[f.name] = settings.written("yaml", text)
     for f in seeds:
         values[f.name] = SEED_VALUE
