@@ -238,3 +238,40 @@ def test_key_value_overrides_given_to_init_are_searched_where_they_win(tmp_path,
         assert "in autoresearch.flags.yaml" in r["description"]
         name, value = re.search(r"\b(batch_size|n_layer) to ([^\s,;]+)", r["description"]).groups()
         assert f"Overriding: {name} = {value}" in logs(repo, "m", int(r["iteration"]))
+
+
+COARSE_TRAIN = """\
+import argparse
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, default=0.03)
+p.add_argument("--seed", type=int, default=0)
+a = p.parse_args()
+print(f"val_loss: {4.0 + (0.01 if a.lr > 0.02 else 0.0):.2f}")
+"""
+
+
+def test_a_gain_of_one_printed_unit_is_not_kept_when_the_baseline_runs_agree(tmp_path,
+                                                                             mlflow_uri):
+    """word_language_model prints `valid loss {:5.2f}`: seeded runs that all print 4.28, then a
+    candidate printing 4.27 was kept as a gain. One printed unit is no evidence."""
+    from loop.engine.engine import Engine
+    from loop.proposers.base import Proposal
+    from loop.setup.config import Config
+    repo = make_repo(tmp_path / "coarse", {"train.py": COARSE_TRAIN})
+    assert run_cli("init", cwd=repo).returncode == 0
+    commit(repo, "autoresearch task")
+    flags = (repo / "autoresearch.flags.yaml").read_text()
+
+    class Lower:
+        def propose(self, context):
+            return Proposal("Set lr to 0.01 (was 0.03) in autoresearch.flags.yaml",
+                            files={"autoresearch.flags.yaml": flags.replace("lr: 0.03",
+                                                                            "lr: 0.01")})
+    said: list[str] = []
+    stop = Engine(Config(task=".", base_dir=repo, iterations=1, tag="c"), out=said.append,
+                  proposer=Lower()).run()
+    assert stop.exit_code == 0
+    note = next(s for s in said if s.startswith("note: the baseline's 3 runs all gave"))
+    assert "val_loss is printed to 0.01, coarser than its run-to-run noise" in note
+    table = rows(repo, "c")
+    assert [r["status"] for r in table] == ["keep", "discard"], table
