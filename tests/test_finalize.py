@@ -120,11 +120,14 @@ def test_finalize_keeps_what_matters_and_drops_the_rest(tmp_path, mlflow_uri):
 def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
     repo, cfg = night(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    cmd = [sys.executable, "-m", "loop", "finalize", "--tag", "n"]
+    (tmp_path / "night.yaml").write_text(f"task: {repo / 'task'}\n")
+    cmd = [sys.executable, "-m", "loop", "finalize", "--tag", "n", "--config",
+           str(tmp_path / "night.yaml")]
     proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     journal = repo / ".autoresearch" / "n" / "finalize.jsonl"
-    while proc.poll() is None and not (journal.exists() and len(measures(repo)) >= 3):
+    while not (journal.exists() and len(measures(repo)) >= 3):
+        assert proc.poll() is None, "finalize ended before it was killed"
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -10,12 +10,13 @@ best), each a dict path -> text over the files any of them changed. For commit i
 - **superseded**: every line it wrote (a pure deletion counts as the line after it) was
   rewritten by later commits before the end (followed through each later diff, line by
   line): nothing of it is left in the final code.
-- otherwise **live**: it is measured. Its leave-one-out tree is the final code with its diff
-  reversed (its hunks from Si back to S{i-1}, applied with the project's edit applier, as
-  the replay rule makes a change again). When a later live commit rewrote part of its
-  lines, the reversal does not apply alone: the two are one **unit**, left out together
-  (the later one reversed first), and judged together: changes that only work together
-  stay together.
+- otherwise **live**: it is measured. Its leave-one-out code is made forward from S0 with
+  every other live commit's change made again in order (its hunks, applied with the
+  project's edit applier, as the replay rule makes a change again), and measured against
+  the same made with every live commit (the final code without its no-ops and superseded
+  commits). When a later live commit rewrote part of its lines, the two are one **unit**,
+  left out together and judged together. When a forward build does not apply, the final
+  code with the unit's diffs reversed (latest first) stands in.
 
 The branch to merge is rebuilt forward from S0 with each unit that matters made again in
 order; a change whose context was written by a superseded commit brings that commit's
@@ -117,7 +118,8 @@ def _touched(old: list[str], new: list[str]) -> set[int]:
 
 def _carry(alive: set[int], old: list[str], new: list[str]) -> tuple[set[int], bool]:
     """Lines of `old` in `alive` as lines of `new`, and whether the diff rewrote any."""
-    moved, hit = set(), False
+    moved: set[int] = set()
+    hit = False
     for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, old, new,
                                                       autojunk=False).get_opcodes():
         inside = {i for i in alive if i1 <= i < i2}

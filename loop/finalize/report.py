@@ -67,7 +67,7 @@ def _plot(path: Path, tag: str, metric: str, kept, gain) -> Path | None:
             if k.comparison is not None and k.comparison.est.mean is not None]
     rows.append(("final vs start", gain.est))
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5), dpi=100)
-    for y, (label, est) in enumerate(rows):
+    for y, (_, est) in enumerate(rows):
         ax.errorbar(est.mean or 0.0, y, xerr=est.half or 0.0, fmt="o",
                     color="#1b9e3e" if est.sign > 0 else "#d62728" if est.sign < 0
                     else "#7f7f7f", capsize=4)
