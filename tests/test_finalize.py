@@ -177,3 +177,22 @@ def test_the_estimate_decides_once_the_interval_leaves_zero_out():
     tie = estimate([0.0, 0.0], [], 0.99, 6)
     assert tie.decided and tie.sign == 0                            # identical runs
     assert estimate([0.3, -0.2, 0.1, -0.1, 0.2, -0.3], [], 0.99, 6).sign == 0
+
+
+def test_max_runs_caps_the_runs_and_what_is_measured_decides(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path)
+    lines = []
+    assert finalize(cfg, out=lines.append, max_runs=12) == 0
+    assert len(measures(repo)) <= 12
+    assert any("--max-runs 12 reached" in line for line in lines)
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "(run cap)" in report and "reproduces the final gain (not" not in report
+
+
+def test_an_unknown_tag_is_one_line_and_exit_2(toy_repo):
+    from conftest import run_cli
+    (toy_repo / "autoresearch.yaml").write_text("task: task\n")
+    out = run_cli("finalize", "--tag", "nosuch", cwd=toy_repo)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "autoresearch: error: no night for tag 'nosuch' here (no " \
+        "journal or no branch autoresearch/nosuch): run `autoresearch run --tag nosuch` first"

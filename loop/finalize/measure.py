@@ -98,13 +98,18 @@ class Bench:
                         wanted.setdefault((v.tree, k), v)
             if not wanted:
                 return
-            stop = budget(len(wanted))
+            stop, room = budget(len(wanted))
+            if room < len(wanted):       # the runs that fit: the reference's first
+                order = sorted(wanted, key=lambda key: (key[1], key[0] != comps[0].ref.tree))
+                wanted = {key: wanted[key] for key in order[:room]}
+            if wanted:
+                self._round(wanted)
             if stop:
+                self.update(comps, confidence, max_pairs)
                 for c in comps:
                     c.capped = c.capped or not c.est.decided
                 self.out(f"finalize: {stop}; what is measured so far decides")
                 return
-            self._round(wanted)
             self.update(comps, confidence, max_pairs)
 
     def _round(self, wanted: dict[tuple[str, int], Version]) -> None:
@@ -138,13 +143,15 @@ class Bench:
 
 
 def budget_check(bench: Bench, max_runs: int | None, max_wall_s: float | None):
-    """A callable: given the runs a round wants, why it may not start ("" when it may)."""
+    """A callable: given the runs a round wants, why the measuring stops after it ("" when
+    it goes on) and how many of them may still start."""
     started = time.monotonic()
 
-    def check(wanted: int) -> str:
-        if max_runs is not None and bench.runs + wanted > max_runs:
-            return f"--max-runs {max_runs} reached ({bench.runs} runs made)"
+    def check(wanted: int) -> tuple[str, int]:
         if max_wall_s is not None and time.monotonic() - started >= max_wall_s:
-            return f"--max-wall {max_wall_s:g}s spent"
-        return ""
+            return f"--max-wall {max_wall_s:g}s spent", 0
+        if max_runs is not None and bench.runs + wanted >= max_runs:
+            room = max(0, max_runs - bench.runs)
+            return f"--max-runs {max_runs} reached", room
+        return "", wanted
     return check

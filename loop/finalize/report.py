@@ -44,6 +44,9 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes) -> list[str]:
     out += ["", f"Branch `{branch}`: {kept_n} of {len(kept)} kept changes, in their order."]
     if check is None:
         out.append("Its code is the final code's: it reproduces the final gain.")
+    elif check.est.pairs == 0:
+        out.append("Branch vs final code: not measured (run cap): whether it reproduces the "
+                   "final gain is not known.")
     else:
         verdict = "does NOT reproduce the final gain (worse beyond noise)" \
             if check.est.sign < 0 else "reproduces the final gain (not worse beyond noise)"
