@@ -643,10 +643,11 @@ class Loop:
                  if seeded else "the runs are deterministic (a fixed seed)")
         self.out(f"note: the baseline's {len(values)} runs all gave {metric} {num(values[0])}: "
                  f"{cause}, so the judge sees no noise; a gain must exceed one printed unit "
-                 f"({num(quantum)}: judge.min_delta for this night) to be kept; seed the "
-                 f"script from $AUTORESEARCH_SEED (a seed flag in the flags file: `seed: "
-                 f"$AUTORESEARCH_SEED`) and print more digits, or set judge.min_delta to the "
-                 f"smallest gain worth keeping")
+                 f"({num(quantum)}: judge.min_delta for this night) to be kept; "
+                 + ("print more digits" if seeded else
+                    "seed the script from $AUTORESEARCH_SEED (a seed flag in the flags file: "
+                    "`seed: $AUTORESEARCH_SEED`)")
+                 + ", or set judge.min_delta to the smallest gain worth keeping")
 
     def _noise_floor(self, samples: list) -> tuple[list[float], float] | None:
         """(the runs, one printed unit) when every baseline run gave the same value; the
