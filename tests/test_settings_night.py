@@ -275,3 +275,36 @@ def test_a_gain_of_one_printed_unit_is_not_kept_when_the_baseline_runs_agree(tmp
     assert "val_loss is printed to 0.01, coarser than its run-to-run noise" in note
     table = rows(repo, "c")
     assert [r["status"] for r in table] == ["keep", "discard"], table
+
+
+LBFGS_TRAIN = """\
+import argparse, random
+parser = argparse.ArgumentParser()
+parser.add_argument('--steps', type=int, default=3, help='steps to run')
+opt = parser.parse_args()
+random.seed(0)
+for i in range(opt.steps):
+    print('STEP: ', i)
+    def closure():
+        loss = 1.0 / (i + 1) + random.random() / 100
+        print('loss:', loss)
+        return loss
+    closure()
+    print('test loss:', 2.0 / (i + 1))
+"""
+
+
+def test_an_unlabeled_loss_beside_a_test_loss_is_refused_offering_the_test_loss(tmp_path):
+    """pytorch/examples' time_sequence_prediction: the closure prints `loss:` (training), the
+    step prints `test loss:`; init chose the training loss and exited 0."""
+    repo = make_repo(tmp_path / "tsp", {"train.py": LBFGS_TRAIN})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 2 and not (repo / "task.yaml").exists()
+    assert "it prints test_loss (a held-out split named test) and loss" in done.stderr
+    assert "pass --metric test_loss" in done.stderr
+    done = run_cli("init", "--metric", "test_loss", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "left out: --steps" in done.stdout            # the training's length
+    commit(repo, "autoresearch task")
+    check = run_cli("check-task", ".", cwd=repo)
+    assert "test_loss = 0.666667" in check.stdout, check.stdout + check.stderr

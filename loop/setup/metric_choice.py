@@ -133,6 +133,13 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     likely = [c for c in likely if c.name not in unsplit]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
+    tests = list(dict.fromkeys(tests))
+    if not held and tests and distinct and all(len(words(n)) == 1 for n in distinct):
+        # time_sequence_prediction: `loss:` in the closure, `test loss:` after the step
+        raise InitError(f"init: no validation metric is printed: it prints {tests[0]} (a "
+                        f"held-out split named test) and {', '.join(distinct)}, which names no "
+                        f"split (likely the training one); if {tests[0]} is your validation "
+                        f"split, pass --metric {tests[0]}")
     if len(distinct) == 1:
         chosen = pool[0]
         others = [n for n in names if n != chosen.name]
