@@ -224,10 +224,24 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         if spec:
             plan.space[f.name] = spec
     overriding = [n for n in given if n not in known]
+    _restate_config_note(plan, set(overriding))
     if overriding:
         plan.notes.append(f"--args sets {', '.join(overriding)} as --key=value: last on the "
                           f"command line, they override the script's and its config file's "
                           f"values, so {FLAGS_FILE} passes them and the search moves them there")
+
+
+def _restate_config_note(plan: Plan, overridden: set[str]) -> None:
+    """with_config's note said which of the config file's settings the search moves there;
+    those the flags file overrides are moved in the flags file instead."""
+    head = f"{plan.config_file} sets "
+    marker = "the search space moves "
+    for i, note in enumerate(plan.notes):
+        if plan.config_file and note.startswith(head) and marker in note:
+            before, _, rest = note.partition(marker)
+            names, _, tail = rest.partition(" in ")
+            kept = [n for n in names.split(", ") if n and n not in overridden]
+            plan.notes[i] = f"{before}{marker}{', '.join(kept) or 'none of them'} in {tail}"
 
 
 def settings_value(text: str) -> float:
