@@ -47,3 +47,51 @@ def make_karpathy_repo(root: Path, cache: Path, extra: dict[str, str] | None = N
         "commit", "-qm", "initial tinyshape repo")
     prepare_data(cache)
     return root
+
+
+# -- a variant whose data cache is ~/.cache/<its own name> (issue 29 item 6) -------------------
+ENGINE_CACHE = '''CACHE_DIR = os.path.join(os.environ.get("AUTORESEARCH_CACHE")
+                         or os.path.join(os.path.expanduser("~"), ".cache", "autoresearch"),
+                         "tinyshape")'''
+TOKENIZER_LINE = 'TOKENIZER_DIR = os.path.join(CACHE_DIR, "tokenizer")'
+SAVED_BYTES = '    torch.save(token_bytes, os.path.join(TOKENIZER_DIR, "token_bytes.pt"))\n'
+LOADED_BYTES = ('    return torch.load(os.path.join(TOKENIZER_DIR, "token_bytes.pt"), '
+                'map_location=device)\n')
+BYTES_ON_FIRST_USE = '''    path = os.path.join(TOKENIZER_DIR, "token_bytes.pt")
+    if not os.path.exists(path):        # built on first use, into the cache
+        with open(path, "wb") as f:
+            torch.save(torch.tensor([1] * 256 + [0] * len(SPECIAL_TOKENS), dtype=torch.int32), f)
+    return torch.load(path, map_location=device)
+'''
+
+
+def home_cache_prepare(name: str, fills_on_first_use: bool = False) -> str:
+    """The fixture's prepare.py keeping its data in ~/.cache/<name> (karpathy's own line,
+    another name), its tokenizer at the cache's root beside data/ (no folder of its own);
+    `fills_on_first_use`: token_bytes.pt is not made by `python prepare.py` but by the
+    first evaluation, into the cache."""
+    text = (FIXTURE / "prepare.py").read_text()
+    for old in (ENGINE_CACHE, TOKENIZER_LINE, SAVED_BYTES, LOADED_BYTES):
+        assert old in text, old                      # the fixture changed: change this too
+    text = text.replace(ENGINE_CACHE, f'CACHE_DIR = os.path.join(os.path.expanduser("~"), '
+                                      f'".cache", "{name}")')
+    text = text.replace(TOKENIZER_LINE, "TOKENIZER_DIR = CACHE_DIR")
+    if fills_on_first_use:
+        text = text.replace(SAVED_BYTES, "").replace(LOADED_BYTES, BYTES_ON_FIRST_USE)
+    return text
+
+
+def make_home_cache_repo(root: Path, home: Path, fills_on_first_use: bool = False) -> Path:
+    """The fixture as a repo named `root.name` whose prepare.py caches in
+    `home`/.cache/<root.name>, committed, data not prepared (run `python prepare.py` with
+    HOME=home)."""
+    root.mkdir(parents=True)
+    for name in FILES:
+        shutil.copy(FIXTURE / name, root / name)
+    (root / "prepare.py").write_text(home_cache_prepare(root.name, fills_on_first_use))
+    home.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Tester", "-c", "user.email=t@example.com",
+        "commit", "-qm", f"initial {root.name} repo")
+    return root

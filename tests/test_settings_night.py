@@ -214,3 +214,97 @@ def test_a_bad_flags_key_is_one_line_exit_2(tmp_path, flags_key, text, expect):
     done = run_cli("check-task", ".", cwd=repo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert expect in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_key_value_overrides_given_to_init_are_searched_where_they_win(tmp_path, mlflow_uri):
+    """nanoGPT's configurator: `--batch_size=8` last on the command line overrides train.py's
+    own value, so a search must move it in the flags file, not in train.py."""
+    repo = make_repo(tmp_path / "nano", {"train.py": NANO_TRAIN,
+                                         "configurator.py": NANO_CONFIGURATOR})
+    done = run_cli("init", "--args", "--batch_size=8 --n_layer=2", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    assert task["run"] == "python train.py" and task["flags"] == "autoresearch.flags.yaml"
+    assert yaml.safe_load((repo / "autoresearch.flags.yaml").read_text()) == \
+        {"batch_size": 8, "n_layer": 2}
+    assert "--args sets batch_size, n_layer as --key=value" in done.stdout
+    assert {"batch_size", "n_layer", "learning_rate"} <= set(task["search_space"])
+    commit(repo, "autoresearch task")
+    night(repo, "m", "mutate", iterations=4)
+    table = rows(repo, "m")
+    moved = [r for r in table[1:] if re.search(r"\b(batch_size|n_layer) to", r["description"])]
+    assert moved, table
+    for r in moved:        # flags are changed where they win, and the run got the new value
+        assert "in autoresearch.flags.yaml" in r["description"]
+        name, value = re.search(r"\b(batch_size|n_layer) to ([^\s,;]+)", r["description"]).groups()
+        assert f"Overriding: {name} = {value}" in logs(repo, "m", int(r["iteration"]))
+
+
+COARSE_TRAIN = """\
+import argparse
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, default=0.03)
+p.add_argument("--seed", type=int, default=0)
+a = p.parse_args()
+print(f"val_loss: {4.0 + (0.01 if a.lr > 0.02 else 0.0):.2f}")
+"""
+
+
+def test_a_gain_of_one_printed_unit_is_not_kept_when_the_baseline_runs_agree(tmp_path,
+                                                                             mlflow_uri):
+    """word_language_model prints `valid loss {:5.2f}`: seeded runs that all print 4.28, then a
+    candidate printing 4.27 was kept as a gain. One printed unit is no evidence."""
+    from loop.engine.engine import Engine
+    from loop.proposers.base import Proposal
+    from loop.setup.config import Config
+    repo = make_repo(tmp_path / "coarse", {"train.py": COARSE_TRAIN})
+    assert run_cli("init", cwd=repo).returncode == 0
+    commit(repo, "autoresearch task")
+    flags = (repo / "autoresearch.flags.yaml").read_text()
+
+    class Lower:
+        def propose(self, context):
+            return Proposal("Set lr to 0.01 (was 0.03) in autoresearch.flags.yaml",
+                            files={"autoresearch.flags.yaml": flags.replace("lr: 0.03",
+                                                                            "lr: 0.01")})
+    said: list[str] = []
+    stop = Engine(Config(task=".", base_dir=repo, iterations=1, tag="c"), out=said.append,
+                  proposer=Lower()).run()
+    assert stop.exit_code == 0
+    note = next(s for s in said if s.startswith("note: the baseline's 3 runs all gave"))
+    assert "val_loss is printed to 0.01, coarser than its run-to-run noise" in note
+    table = rows(repo, "c")
+    assert [r["status"] for r in table] == ["keep", "discard"], table
+
+
+LBFGS_TRAIN = """\
+import argparse, random
+parser = argparse.ArgumentParser()
+parser.add_argument('--steps', type=int, default=3, help='steps to run')
+opt = parser.parse_args()
+random.seed(0)
+for i in range(opt.steps):
+    print('STEP: ', i)
+    def closure():
+        loss = 1.0 / (i + 1) + random.random() / 100
+        print('loss:', loss)
+        return loss
+    closure()
+    print('test loss:', 2.0 / (i + 1))
+"""
+
+
+def test_an_unlabeled_loss_beside_a_test_loss_is_refused_offering_the_test_loss(tmp_path):
+    """pytorch/examples' time_sequence_prediction: the closure prints `loss:` (training), the
+    step prints `test loss:`; init chose the training loss and exited 0."""
+    repo = make_repo(tmp_path / "tsp", {"train.py": LBFGS_TRAIN})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 2 and not (repo / "task.yaml").exists()
+    assert "it prints test_loss (a held-out split named test) and loss" in done.stderr
+    assert "pass --metric test_loss" in done.stderr
+    done = run_cli("init", "--metric", "test_loss", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "left out: --steps" in done.stdout            # the training's length
+    commit(repo, "autoresearch task")
+    check = run_cli("check-task", ".", cwd=repo)
+    assert "test_loss = 0.666667" in check.stdout, check.stdout + check.stderr

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loop.judge import judge as judging
 from loop.run.backends import grader_folder
@@ -56,6 +56,14 @@ class Stop:
     reason: str
     message: str
     exit_code: int = 0
+
+
+def printed_unit(value: float) -> float:
+    """One unit of the last digit `value` was printed with: 4.28 -> 0.01, 3 -> 1."""
+    for k in range(0, 10):
+        if abs(round(value, k) - value) <= 1e-12 * max(1.0, abs(value)):
+            return 10.0 ** -k
+    return 1e-10
 
 
 def default_tag() -> str:
@@ -155,6 +163,8 @@ class Loop:
         self._snapshot: RefSnapshot | None = None
         self.sched.on_start = self._started
         self.stop_settings = settings_of(self.task)   # early_stop: None when off
+        if self.sink.records and self.sink.records[0].kept:   # a resume: the same floor
+            self._noise_floor(self.sink.records[0].samples)
 
     def run(self) -> Stop:
         self._snapshot = self.state_guard.watch() if self.watch else None
@@ -618,17 +628,38 @@ class Loop:
                                          + (f"\n{hint}" if hint else ""), 1)
 
     def _say_if_exact(self, samples: list) -> None:
-        """Runs of one version that all gave the same number: the judge sees no noise, and
-        what that means is said once, at the start of the night, with the ways out."""
+        """Runs of one version that all gave the same number: the judge sees no noise. What
+        that means is said once, after the baseline, with the ways out; and where the number
+        is printed coarsely (`4.28`), a difference of one printed unit is no evidence: it
+        becomes the night's min_delta (`_noise_floor`, again on every resume)."""
+        floor = self._noise_floor(samples)
+        if floor is None:
+            return
+        values, quantum = floor
+        metric = self.task.metric.name
+        seeded = self.task.flags and "$AUTORESEARCH_SEED" in (
+            self.workspace.worktree / self.task_rel / self.task.flags).read_text(errors="replace")
+        cause = (f"{metric} is printed to {num(quantum)}, coarser than its run-to-run noise"
+                 if seeded else "the runs are deterministic (a fixed seed)")
+        self.out(f"note: the baseline's {len(values)} runs all gave {metric} {num(values[0])}: "
+                 f"{cause}, so the judge sees no noise; a gain must exceed one printed unit "
+                 f"({num(quantum)}: judge.min_delta for this night) to be kept; "
+                 + ("print more digits" if seeded else
+                    "seed the script from $AUTORESEARCH_SEED (a seed flag in the flags file: "
+                    "`seed: $AUTORESEARCH_SEED`)")
+                 + ", or set judge.min_delta to the smallest gain worth keeping")
+
+    def _noise_floor(self, samples: list) -> tuple[list[float], float] | None:
+        """(the runs, one printed unit) when every baseline run gave the same value; the
+        judge's min_delta is raised to that unit for the rest of the night."""
         values = [v for v in samples if isinstance(v, (int, float))]
         if len(values) < 2 or len(set(values)) > 1:
-            return
-        self.out(f"note: the baseline's {len(values)} runs all gave {self.task.metric.name} "
-                 f"{num(values[0])}: the runs are deterministic (a fixed seed), so the judge "
-                 f"sees no noise and keeps any gain, however small; seed the script from "
-                 f"$AUTORESEARCH_SEED (a seed flag in the flags file: `seed: "
-                 f"$AUTORESEARCH_SEED`), or set judge.min_delta to the smallest gain worth "
-                 f"keeping")
+            return None
+        quantum = printed_unit(values[0])
+        judge = self.config.judge
+        if judge.min_delta < quantum:
+            self.config = replace(self.config, judge=replace(judge, min_delta=quantum))
+        return values, quantum
 
     def _failure_hint(self, log: Path) -> str | None:
         """What check-task would say about the failed baseline: a file not committed (or

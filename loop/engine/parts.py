@@ -81,7 +81,8 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> 
     _check_committed(workspace, task_rel, user_task, out)
     if not workspace.branch_exists():   # a resume runs the branch's files
         check_run_command(user_task, task_rel, workspace.committed)
-        _check_searchable(config, user_task, task_rel)
+        if proposer is None and config.iterations > 0:     # an engine given its own proposer,
+            _check_searchable(config, user_task, task_rel)  # or a baseline only: no search
     directory = state_dir(repo_root, tag)
     return Site(config, out, progress, user_task, repo_root, task_rel, tag, directory,
                 Journal(directory / "journal.jsonl"), workspace,

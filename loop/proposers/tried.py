@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from loop.edits.parse import clean_description
 from loop.proposers.base import Attempt
 
-CONSTANT_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*[\w.\[\], ]+)?=\s*(\S.*?)\s*(?:#.*)?$")
+# `LR = 3e-3`, `lr: float = 3e-3`, and a YAML setting `lr: 0.003` (a flags or config file)
+CONSTANT_RE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(?:(?::\s*[\w.\[\], ]+)?=|:)\s*(\S.*?)\s*"
+                         r"(?:#.*)?$")
 SAME_DESCRIPTION = 0.9      # difflib ratio of normalised descriptions: "nearly verbatim"
 
 

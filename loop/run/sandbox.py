@@ -17,8 +17,9 @@ Inside the sandbox a run has:
   `loop` package), the task's own interpreter's environment (the caller passes its roots
   in `readonly`: loop/setup/interpreter.py), the folders on PATH, the data cache, the usual
   model caches
-  (~/.cache/huggingface, ~/.cache/torch), and the absolute paths the run's environment
-  names (a task's `env`: its data). Credentials kept anywhere else in HOME
+  (~/.cache/huggingface, ~/.cache/torch), a task's `caches` (its data cache under HOME,
+  `~/.cache/<name>`, passed in `readonly`: loop/setup/caches.py), and the absolute paths
+  the run's environment names (a task's `env`: its data). Credentials kept anywhere else in HOME
   (~/.config/git/credentials, ~/.npmrc, ...) are not there;
 - paths hidden from it: for the training step, whatever only the grader is told about
   (the `private:` data), covered by an empty folder; for both steps, the usual places of

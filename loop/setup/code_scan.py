@@ -5,11 +5,17 @@ constants written as conditions a search space can check. Used by `autoresearch 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 
-# the text before a printed number: `val_bpb:   ` or `accuracy=`
-PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
+from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
+                                call_values, direction_of, word_loops)
+
+__all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
+           "direction_of", "literal", "printed_value", "printed_values"]
+
+# every value one print or logging call shows after a label (loop/setup/printed.py)
+printed_values = call_values
+
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
 
@@ -34,10 +40,18 @@ class Script:
         """Every number its prints show after a label (log lines too), in source order,
         each name once (its first print)."""
         out: dict[str, Value] = {}
+        loops = word_loops(self.tree)
         for node in ast.walk(self.tree):
-            for value in printed_values(node):
+            for value in call_values(node, loops):
                 out.setdefault(value.name, value)
         return sorted(out.values(), key=lambda v: _line(v.expr))
+
+    def lines(self) -> list[str]:
+        """Every line its prints and log calls show a labelled number in, rendered with a
+        distinct sample per number: what a metric pattern is checked against."""
+        loops = word_loops(self.tree)
+        return list(dict.fromkeys(v.line for node in ast.walk(self.tree)
+                                  for v in call_values(node, loops)))
 
     # -- what it defines and imports --------------------------------------------------------
     def assigns(self) -> dict[str, ast.expr]:
@@ -138,132 +152,8 @@ def printed_value(node) -> tuple[str, ast.expr] | None:
     and the expression is a number: a numeric format (`{x:.4f}`), arithmetic, or a value
     named like a metric (`val_auc: {auc}`). `print(f"Task: {name}")` and
     `print(f"Overriding: {key} = {value}")` print words, not values."""
-    found = [v for v in printed_values(node) if v.line_start]
+    found = [v for v in call_values(node) if v.line_start]
     return (found[0].name, found[0].expr) if found else None
-
-
-@dataclass(frozen=True)
-class Value:
-    """A number a print shows, and the text just before it."""
-    name: str            # `val_loss` (a label of words, `val loss`, joined by `_`)
-    label: str           # the words as printed: `val_loss`, `val loss`
-    expr: ast.expr
-    line_start: bool     # `name: value` opening the line
-    sure: bool           # a numeric format or arithmetic (not only a metric-like name)
-    alone: bool = True   # nothing printed after it on its line
-
-    @property
-    def default_line(self) -> bool:
-        """`name: value` and nothing else: what a task's default metric pattern reads."""
-        return self.line_start and self.alone
-
-
-# the words before a value inside a log line: `..., val loss ` or `| acc=`
-LABEL = re.compile(r"(?:^|[\s,;|(\[])(?P<label>[A-Za-z][\w.]*(?: [A-Za-z][\w.]*)?)"
-                   r"(?P<sep>\s*[:=]\s*|\s+)$")
-NUMERIC_SPEC = re.compile(r"^[<>^=+\- #0]*\d*[,_]?(?:\.\d+)?[eEfFgGn%d]$")
-NUMERIC_CALLS = {"float", "int", "round", "abs", "min", "max", "sum", "len", "item", "mean",
-                 "median", "std", "sqrt", "log", "exp"}
-WORD_CALLS = {"str", "repr", "join", "upper", "lower", "strip", "format", "type", "getattr",
-              "basename", "dirname", "title"}
-
-
-def printed_values(node) -> list[Value]:
-    """Every value a print call shows after a label: `print(f"val_bpb: {x:.6f}")` (at the
-    line's start), `print(f"step {i}: train loss {a:.4f}, val loss {b:.4f}")` (inside a log
-    line), `print("accuracy:", acc)`. Only numbers (see `printed_value`)."""
-    if not (_is_print(node) and node.args):
-        return []
-    first = node.args[0]
-    if isinstance(first, ast.Constant) and isinstance(first.value, str) and len(node.args) >= 2:
-        m = PRINTED_NAME.match(first.value)
-        value = node.args[1]
-        if m and _numeric(value, "", m[1], "") is not None:
-            return [Value(m[1], m[1], value, True, bool(_numeric(value, "", m[1], "")),
-                          len(node.args) == 2)]
-        return []
-    if not isinstance(first, ast.JoinedStr):
-        return []
-    out, parts = [], first.values
-    for i, part in enumerate(parts):
-        if not (isinstance(part, ast.FormattedValue) and i > 0
-                and isinstance(parts[i - 1], ast.Constant)):
-            continue
-        texts = [str(p.value) if isinstance(p, ast.Constant) else None for p in parts]
-        before = texts[i - 1] or ""
-        after = (texts[i + 1] or "") if i + 1 < len(parts) else ""
-        at_start = i == 1 and PRINTED_NAME.match(before) is not None
-        m = PRINTED_NAME.match(before) if at_start else LABEL.search(before)
-        if m is None:
-            continue
-        label = m[1]
-        if not at_start and not (direction_of(label) or set(re.split(r"[_.\W]+", label.lower()))
-                                 & set(COUNT_WORDS)):
-            continue                  # inside a sentence: `..., with {n:,} parameters`
-        spec = "".join(str(c.value) for c in getattr(part.format_spec, "values", [])
-                       if isinstance(c, ast.Constant))
-        sure = _numeric(part.value, spec, label, str(after))
-        if sure is not None:
-            alone = i == len(parts) - 1 or (i == len(parts) - 2 and not str(after).strip())
-            out.append(Value(label.replace(" ", "_"), label, part.value, at_start, sure, alone))
-    return out
-
-
-def _numeric(expr: ast.expr, spec: str, label: str, after: str) -> bool | None:
-    """True: surely a number; False: a number by its metric-like name only; None: words
-    (a string, a `key = value` pair, a name that says nothing)."""
-    if after.lstrip().startswith(("=", ":")):
-        return None                   # `Overriding: {key} = {value}`: the label names a key
-    if NUMERIC_SPEC.match(spec):
-        return True
-    if isinstance(expr, ast.Constant):
-        return True if isinstance(expr.value, (int, float)) and not isinstance(
-            expr.value, bool) else None
-    if isinstance(expr, (ast.JoinedStr, ast.List, ast.Dict, ast.Tuple, ast.Set, ast.Compare)):
-        return None
-    if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
-        return True
-    if isinstance(expr, ast.Call):
-        func = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(
-            expr.func, "id", "")
-        if func in WORD_CALLS:
-            return None
-        if func in NUMERIC_CALLS:
-            return True
-    named = direction_of(label) or direction_of(_expr_name(expr)) or any(
-        w in COUNT_WORDS for w in re.split(r"[_.\W]+", f"{label}_{_expr_name(expr)}".lower()))
-    return False if named else None
-
-
-def _expr_name(expr: ast.expr) -> str:
-    """The name a value goes by: `auc`, `metrics.val_loss`, `losses['val']` -> `val`."""
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
-        return str(expr.slice.value)
-    return ""
-
-
-# words of a count or a measure: a number by its name (`num_steps: {step}`)
-COUNT_WORDS = ("num", "n", "step", "steps", "count", "mb", "gb", "seconds", "sec", "tokens",
-               "params", "epoch", "epochs", "iter", "iters", "mfu", "tflops", "time")
-# words of a metric's name -> its direction
-MINIMIZE = ("bpb", "loss", "perplexity", "ppl", "error", "err", "rmse", "mse", "mae", "nll",
-            "wer", "cer", "bpc")
-MAXIMIZE = ("acc", "accuracy", "score", "f1", "auc", "r2", "reward", "success", "bleu", "rouge",
-            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice")
-
-
-def direction_of(name: str) -> str | None:
-    """minimize / maximize, read from a metric's name (`val_loss`, `test_auc`), else None."""
-    words = re.split(r"[_.\W]+", name.lower())
-    if any(w in MINIMIZE for w in words):
-        return "minimize"
-    if any(w in MAXIMIZE for w in words) or name.lower() in MAXIMIZE:
-        return "maximize"
-    return None
 
 
 def _is_print(node) -> bool:

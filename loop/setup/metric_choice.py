@@ -1,14 +1,18 @@
 """Which printed number `autoresearch init` optimizes, and which way. Rules, in order:
 `--metric NAME` (with `--metric-pattern REGEX`: the user's own regex for it); else the
 result protected code grades (the lm shape); else the one validation metric (`val_`,
-`valid_`, `eval_`, `dev_`; of several, the one program.md / README.md name far more often
-than the others); else the one metric-like name (a loss, an accuracy) that does
-not say "test" or "train". A test metric is never chosen unless named: the test split is
-not for optimizing. Nor is a training loss (a name that says `train`/`training`, or a bare
-`loss` read from inside a per-step log line, nanoGPT's `iter 5: loss 2.31, time ...`): as the
-objective it rewards memorising the training data; `--metric NAME` takes it anyway. Anything
-it cannot settle (two validation metrics, only test or training metrics, a direction its
-name does not give): one line, exit 2."""
+`valid_`, `eval_`, `dev_`, `holdout_`; of several, a split's loss over its perplexity, or the
+one program.md / README.md name far more often than the others); else the one metric-like
+name (a loss, an accuracy) that does not say "test" or "train" (nor a bare `acc` inside a
+log line: it names no split). A test metric is never chosen unless named: the test split is
+not for optimizing, but a repo whose only held-out split is called "test" is told its name
+(`pass --metric test_loss`). Nor is a training loss
+(a name that says `train`/`training`, or a bare `loss`/`ppl` read from inside a per-step log
+line, nanoGPT's `iter 5: loss 2.31, time ...`): as the objective it rewards memorising the
+training data; `--metric NAME` takes it anyway. A metric whose pattern would not read
+exactly its own number from the lines the script prints is refused. Anything it cannot
+settle (two validation metrics, only test or training metrics, a direction its name does
+not give): one line, exit 2."""
 from __future__ import annotations
 
 import re
@@ -17,7 +21,7 @@ from loop.setup.code_scan import direction_of
 from loop.setup.plan import Guess, InitError, Plan
 from loop.setup.shapes import Candidate
 
-HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev")
+HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
 
 
@@ -33,8 +37,8 @@ def is_training(candidate: Candidate) -> bool:
     """A training metric: its name says so, or a bare `loss` printed inside a log line (the
     per-step loss a training loop logs); a `loss: X` line of its own is an unlabeled loss."""
     said = words(candidate.name)
-    return bool({"train", "training"} & set(said)) or (said == ["loss"]
-                                                        and bool(candidate.pattern))
+    return bool({"train", "training"} & set(said)) or (
+        said in (["loss"], ["ppl"], ["perplexity"]) and bool(candidate.pattern))
 
 
 def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str | None,
@@ -45,7 +49,8 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
         chosen = _given_pattern(plan, metric, pattern)
         plan.guesses["metric"] = Guess(f"--metric {metric} --metric-pattern", True, METRIC_FLAGS)
     elif metric:
-        chosen = next((c for c in found if c.name == metric), None)  # type: ignore[assignment]
+        chosen = next((c for c in found if c.name == metric), None) or next(  # type: ignore
+            (c for c in found if c.name.lower() == metric.lower()), None)
         if chosen is None:
             raise InitError(f"init: no metric found: {plan.script} and the modules it imports "
                             f"print no number named `{metric}` (they print: "
@@ -54,6 +59,10 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
         plan.guesses["metric"] = Guess(f"--metric; {chosen.source}", True, METRIC_FLAGS)
     else:
         chosen = _pick(plan, found, names)
+    if chosen.problem:
+        raise InitError(f"init: no pattern reads only {chosen.name} from what "
+                        f"{plan.script} prints: {chosen.problem}; pass --metric {chosen.name} "
+                        f"--metric-pattern REGEX")
     plan.metric, plan.metric_pattern, plan.metric_source = (chosen.name, chosen.pattern,
                                                             chosen.source)
     guessed = direction_of(plan.metric)
@@ -68,6 +77,16 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
         raise InitError(f"init: cannot tell whether a lower or a higher {plan.metric} is "
                         f"better: pass --direction minimize or --direction maximize")
     return chosen
+
+
+def _loss_of_its_perplexity(names: list[str]) -> str | None:
+    """Of `valid_loss` and `valid_ppl` (one split's loss and its exp), the loss; else None."""
+    if len(names) != 2:
+        return None
+    (a, *split_a), (b, *split_b) = ([*reversed(words(n))] for n in names)
+    if split_a != split_b or {a, b} not in ({"loss", "ppl"}, {"loss", "perplexity"}):
+        return None
+    return names[0] if a == "loss" else names[1]
 
 
 def _named_by_docs(plan: Plan, names: list[str]) -> tuple[str, str] | None:
@@ -109,8 +128,18 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
     held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
+    # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split
+    unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1))
+    likely = [c for c in likely if c.name not in unsplit]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
+    tests = list(dict.fromkeys(tests))
+    if not held and tests and distinct and all(len(words(n)) == 1 for n in distinct):
+        # time_sequence_prediction: `loss:` in the closure, `test loss:` after the step
+        raise InitError(f"init: no validation metric is printed: it prints {tests[0]} (a "
+                        f"held-out split named test) and {', '.join(distinct)}, which names no "
+                        f"split (likely the training one); if {tests[0]} is your validation "
+                        f"split, pass --metric {tests[0]}")
     if len(distinct) == 1:
         chosen = pool[0]
         others = [n for n in names if n != chosen.name]
@@ -124,18 +153,34 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         chosen = next(c for c in pool if c.name == named[0])
         plan.guesses["metric"] = Guess(f"{named[1]}, {chosen.source}", False, METRIC_FLAGS)
         return chosen
+    loss = _loss_of_its_perplexity(distinct)
+    if loss:
+        chosen = next(c for c in pool if c.name == loss)
+        plan.guesses["metric"] = Guess(
+            f"the {'validation ' if held else ''}loss, {chosen.source} (the perplexity "
+            f"printed beside it is its exp)", False, METRIC_FLAGS)
+        return chosen
     if len(distinct) > 1:
         kind = "validation metrics" if held else "metrics"
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
                         f"NAME")
+    if unsplit:
+        verb = "is" if len(unsplit) == 1 else "are"
+        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} {verb} "
+                        f"printed inside a log line that names no split (it may be the "
+                        f"training one); if it is measured on held-out data, pass --metric "
+                        f"{unsplit[0]}")
+    if tests:                         # a held-out split named "test": offered by its name
+        tests = list(dict.fromkeys(tests))
+        besides = (f", besides training metrics ({', '.join(training)}), never the objective"
+                   if training else "")
+        raise InitError(f"init: only test metrics are printed ({', '.join(tests)}){besides}: "
+                        f"it prints {tests[0]}; if that is your validation split, pass "
+                        f"--metric {tests[0]}")
     if training:
         raise InitError(f"init: only a training metric is printed ({', '.join(training)}): as "
                         f"the objective it rewards memorising the training data; print a "
                         f"validation metric, or pass --metric {training[0]} to accept it anyway")
-    if tests:
-        raise InitError(f"init: only test metrics are printed ({', '.join(tests)}): the test "
-                        f"split is not for optimizing; pass --metric {tests[0]} to choose it "
-                        f"anyway")
     if names:
         raise InitError(f"init: no metric found among the numbers printed ({', '.join(names)}):"
                         f" none is named like a loss or an accuracy; pass --metric NAME")

@@ -22,6 +22,7 @@ from loop.setup.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
 from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
+from loop.setup.caches import declare as declare_caches
 from loop.setup.inputs import guess_inputs
 from loop.setup.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
                                       with_config, with_config_files, with_flags)
@@ -94,6 +95,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     with_config_files(plan, [src, *modules.values()])
     explain_empty(plan)
     guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
+    declare_caches(plan, [src, *modules.values()])
     seeds = fixed_seeds(src)
     seed_flags = [n for n, v in plan.flags.items() if v == SEED_VALUE]
     if seed_flags:

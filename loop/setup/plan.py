@@ -37,6 +37,9 @@ class Plan:
     args: str = ""                      # what `run` passes the script (init --args)
     config_file: str = ""               # the settings file among them (editable)
     inputs: list[str] = field(default_factory=list)   # uncommitted data the run reads
+    caches: list[str] = field(default_factory=list)   # ~/.cache/<name>: loop/setup/caches.py
+    cache_vars: list[str] = field(default_factory=list)   # variables that moved a cache
+    cache_lines: list[str] = field(default_factory=list)  # each cache, as init says it
     shape_line: str = ""                # the shape, in words
     name: str = ""
     description: str = ""
@@ -113,14 +116,16 @@ def describe(plan: Plan) -> list[str]:
               f"  memory:     {plan.memory or 'none printed'}"]
     if plan.flags_file:
         lines += [f"  flags:      {plan.flags_file}: {len(plan.flags)} {plan.flags_how} flags of "
-                  f"{plan.script}, passed as --name=value after the run command (found: its "
-                  f"defaults; editable, a search changes them there)"]
+                  f"{plan.script}, passed as --name=value after the run command ("
+                  + ("from --args" if plan.flags_how == "--key=value" else "found: its defaults")
+                  + "; editable, a search changes them there)"]
     lines += [f"  search:     {len(plan.space)} settings for mutate and tune"
               + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
               + (f" ({', '.join(plan.conditions)})" if plan.conditions else "")
               + (f"; left out: {', '.join(plan.skipped)}" if plan.skipped else ""),
               f"  inputs:     {', '.join(plan.inputs) or 'none'}" + (
                   _guess(plan, "inputs") or " (uncommitted data the run reads: --inputs PATH)"),
+              *[f"  caches:     {line}" for line in plan.cache_lines],
               f"  judge:      {JUDGE_RULE} (autoresearch.yaml)"]
     lines += [f"  note:       {n}" for n in plan.notes]
     files = [(plan.root / TASK_FILE).relative_to(plan.top).as_posix(), CONFIG_FILE]
@@ -175,6 +180,11 @@ def task_yaml(plan: Plan) -> str:
     if plan.inputs:
         lines += [f"inputs: {_flow(plan.inputs)}   # not committed (ignored): linked read-only "
                   f"into every worktree"]
+    if plan.caches:
+        lines += [f"caches: {_flow(plan.caches)}   # data caches under HOME the code names: "
+                  f"shown read-only to runs, filled before the night"]
+    if plan.cache_vars:
+        lines += [f"pass_env: {_flow(plan.cache_vars)}   # where the cache is on this machine"]
     metric = {"name": plan.metric, "direction": plan.direction}
     if plan.metric_pattern:
         metric["pattern"] = plan.metric_pattern

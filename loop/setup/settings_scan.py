@@ -95,7 +95,7 @@ def _dim_spec(name: str, v: float, text: str) -> dict | None:
     """A range around the current value that a name and a value suggest."""
     is_int = re.fullmatch(r"[-+]?\d[\d_]*", text) is not None or "**" in text
     power = is_int and v >= 2 and int(v) & (int(v) - 1) == 0
-    if "**" in text or (power and (v >= 16 or "BATCH" in name.upper())):
+    if "**" in text or (power and (v >= 16 or re.search(r"BATCH|HEAD", name, re.I))):
         k = int(math.log2(v))
         return {"pow2": [max(0, k - 3), k + 2]}
     if is_int:
@@ -179,26 +179,33 @@ FLAGS_FILE = "autoresearch.flags.yaml"
 
 
 def with_flags(plan: Plan, scripts: list[Script]) -> None:
-    """A script that reads its settings from its command line (argparse, click, fire): its
-    numeric flags go into the flags file (task.yaml `flags`, loop/setup/flags.py) with their
-    defaults, or the values `--args` gives, and the flags a search may move into the space.
+    """A script that reads its settings from its command line (argparse, click, fire, or
+    `--key=value` overrides such as nanoGPT's configurator): its numeric flags go into the
+    flags file (task.yaml `flags`, loop/setup/flags.py) with their defaults, or the values
+    `--args` gives, and the flags a search may move into the space. A numeric `--name=value`
+    among `--args` goes there too, whatever reads it: it comes last on the command line, so
+    it overrides the same name in the script or its config file, which then leaves the space.
     A seed flag gets each run's own seed; a module-level constant that is only a flag's
     default leaves the space (the flag decides the value)."""
     found = [f for src in scripts for f in cli_scan.flags(src)]
     given = _given(plan)
+    known = {f.name for f in found}
     numeric = [f for f in found if f.numeric or (f.type in ("int", "float") and f.name in given)]
+    numeric += [cli_scan.Flag(name, name.replace("-", "_"), settings_value(text), "", (),
+                              "--key=value") for name, text in given.items() if name not in known]
     seeds = [f for f in found if SEED.search(f.dest) and f.type != "bool"
              and (f.numeric or f.type in ("int", ""))]
     if not numeric and not seeds:
         return
     values: dict[str, str] = {}
     for f in numeric:
-        text = given.get(f.name, _text(f.default))
+        text = given.get(f.name, _text(float(f.default) if f.type == "float" and isinstance(
+            f.default, (int, float)) else f.default))
         values[f.name] = settings.written("yaml", text)
     for f in seeds:
         values[f.name] = SEED_VALUE
     plan.flags_file, plan.flags = FLAGS_FILE, values
-    plan.flags_how = found[0].how
+    plan.flags_how = (found or numeric)[0].how
     plan.editable.append(FLAGS_FILE)
     plan.args = _without(plan.args, set(values))
     for f in found:                                 # `default=LR`: the flag decides LR
@@ -208,6 +215,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     for f in numeric:
         if f.name in values and values[f.name] == SEED_VALUE:
             continue
+        plan.space.pop(f.dest, None)                # the flag, last, decides the value
         if BOOKKEEPING.search(f.name) or LENGTH.search(f.name):
             plan.skipped.append(f"--{f.name}")
             continue
@@ -215,6 +223,25 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
                 _dim_spec(f.name, settings_value(values[f.name]), values[f.name]))
         if spec:
             plan.space[f.name] = spec
+    overriding = [n for n in given if n not in known]
+    _restate_config_note(plan, set(overriding))
+    if overriding:
+        plan.notes.append(f"--args sets {', '.join(overriding)} as --key=value: last on the "
+                          f"command line, they override the script's and its config file's "
+                          f"values, so {FLAGS_FILE} passes them and the search moves them there")
+
+
+def _restate_config_note(plan: Plan, overridden: set[str]) -> None:
+    """with_config's note said which of the config file's settings the search moves there;
+    those the flags file overrides are moved in the flags file instead."""
+    head = f"{plan.config_file} sets "
+    marker = "the search space moves "
+    for i, note in enumerate(plan.notes):
+        if plan.config_file and note.startswith(head) and marker in note:
+            before, _, rest = note.partition(marker)
+            names, _, tail = rest.partition(" in ")
+            kept = [n for n in names.split(", ") if n and n not in overridden]
+            plan.notes[i] = f"{before}{marker}{', '.join(kept) or 'none of them'} in {tail}"
 
 
 def settings_value(text: str) -> float:

@@ -106,6 +106,8 @@ class Task:
     inputs: tuple[str, ...] = ()        # uncommitted files/folders (globs) of the task folder
                                         # the run reads (prepared data): linked, read-only,
                                         # into every worktree (loop/setup/inputs.py)
+    caches: tuple[str, ...] = ()        # data caches under HOME (~/.cache/<name>) both steps
+                                        # read, shown read-only (loop/setup/caches.py)
     input_links: tuple[tuple[str, str], ...] = field(default=(), metadata={"internal": True})
     progress_pattern: str = ""          # a progress line: percent of the budget and loss
     early_stop: Any = None              # true or {warmup, z, ...}: stop clearly worse runs
@@ -267,6 +269,9 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
     if task.read_only:
         task = _replace(task, read_only=tuple(
             str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
+    if task.caches:
+        from loop.setup.caches import resolve as resolve_caches
+        task = _replace(task, caches=resolve_caches(task.caches, folder, where, _expand))
     task = _interpreters(task, folder, Path(origin or folder).resolve(), where)
     _validate(task, where)
     if task.inputs:         # resolved in the user's checkout, which the links point into

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -93,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
                          "print its path; png: print the picture's path")
     rp.add_argument("--no-mlflow", action="store_true",
                     help="do not attach progress.png to the tag's parent MLflow run")
+
+    fz = sub.add_parser("finalize", help="the morning after: re-measure a night's gain, "
+                                         "leave each kept change out to see which matter, "
+                                         "and write branch autoresearch/<tag>-final")
+    fz.add_argument("--tag", required=True, help="the night to finalize")
+    fz.add_argument("--config", help=f"YAML run config (default: {REPO_CONFIG}, else "
+                                     f"{DEFAULT_CONFIG}, if present)")
+    fz.add_argument("--workers", type=int, help="runs at once, one slot each (default 1)")
+    fz.add_argument("--backend", choices=["local", "ray", "slurm"], help="where runs execute")
+    fz.add_argument("--max-runs", type=int, help="make at most this many runs in all")
+    fz.add_argument("--max-wall", type=float, dest="max_wall_s",
+                    help="start no new round of runs after this many seconds")
 
     sub.add_parser("tasks", help="list the built-in tasks")
 
@@ -335,6 +348,15 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_finalize(args) -> int:
+    from loop.finalize.morning import finalize
+    from loop.setup.config import load_config
+    config = load_config(args.config or default_config()).with_overrides(
+        tag=args.tag, workers=args.workers, backend=args.backend)
+    return finalize(config, out=lambda line: print(line, flush=True), max_runs=args.max_runs,
+                    max_wall_s=args.max_wall_s)
+
+
 def cmd_tasks(args) -> int:
     from loop.setup.task import find_tasks
     roots = [Path.cwd() / "experiments", Path(__file__).resolve().parents[2] / "experiments"]
@@ -380,6 +402,11 @@ def cmd_check_task(args) -> int:
     print(f"{task.name}: status {result.status}; {task.metric.name} = {metric} "
           f"({task.metric.direction}); {result.wall_s:.1f}s"
           + (f"; {result.detail}" if result.detail else ""))
+    if re.search(r"at the time box \(.*\bstep 0\)", result.detail):
+        print(f"check-task: note: the last {task.metric.name} before the time box was step "
+              f"0's, before any training: every run would be scored on its untrained model; "
+              f"evaluate more often (the script's eval interval) or give a longer "
+              f"--time-budget")
     if task.progress_pattern:
         from loop.run.early_stop import progress_line
         print(progress_line(result.curve))
@@ -433,7 +460,7 @@ def cmd_task(args) -> int:
 
 COMMANDS = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "tasks": cmd_tasks,
             "check-task": cmd_check_task, "task": cmd_task, "doctor": cmd_doctor,
-            "init": cmd_init}
+            "init": cmd_init, "finalize": cmd_finalize}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -12,7 +12,7 @@ from loop.setup.shapes import Candidate, Scan, Shape, from_values
 def candidates(scan: Scan) -> list[Candidate]:
     out: list[Candidate] = []
     for mod, src in scan.modules.items():
-        out += from_values(src.reported(), "evaluator",
+        out += from_values(src, "evaluator",
                            f"printed by the protected {scan.module_file(mod)}, which "
                            f"{scan.script.path} imports")
     return out

@@ -8,7 +8,7 @@ from loop.setup.shapes import Candidate, Scan, Shape, from_values
 
 
 def candidates(scan: Scan) -> list[Candidate]:
-    return from_values(scan.script.reported(), "script", f"printed by {scan.script.path}")
+    return from_values(scan.script, "script", f"printed by {scan.script.path}")
 
 
 def apply(plan: Plan, scan: Scan, chosen: Candidate) -> None:

@@ -1,0 +1,266 @@
+"""`autoresearch finalize`: a night's kept commits re-measured and ablated, and the branch
+to merge, `autoresearch/<tag>-final`. Under the tag's lock (a night and its finalize never
+run at once); the runs go through the night's backend and scheduler (sandbox, grader, seeds
+and limits as the night's), every run journalled in `.autoresearch/<tag>/finalize.jsonl`.
+
+Order: the plan (plan.py: no-ops and superseded commits dropped without a run, the rest in
+units with their leave-one-out code), the cost said, the runs (measure.py: the final code
+against the start, and against each unit left out, in rounds), the verdicts, the branch
+rebuilt from the start with the units that matter, its check against the final code, the
+report (report.py). Nothing here decides a keep on its own: the numbers are estimate.py's."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from loop.engine.parts import locate
+from loop.engine.resume import install_signals
+from loop.engine.scheduler import Scheduler
+from loop.errors import UsageError
+from loop.finalize import plan
+from loop.finalize.measure import Bench, Comparison, Version, budget_check
+from loop.finalize.report import write_report
+from loop.proposers.change import ChangeFailed
+from loop.run import grading
+from loop.run.backends import make_backend
+from loop.setup.config import Config
+from loop.setup.task import load_task, with_budget
+from loop.state.journal import Journal, TagLock, replay
+from loop.ui.progress import Progress
+from loop.words import plural
+
+MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
+
+
+@dataclass
+class Kept:
+    """One kept commit of the night, and what finalize found."""
+    index: int
+    sha: str
+    description: str
+    night_gain: float | None
+    verdict: str = ""           # matters | noise | harmful | superseded | no-op
+    comparison: Comparison | None = None
+    together: list[str] = field(default_factory=list)   # short shas left out with it
+    note: str = ""
+
+
+def finalize(config: Config, out=print, max_runs: int | None = None,
+             max_wall_s: float | None = None, max_pairs: int = MAX_PAIRS) -> int:
+    if not config.tag:
+        raise UsageError("finalize needs --tag: the night to finalize")
+    if max_runs is not None and max_runs < 1:
+        raise UsageError(f"--max-runs must be at least 1, got {max_runs}")
+    site = locate(config, config.tag, out, Progress(out), proposer=object())
+    if not site.journal.exists() or not site.workspace.branch_exists():
+        raise UsageError(f"no night for tag '{config.tag}' here (no journal or no branch "
+                         f"{site.workspace.branch}): run `autoresearch run --tag "
+                         f"{config.tag}` first")
+    lock = TagLock(site.dir / "lock")
+    lock.acquire()
+    try:
+        install_signals()
+        return Morning(site, max_runs, max_wall_s, max_pairs).run()
+    finally:
+        lock.release()
+
+
+class Morning:
+    def __init__(self, site, max_runs, max_wall_s, max_pairs):
+        self.site, self.out, self.ws = site, site.out, site.workspace
+        self.config, self.rel = site.config, site.task_rel
+        self.max_runs, self.max_wall_s, self.max_pairs = max_runs, max_wall_s, max_pairs
+
+    def run(self) -> int:
+        night = replay(self.site.journal.events())
+        start = night.start or {}
+        base = start.get("base_commit")
+        if not base:
+            raise UsageError(f"{self.site.journal.path} has no start commit: not a night")
+        self.metric, self.direction = start.get("metric", "metric"), start["direction"]
+        self.ws.open()
+        final = self.ws.tip()
+        shas = list(reversed(self.ws.kept_commits(base)))
+        if not shas:
+            self.out(f"finalize: tag {self.site.tag} kept no change: nothing to finalize")
+            return 0
+        by_commit = {r.commit: r for r in night.records if r.kept}
+        kept = [Kept(i + 1, sha, self._subject(sha, by_commit),
+                     getattr(by_commit.get(sha), "delta", None)) for i, sha in enumerate(shas)]
+        paths = sorted({p for a, b in zip([base] + shas, shas)
+                        for p in self.ws.changed_paths(a, b, self.rel)})
+        states = [self.ws.read_at(c, self.rel, paths) for c in [base] + shas]
+        found = plan.facts(states)
+        units = plan.units(states, found)
+        for k, f in zip(kept, found):
+            k.verdict = "no-op" if f.noop else "superseded" if f.superseded else ""
+        night_run_s = _mean_run_s(night.records)
+        comps, versions = self._comparisons(base, final, states, found, units, kept)
+        self._say_cost(kept, comps, night_run_s)
+
+        sched = self._scheduler()
+        bench = Bench(Journal(self.site.dir / "finalize.jsonl"), sched, self.direction,
+                      self.config.seed, self.site.dir / "finalize" / "logs",
+                      f"finalize-{self.site.tag}", self.out)
+        if bench.earlier:
+            self.out(f"finalize: resuming: {plural(bench.earlier, 'run')} already in "
+                     f"{bench.journal.path.name}, not made again")
+        budget = budget_check(bench, self.max_runs, self.max_wall_s)
+        conf = self.config.judge.confidence
+        try:
+            bench.measure(comps, conf, self.max_pairs, budget)
+            self._verdicts(kept, units, versions)
+            tip, notes = self._branch(base, states, found, kept)
+            check = self._check(tip, versions["final"], bench, budget, conf)
+        except KeyboardInterrupt:
+            sched.cancel(lambda j: True)
+            self.out("finalize: interrupted; run the same command to go on (no run is "
+                     "made twice)")
+            return 130
+        finally:
+            sched.backend.close()
+            self.ws.restore()
+        gain = comps[0]
+        report = write_report(self.site.dir, self.site.tag, self.metric, kept, gain, check,
+                              f"autoresearch/{self.site.tag}-final", bench.runs, notes)
+        bench.journal.write("done", branch=f"autoresearch/{self.site.tag}-final", tip=tip,
+                            verdicts={k.sha: k.verdict for k in kept}, runs=bench.runs)
+        for line in report:
+            self.out(line)
+        return 0
+
+    def _subject(self, sha: str, by_commit) -> str:
+        rec = by_commit.get(sha)
+        return rec.description if rec else self.ws.message(sha).splitlines()[0]
+
+    def _comparisons(self, base, final, states, found, units, kept):
+        """The final code against the start, then each unit left out of the reference: the
+        final code made again from the start without its no-ops and superseded commits
+        (the final code itself when that is the same)."""
+        versions = {"final": self._version(final), "base": self._version(base)}
+        comps = [Comparison("gain", "gain", versions["final"], versions["base"])]
+        ref_files = plan.reference(states, found)
+        ref = versions["final"] if ref_files == states[-1] else self._made(
+            base, ref_files, "the final code without its no-ops and superseded changes",
+            "reference")
+        for unit in units:
+            members = [kept[i - 1] for i in unit.members]
+            shorts = [k.sha[:7] for k in members]
+            for k in members:
+                k.together = [s for s in shorts if s != k.sha[:7]]
+            if unit.variant is None:
+                for k in members:
+                    k.note = f"cannot be left out ({unit.why_not}): kept unmeasured"
+                continue
+            variant = self._made(base, unit.variant, f"without {', '.join(shorts)}",
+                                 f"without-{shorts[0]}")
+            comp = Comparison(f"without {'+'.join(shorts)}", "leave-one-out", ref, variant)
+            comps.append(comp)
+            for k in members:
+                k.comparison = comp
+        return comps, versions
+
+    def _version(self, commit: str) -> Version:
+        return Version(commit, self.ws.trees([commit])[0])
+
+    def _made(self, base: str, files, what: str, ref: str) -> Version:
+        """A version of the code finalize made, staged on the start, kept by a ref."""
+        commit = self.ws.stage_on(base, self.rel, files, f"finalize {self.site.tag}: {what}")
+        self.ws.keep_ref(f"finalize/{ref}", commit)
+        return self._version(commit)
+
+    def _say_cost(self, kept, comps, run_s: float | None) -> None:
+        dropped = [k for k in kept if k.verdict]
+        versions = len({c.variant.tree for c in comps}) + 1
+        low, high = 2 * versions, self.max_pairs * versions
+        if self.max_runs is not None:
+            high = min(high, self.max_runs)
+        workers = max(1, self.config.workers)
+        when = "" if run_s is None else \
+            f", about {_duration(low * run_s / workers)} to {_duration(high * run_s / workers)}" \
+            f" with {plural(workers, 'worker')} (the night's runs took {run_s:.3g} s each)"
+        self.out(f"finalize: {plural(len(kept), 'kept change')}; "
+                 f"{len(dropped)} dropped without a run "
+                 f"({', '.join(f'{k.sha[:7]} {k.verdict}' for k in dropped) or 'none'}); "
+                 f"measuring the final code against the start and "
+                 f"{plural(len(comps) - 1, 'leave-one-out version')}: {low} to {high} "
+                 f"runs{when}")
+
+    def _scheduler(self) -> Scheduler:
+        """The night's backend and scheduler, on the task as the branch has it."""
+        site, config = self.site, self.config
+        task = load_task(self.ws.worktree / self.rel, origin=site.repo_root / self.rel)
+        task = with_budget(task, config.time_budget_s)
+        guard = grading.Guard.at_commit(task, self.ws, self.rel, site.dir / "pristine")
+        backend = make_backend(config.backend, workspace=self.ws, task=task,
+                               task_rel=self.rel, guard=guard, workers=config.workers,
+                               devices=config.devices,
+                               slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
+                               limits=site.limits, slurm=config.slurm)
+        return Scheduler(backend)
+
+    def _verdicts(self, kept, units, versions) -> None:
+        for k in kept:
+            if k.verdict:
+                continue
+            est = k.comparison.est if k.comparison else None
+            if est is None:
+                k.verdict = "matters"           # cannot be left out: kept, unmeasured
+            else:
+                k.verdict = {1: "matters", -1: "harmful", 0: "noise"}[est.sign]
+
+    def _branch(self, base, states, found, kept) -> tuple[str, list[str]]:
+        """`autoresearch/<tag>-final`: from the start, one commit per change that matters."""
+        keep = [k.index for k in kept if k.verdict == "matters"]
+        notes: list[str] = []
+        try:
+            steps = plan.rebuild(states, found, keep)
+        except ChangeFailed as exc:
+            notes.append(f"the changes that matter did not apply one by one from the start "
+                         f"({exc}); the branch holds them as one commit")
+            dropped = [k.index for k in kept if k.verdict in ("noise", "harmful")]
+            steps = [plan.Step(keep[-1] if keep else 0,
+                               plan.leave_out(states, dropped) if dropped else states[-1], [])]
+        tip = base
+        for step in steps:
+            k = kept[step.index - 1] if step.index else None
+            message = _message(k, self.metric) if k else "finalize: the kept changes"
+            if step.brings:
+                message += "".join(f"\nAutoresearch-Brings: {kept[i - 1].sha[:7]} "
+                                   f"(superseded; its lines are this change's context)"
+                                   for i in step.brings)
+            tip = self.ws.stage_on(tip, self.rel, step.files, message)
+        branch = f"refs/heads/autoresearch/{self.site.tag}-final"
+        self.ws.git("update-ref", branch, tip)
+        return tip, notes
+
+    def _check(self, tip, final: Version, bench, budget, conf) -> Comparison | None:
+        """The branch against the final code (None: the same code, nothing to measure)."""
+        tree = self.ws.trees([tip])[0]
+        if tree == final.tree:
+            return None
+        check = Comparison("check", "check", Version(tip, tree), final)
+        self.out("finalize: measuring the branch against the final code")
+        bench.measure([check], conf, self.max_pairs, budget)
+        return check
+
+
+def _message(k: Kept, metric: str) -> str:
+    c = k.comparison
+    if c is None or c.est.mean is None:
+        effect = "not measured (cannot be left out alone)"
+    else:
+        effect = f"{c.est.text(metric)} (leave-one-out, {2 * c.est.pairs} runs)"
+    together = f"\nAutoresearch-Together-With: {', '.join(k.together)}" if k.together else ""
+    return (f"{k.description}\n\nAutoresearch-Effect: {effect}{together}\n"
+            f"Autoresearch-Kept-Commit: {k.sha}")
+
+
+def _mean_run_s(records) -> float | None:
+    """The night's mean wall time per run (its records' wall time over their runs)."""
+    per = [r.wall_s / len(r.samples) for r in records if r.samples and r.wall_s]
+    return statistics.fmean(per) if per else None
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"

@@ -1,0 +1,392 @@
+"""The numbers a script's log lines show, and the label before each, read with `ast` (nothing
+is run). One reader for every common log form: `print` and logging calls (`logger.info`,
+`logging.info("...%f", x)`, `tqdm.write`), f-strings, `str.format` (positional and named
+fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`. Each call is
+normalised to text and fields, and one rule reads the label before a field: `name: value`
+opening the line (any name), else a metric name of the line (`val loss`, `test acc`,
+`| valid ppl 1446.77 |`, `loss=0.3`): a metric or count word right before the value, with the
+split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
+Average loss:` is `test_average_loss`), never the words of a sentence (`new top score of
+{score}` shows no metric). It must not decide which metric is the objective
+(metric_choice does) nor write patterns (shapes.pattern_for does)."""
+from __future__ import annotations
+
+import ast
+import re
+import string
+from dataclasses import dataclass
+
+# -- the vocabulary ----------------------------------------------------------------------
+# words of a count or a measure: a number by its name (`num_steps: {step}`)
+COUNT_WORDS = ("num", "n", "step", "steps", "count", "mb", "gb", "seconds", "sec", "tokens",
+               "params", "epoch", "epochs", "iter", "iters", "mfu", "tflops", "time")
+# words of a metric's name -> its direction
+MINIMIZE = ("bpb", "loss", "perplexity", "ppl", "error", "err", "rmse", "mse", "mae", "nll",
+            "wer", "cer", "bpc")
+MAXIMIZE = ("acc", "accuracy", "score", "f1", "auc", "r2", "reward", "success", "bleu", "rouge",
+            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice")
+# the split a metric is measured on, and words that qualify it: a label's words before its
+# metric word (`valid loss`, `best val acc`); any other word is a sentence's
+SPLIT_WORDS = ("train", "training", "val", "valid", "validation", "eval", "dev", "test",
+               "holdout")
+QUALIFIERS = ("best", "avg", "average", "mean", "final", "running", "total", "min", "max")
+JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
+
+# the text before a printed number opening the line: `val_bpb:   ` or `accuracy=`
+PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
+# the words before a value inside a line, and the separator: `..., val loss ` or `| acc=`
+# (a word may hold `/` and `-`: `val/loss`, `val-acc`)
+TAIL = re.compile(r"(?<![\w./-])(?P<words>(?:[A-Za-z][\w./-]*[ \t]+){0,3}[A-Za-z][\w./-]*)"
+                  r"(?P<sep>\s*[:=]\s*|\s+)$")
+NUMERIC_SPEC = re.compile(r"^[<>^=+\- #0]*\d*[,_]?(?:\.\d+)?[eEfFgGn%d]$")
+NUMERIC_CALLS = {"float", "int", "round", "abs", "min", "max", "sum", "len", "item", "mean",
+                 "median", "std", "sqrt", "log", "exp"}
+WORD_CALLS = {"str", "repr", "join", "upper", "lower", "strip", "format", "type", "getattr",
+              "basename", "dirname", "title"}
+# methods that print a line: logging's, and `accelerator.print`, `console.print`
+LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "print"}
+PERCENT = re.compile(r"%(?:\((?P<key>\w+)\))?[#0\- +]*(?P<width>\*|\d+)?"
+                     r"(?:\.(?P<prec>\*|\d+))?[hlL]?(?P<conv>[diouxXeEfFgGcrsa%])")
+
+
+def name_words(name: str) -> list[str]:
+    return [w for w in re.split(r"[_.\W]+", name.lower()) if w]
+
+
+def direction_of(name: str) -> str | None:
+    """minimize / maximize, read from a metric's name (`val_loss`, `test_auc`), else None."""
+    words = name_words(name)
+    if any(w in MINIMIZE for w in words):
+        return "minimize"
+    if any(w in MAXIMIZE for w in words) or name.lower() in MAXIMIZE:
+        return "maximize"
+    return None
+
+
+def _names_a_number(token: str) -> bool:
+    """A metric or a count word, alone or in a compound (`loss`, `val_loss`, `top1_acc`)."""
+    return bool(direction_of(token)) or any(w in COUNT_WORDS for w in name_words(token))
+
+
+# -- a log call as text and fields -------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    """A value a line shows; `expr` None: one the reader cannot name (a missing argument)."""
+    expr: ast.expr | None
+    spec: str = ""
+
+
+Part = str | Field
+
+
+@dataclass(frozen=True)
+class Value:
+    """A number a print shows, and the text just before it."""
+    name: str            # `val_loss` (a label of words, `val loss`, joined by `_`, lowercase)
+    label: str           # the words as printed: `val_loss`, `valid loss`
+    expr: ast.expr
+    line_start: bool     # `name: value` opening the line
+    sure: bool           # a numeric format or arithmetic (not only a metric-like name)
+    alone: bool = True   # nothing printed after it on its line
+    line: str = ""       # the line as it would print, each number a distinct sample
+    sample: str = ""     # this value's sample in `line`
+    split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
+
+    @property
+    def default_line(self) -> bool:
+        """`name: value` and nothing else: what a task's default metric pattern reads."""
+        return self.line_start and self.alone
+
+
+def log_parts(node, subst: dict[str, str] | None = None) -> list[Part] | None:
+    """The line a print or logging call writes, as text and fields; None for another call.
+    `subst`: loop variables known to be words (`for split in ['train', 'val']`)."""
+    args = _log_args(node)
+    if not args:
+        return None
+    first = args[0]
+    if not _is_print(node) and len(args) >= 2 and _text(first) is not None \
+            and PERCENT.search(_text(first) or ""):
+        parts = _percent(_text(first) or "", args[1:])       # logging's own %-formatting
+    else:
+        parts = []
+        for k, arg in enumerate(args):
+            parts += ([" "] if k else []) + _expr_parts(arg)
+    return _merge(parts, subst or {})
+
+
+def _log_args(node) -> list[ast.expr] | None:
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    if _is_print(node):
+        return list(node.args)
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        owner = ast.unparse(func.value)
+        if func.attr in LOG_METHODS or (func.attr == "write" and owner in
+                                        ("tqdm", "sys.stdout", "sys.stderr")):
+            return list(node.args)
+    return None
+
+
+def _is_print(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "print"
+
+
+def _text(expr) -> str | None:
+    return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
+        else None
+
+
+def _expr_parts(expr: ast.expr) -> list[Part]:
+    if _text(expr) is not None:
+        return [_text(expr) or ""]
+    if isinstance(expr, ast.JoinedStr):
+        out: list[Part] = []
+        for v in expr.values:
+            if isinstance(v, ast.FormattedValue):
+                spec = "".join(str(c.value) for c in getattr(v.format_spec, "values", [])
+                               if isinstance(c, ast.Constant))
+                out.append(Field(v.value, spec))
+            else:
+                out.append(str(getattr(v, "value", "")))
+        return out
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr == "format" and _text(expr.func.value) is not None:
+        return _format(_text(expr.func.value) or "", expr)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) \
+            and _text(expr.left) is not None:
+        right = expr.right
+        values = right.elts if isinstance(right, ast.Tuple) else right if isinstance(
+            right, ast.Dict) else [right]
+        return _percent(_text(expr.left) or "", values)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and (
+            _text(expr.left) is not None or _text(expr.right) is not None
+            or isinstance(expr.left, ast.BinOp)):
+        return _expr_parts(expr.left) + _expr_parts(expr.right)
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "str" \
+            and len(expr.args) == 1:
+        return [Field(expr.args[0])]               # `"loss " + str(x)`: the number itself
+    return [Field(expr)]
+
+
+def _format(fmt: str, call: ast.Call) -> list[Part]:
+    """`'| valid loss {:5.2f} |'.format(x)`, `'{name:.3f}'.format(name=x)`, `'{0}'...`."""
+    kwargs = {k.arg: k.value for k in call.keywords if k.arg}
+    out: list[Part] = []
+    auto = 0
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return [Field(None)]
+    for literal, field, spec, _ in parsed:
+        out.append(literal)
+        if field is None:
+            continue
+        base = re.match(r"\w*", field)[0]     # type: ignore[index]
+        if base == "":
+            base, auto = str(auto), auto + 1
+        expr = call.args[int(base)] if base.isdigit() and int(base) < len(call.args) \
+            else kwargs.get(base)
+        out.append(Field(expr, re.sub(r"\{[^}]*\}", "", spec or "")))
+    return out
+
+
+def _percent(fmt: str, values) -> list[Part]:
+    """`'%s loss %.3f' % (split, x)`, `'%(loss).2f' % d`, logging's `("acc %f", x)`."""
+    keyed = {_text(k): v for k, v in zip(values.keys, values.values)} \
+        if isinstance(values, ast.Dict) else {}
+    listed = [] if isinstance(values, ast.Dict) else list(values)
+    out: list[Part] = []
+    at, k = 0, 0
+    for m in PERCENT.finditer(fmt):
+        out.append(fmt[at:m.start()])
+        at = m.end()
+        if m["conv"] == "%":
+            out.append("%")
+            continue
+        expr = keyed.get(m["key"]) if m["key"] else (listed[k] if k < len(listed) else None)
+        k += 0 if m["key"] else 1
+        conv = m["conv"]
+        spec = ("d" if conv in "diu" else f".{m['prec']}{conv}" if m["prec"] and conv in
+                "eEfFgG" else conv if conv in "eEfFgG" else "r" if conv in "ra" else "")
+        out.append(Field(expr, spec))
+    out.append(fmt[at:])
+    return out
+
+
+def _merge(parts: list[Part], subst: dict[str, str]) -> list[Part]:
+    """Words put in as text (`'{}'.format('val')`, a loop's word), adjacent texts joined."""
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, Field):
+            word = _text(p.expr) if p.expr is not None else None
+            if word is None and isinstance(p.expr, ast.Name):
+                word = subst.get(p.expr.id)
+            if word is None:
+                out.append(p)
+                continue
+            p = word
+        if out and isinstance(out[-1], str):
+            out[-1] += p
+        else:
+            out.append(p)
+    return out
+
+
+# -- the labels ----------------------------------------------------------------------------
+def values_of(parts: list[Part], tag: str = "") -> list[Value]:
+    """Every number of a line shown after a label, with the line rendered (each number a
+    distinct sample, `tag` telling lines apart) for checking a pattern against it."""
+    samples = {i: f"{tag}{i:02d}.5" for i, p in enumerate(parts) if isinstance(p, Field)}
+    found = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, Field) or part.expr is None or i == 0 \
+                or not isinstance(parts[i - 1], str):
+            continue
+        label = _label(parts, i)
+        if label is None:
+            continue
+        sure = _numeric(part.expr, part.spec, label, _after(parts, i))
+        if sure is not None:
+            found.append((i, label, sure, part.expr))
+    numbers = {i for i, _, _, _ in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
+                                          and p.expr is not None
+                                          and _numeric(p.expr, p.spec, "", "") is not None}
+    line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
+                   for i, p in enumerate(parts))
+    out = []
+    for i, label, sure, expr in found:
+        at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
+        alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
+        name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
+        split = _heading(parts, i) if not at_start else None
+        if split and not set(name_words(label)) & set(SPLIT_WORDS):
+            name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
+        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
+                         _word_before(parts, i, label)))
+    return out
+
+
+# a split heading the rest of a line: `Test set: `, `[val] `, `| valid | `, `Validation: `
+HEADING = re.compile(r"(?<![\w.])(" + "|".join(SPLIT_WORDS) + r")(?: set| split| data)?"
+                     r"\s*[:\]|]", re.I)
+
+
+def _heading(parts: list[Part], i: int) -> str | None:
+    """The split the text before field `i` names as a heading, lowercase; else None."""
+    text = "".join(p if isinstance(p, str) else " word " for p in parts[:i])
+    found = HEADING.findall(text)
+    return found[-1].lower() if found else None
+
+
+def _word_before(parts: list[Part], i: int, label: str) -> str:
+    """The variable printing the word a label follows (`f"{split} loss {x}"`), or opening
+    the line before it (`f"{phase} Loss: {l} Acc: {a}"`): the label's split, known only when
+    the script runs; else ""."""
+    if set(name_words(label)) & set(SPLIT_WORDS):
+        return ""
+    right_before = re.sub(r"[\s:=]*$", "", str(parts[i - 1])).strip() == label.strip()
+    opening = next((k for k, p in enumerate(parts[:i]) if isinstance(p, Field)
+                    or re.sub(r"[\s\[\]|:-]", "", p)), None)
+    for k in (i - 2 if right_before else None, opening):
+        word = parts[k] if k is not None and k >= 0 else None
+        if isinstance(word, Field) and word.expr is not None \
+                and _numeric(word.expr, word.spec, "", "") is None:
+            return ast.unparse(word.expr)
+    return ""
+
+
+def _after(parts: list[Part], i: int) -> str:
+    return str(parts[i + 1]) if i + 1 < len(parts) and isinstance(parts[i + 1], str) else ""
+
+
+def _label(parts: list[Part], i: int) -> str | None:
+    """The label before field `i`: `name:` opening the line, else the metric name the words
+    before it end with (`train loss: `, `| valid ppl `, `acc=`), or None (a sentence's words,
+    `saving model with new top score of `)."""
+    before = str(parts[i - 1])
+    if i == 1:
+        m = PRINTED_NAME.match(before)
+        if m:
+            return m[1]
+    m = TAIL.search(before)
+    if m is None:
+        return None
+    words = m["words"].split()
+    if not _names_a_number(words[-1]):
+        return None
+    label = [words[-1]]
+    for w in reversed(words[:-1]):
+        if w.lower() not in JOINERS:
+            break
+        label.insert(0, w)
+    return " ".join(label)
+
+
+def _numeric(expr: ast.expr, spec: str, label: str, after: str) -> bool | None:
+    """True: surely a number; False: a number by its metric-like name only; None: words
+    (a string, a `key = value` pair, a name that says nothing)."""
+    if after.lstrip().startswith(("=", ":")):
+        return None                   # `Overriding: {key} = {value}`: the label names a key
+    if NUMERIC_SPEC.match(spec):
+        return True
+    if isinstance(expr, ast.Constant):
+        return True if isinstance(expr.value, (int, float)) and not isinstance(
+            expr.value, bool) else None
+    if isinstance(expr, (ast.JoinedStr, ast.List, ast.Dict, ast.Tuple, ast.Set, ast.Compare)):
+        return None
+    if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
+        return True
+    if isinstance(expr, ast.Call):
+        func = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(
+            expr.func, "id", "")
+        if func in WORD_CALLS:
+            return None
+        if func in NUMERIC_CALLS:
+            return True
+    named = direction_of(label) or direction_of(expr_name(expr)) or any(
+        w in COUNT_WORDS for w in name_words(f"{label}_{expr_name(expr)}"))
+    return False if named else None
+
+
+def expr_name(expr: ast.expr) -> str:
+    """The name a value goes by: `auc`, `metrics.val_loss`, `losses['val']` -> `val`."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        return str(expr.slice.value)
+    return ""
+
+
+def word_loops(tree: ast.AST) -> dict[ast.AST, dict[str, list[str]]]:
+    """{call: {variable: words}} for each call inside `for split in ['train', 'val']:`, so
+    `print(f"{split} loss {x:.3f}")` is read as both `train loss` and `val loss`."""
+    out: dict[ast.AST, dict[str, list[str]]] = {}
+    for loop in ast.walk(tree):
+        if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
+                and isinstance(loop.iter, (ast.List, ast.Tuple)) and loop.iter.elts \
+                and all(_text(e) is not None for e in loop.iter.elts):
+            words = [_text(e) or "" for e in loop.iter.elts]
+            for node in ast.walk(loop):
+                if isinstance(node, ast.Call):
+                    out.setdefault(node, {})[loop.target.id] = words
+    return out
+
+
+def call_values(node, loops: dict[ast.AST, dict[str, list[str]]] | None = None) -> list[Value]:
+    """Every value a print or logging call shows after a label, once per word of a loop
+    variable it prints (at most 16 lines)."""
+    variables = (loops or {}).get(node, {})
+    substs: list[dict[str, str]] = [{}]
+    for var, words in variables.items():
+        substs = [{**s, var: w} for s in substs for w in words][:16]
+    out: list[Value] = []
+    for k, subst in enumerate(substs):
+        parts = log_parts(node, subst)
+        if parts:
+            out += values_of(parts, f"{getattr(node, 'lineno', 0)}{k:02d}")
+    return out

@@ -1,0 +1,198 @@
+"""`autoresearch finalize`: a night's kept changes re-measured and ablated on real git repos
+and real runs; the branch to merge holds exactly those that matter."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import git, make_repo
+from loop.engine.engine import Engine
+from loop.finalize import plan
+from loop.finalize.estimate import estimate
+from loop.finalize.morning import finalize
+from loop.proposers.base import Proposal
+from loop.setup.config import Config, JudgeConfig
+
+TASK = """\
+name: toy
+editable: [train.py]
+protected: [grade.py]
+run: python train.py
+metric: {name: score, direction: minimize}
+time_budget_s: 10
+grace_s: 5
+"""
+
+# X and Y matter, W only harms, A and B help only together, UNUSED does nothing; the seed's
+# noise is the same for any code, so runs paired on a seed differ by the code alone
+TRAIN = """\
+import os, random
+X = 3.0
+Y = 2
+W = 0.0
+A = 0
+B = 0
+UNUSED = 1
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+noise = random.Random(seed).gauss(0, 1) * 0.01
+together = -1.0 if A and B else 0.0
+print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2 + W + together + noise:.6f}")
+"""
+
+# (description, old line, new line): kept in this order by a judge that keeps anything not
+# worse by 1 or more
+CHANGES = [
+    ("set X to 1", "X = 3.0", "X = 1.0"),                       # matters: +4
+    ("explain X", "X = 1.0", "X = 1.0   # the optimum"),        # no-op: a comment
+    ("set Y to 3", "Y = 2", "Y = 3"),                           # superseded by Y = 4
+    ("set W to 0.5", "W = 0.0", "W = 0.5"),                     # harmful: -0.5
+    ("set A to 1", "A = 0", "A = 1"),                           # matters with B
+    ("set UNUSED to 2", "UNUSED = 1", "UNUSED = 2"),            # noise
+    ("set Y to 4", "Y = 3", "Y = 4"),                           # matters: +1
+    ("set B to 1", "B = 0", "B = 1"),                           # matters with A
+]
+EXPECTED = ["matters", "no-op", "superseded", "harmful", "matters", "noise", "matters",
+            "matters"]
+
+
+class Scripted:
+    def __init__(self):
+        self.n = 0
+
+    def propose(self, context):
+        desc, old, new = CHANGES[self.n]
+        self.n += 1
+        text = context.files["train.py"]
+        assert old in text, (old, text)
+        return Proposal(desc, files={"train.py": text.replace(old, new, 1)})
+
+
+def night(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": TRAIN,
+                                         "grade.py": "# protected\n"})
+    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(CHANGES),
+                 judge=JudgeConfig(rule="strict", min_delta=-1.0))
+    stop = Engine(cfg, out=lambda s: None, proposer=Scripted()).run()
+    assert stop.exit_code == 0
+    base = git(repo, "rev-parse", "main")
+    assert len(git(repo, "rev-list", f"{base}..autoresearch/n").split()) == len(CHANGES)
+    return repo, cfg
+
+
+def measures(repo):
+    path = repo / ".autoresearch" / "n" / "finalize.jsonl"
+    return [e for e in map(json.loads, path.read_text().splitlines())
+            if e["event"] == "measure"]
+
+
+def test_finalize_keeps_what_matters_and_drops_the_rest(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path)
+    lines = []
+    assert finalize(cfg, out=lines.append) == 0
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    rows = [r for r in report.splitlines() if r.startswith("| ") and "commit" not in r]
+    assert [r.split(" | ")[4].split(" (")[0].removeprefix("dropped: ") for r in rows] \
+        == EXPECTED
+    assert "final vs start +8.5 ± 0" in report         # 8 -> -0.5, the seed's noise cancels
+    # the branch: the four that matter, in order, each with its measured effect
+    base = git(repo, "rev-parse", "main")
+    log = git(repo, "log", "--reverse", "--format=%B%x00", f"{base}..autoresearch/n-final")
+    messages = [m.strip() for m in log.split("\x00") if m.strip()]
+    assert [m.splitlines()[0] for m in messages] == \
+        ["set X to 1", "set A to 1", "set Y to 4", "set B to 1"]
+    assert "Autoresearch-Effect: +4 ± 0 score (leave-one-out, 4 runs)" in messages[0]
+    assert "Autoresearch-Effect: +1 ± 0 score (leave-one-out, 4 runs)" in messages[1]
+    assert "Autoresearch-Brings:" in messages[2]       # Y = 3 was its context
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "X = 1.0\n" in final and "Y = 4" in final and "A = 1" in final and "B = 1" in final
+    assert "W = 0.0" in final and "UNUSED = 1" in final and "#" not in final.split("\n")[1]
+    # without the harmful change the branch is better than the final code: it reproduces it
+    assert "it reproduces the final gain" in report
+    assert any("dropped without a run" in line for line in lines)
+    # no run made twice: one run per (tree, seed)
+    keys = [(e["tree"], e["k"]) for e in measures(repo)]
+    assert len(keys) == len(set(keys))
+    assert (repo / ".autoresearch" / "n" / "finalize.html").exists()
+
+
+def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    (tmp_path / "night.yaml").write_text(f"task: {repo / 'task'}\n")
+    cmd = [sys.executable, "-m", "loop", "finalize", "--tag", "n", "--config",
+           str(tmp_path / "night.yaml")]
+    proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    journal = repo / ".autoresearch" / "n" / "finalize.jsonl"
+    while not (journal.exists() and len(measures(repo)) >= 3):
+        assert proc.poll() is None, "finalize ended before it was killed"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = len(measures(repo))
+    assert before >= 3 and not any(e["event"] == "done" for e in
+                                   map(json.loads, journal.read_text().splitlines()))
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"{before} runs already in finalize.jsonl" in done.stdout
+    keys = [(e["tree"], e["k"]) for e in measures(repo)]
+    assert len(keys) == len(set(keys)) and len(keys) > before
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "| set W to 0.5 |" in report and "dropped: harmful" in report
+
+
+# -- the plan: what the diffs alone decide --------------------------------------------------
+def states(*texts):
+    return [{"train.py": t} for t in texts]
+
+
+def test_a_comment_only_change_is_a_noop_and_an_overwritten_one_superseded():
+    s = states("X = 1\nY = 2\n", "X = 1  # why\nY = 2\n", "X = 5\nY = 2\n", "X = 6\nY = 2\n")
+    found = plan.facts(s)
+    assert [f.noop for f in found] == [True, False, False]
+    assert [f.superseded for f in found] == [False, True, False]
+
+
+def test_changes_on_overlapping_lines_are_one_unit_left_out_together():
+    s = states("X = 1\nY = 2\nZ = 3\n", "X = 2\nY = 3\nZ = 3\n", "X = 9\nY = 3\nZ = 4\n")
+    found = plan.facts(s)
+    assert not found[0].superseded and found[0].overwriters == {2}
+    (unit,) = plan.units(s, found)
+    assert unit.members == [1, 2] and unit.variant == {"train.py": "X = 1\nY = 2\nZ = 3\n"}
+
+
+def test_separate_changes_are_left_out_one_at_a_time():
+    s = states("X = 1\nY = 2\n", "X = 2\nY = 2\n", "X = 2\nY = 3\n")
+    units = plan.units(s, plan.facts(s))
+    assert [(u.members, u.variant) for u in units] == \
+        [([1], {"train.py": "X = 1\nY = 3\n"}), ([2], {"train.py": "X = 2\nY = 2\n"})]
+
+
+def test_the_estimate_decides_once_the_interval_leaves_zero_out():
+    assert estimate([1.0], [], 0.99, 6).decided is False          # one pair: noise unknown
+    e = estimate([1.0, 1.1], [[0.0, 0.1, -0.1]], 0.99, 6)
+    assert e.decided and e.sign == 1
+    tie = estimate([0.0, 0.0], [], 0.99, 6)
+    assert tie.decided and tie.sign == 0                            # identical runs
+    assert estimate([0.3, -0.2, 0.1, -0.1, 0.2, -0.3], [], 0.99, 6).sign == 0
+
+
+def test_max_runs_caps_the_runs_and_what_is_measured_decides(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path)
+    lines = []
+    assert finalize(cfg, out=lines.append, max_runs=12) == 0
+    assert len(measures(repo)) <= 12
+    assert any("--max-runs 12 reached" in line for line in lines)
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "(run cap)" in report and "reproduces the final gain (not" not in report
+
+
+def test_an_unknown_tag_is_one_line_and_exit_2(toy_repo):
+    from conftest import run_cli
+    (toy_repo / "autoresearch.yaml").write_text("task: task\n")
+    out = run_cli("finalize", "--tag", "nosuch", cwd=toy_repo)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "autoresearch: error: no night for tag 'nosuch' here (no " \
+        "journal or no branch autoresearch/nosuch): run `autoresearch run --tag nosuch` first"

@@ -1,0 +1,233 @@
+"""`autoresearch init` finds the metric a researcher would name in every common log form
+(issue 29 item 4): `| valid loss 7.28 |` from str.format, `train loss: X test loss: Y`,
+%-formatting, logging calls; a sentence's words are never a metric name; a held-out split
+called "test" is offered by name, never a training loss; the pattern written reads only the
+number it names. Real git repos in tmp folders, the real CLI, and check-task running the
+script so the pattern is proved against what it really prints."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
+from test_init import commit, plain_repo
+from test_init_shapes import init, refused
+from loop.run.runner import parse_metric
+from loop.setup.code_scan import Script
+from loop.setup.shapes import from_values
+from loop.setup.task import load_task
+
+
+def printed(repo: Path, script: str = "train.py") -> str:
+    """What the script prints, stdout and stderr (a logging call's), as a run records it."""
+    done = subprocess.run([sys.executable, script], cwd=repo, capture_output=True, text=True,
+                          check=True)
+    return done.stdout + done.stderr
+
+
+def last(text: str, regex: str) -> float:
+    return float(re.findall(regex, text)[-1])
+
+
+def checked(repo: Path) -> float:
+    """check-task's baseline on the committed task: the metric it read."""
+    commit(repo, "autoresearch task")
+    done = run_cli("check-task", ".", cwd=repo)
+    assert done.returncode == 0 and "status ok" in done.stdout, done.stdout + done.stderr
+    return float(re.search(r"status ok; \w+ = ([-\d.]+)", done.stdout)[1])   # type: ignore
+
+
+# -- pytorch/examples word_language_model: `| end of epoch 1 | ... | valid loss 7.28 | ...` ----
+def test_word_language_model_end_of_epoch_line_gives_the_validation_loss(tmp_path):
+    repo = plain_repo(tmp_path / "wlm", {"main.py": WORD_LM})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"metric: +valid_loss \(guessed: the validation loss, printed by main.py "
+                     r"\(the perplexity printed beside it is its exp\)", done.stdout)
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("valid_loss", "minimize")
+    out = printed(repo, "main.py")
+    want = last(out, r"valid loss +([\d.]+)")
+    assert parse_metric(out, task.metric.pattern) == want       # not the test loss after it
+    assert checked(repo) == pytest.approx(want, abs=0.02)
+
+
+def test_metric_valid_loss_finds_the_label_valid_loss(tmp_path):
+    repo = plain_repo(tmp_path / "wlm", {"main.py": WORD_LM})
+    done = init(repo, "--metric", "valid_loss")
+    assert done.returncode == 0, done.stderr
+    out = printed(repo, "main.py")
+    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"valid loss +([\d.]+)")
+    assert init(repo, "--metric", "valid_ppl", "--force").returncode == 0
+    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"valid ppl +([\d.]+)")
+
+
+# -- `step N train loss: X test loss: Y`: "test" the only held-out split ---------------------------
+def test_a_test_split_is_offered_by_name_never_the_training_loss(tmp_path):
+    repo = plain_repo(tmp_path / "steps", {"train.py": STEP_TEST})
+    line = refused(repo)
+    assert "it prints test_loss; if that is your validation split, pass --metric test_loss" \
+        in line
+    assert "--metric loss" not in line and "--metric train_loss" not in line
+    done = init(repo, "--metric", "test_loss")
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("test_loss", "minimize")
+    out = printed(repo)
+    want = last(out, r"test loss: ([\d.]+)")
+    assert parse_metric(out, task.metric.pattern) == want
+    assert checked(repo) == pytest.approx(want, abs=1e-3)
+
+
+def test_a_bare_loss_pattern_reads_neither_the_train_nor_the_test_loss(tmp_path):
+    """Accepting the per-step loss anyway (`--metric loss`) reads the minibatch loss lines,
+    even when the last line printed is `train loss: X test loss: Y`."""
+    repo = plain_repo(tmp_path / "steps", {"train.py": STEP_TEST})
+    assert init(repo, "--metric", "loss").returncode == 0
+    out = printed(repo)
+    assert out.splitlines()[-1].startswith("step 60 train loss")
+    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"\d loss ([\d.]+)")
+
+
+# -- a sentence with a number in it ------------------------------------------------------------
+def test_words_of_a_sentence_are_not_a_metric_name(tmp_path):
+    repo = plain_repo(tmp_path / "top", {"train.py": TOP_SCORE})
+    line = refused(repo)                            # never exit 0 with `score_of`
+    assert "score" not in line
+    assert "it prints test_acc; if that is your validation split, pass --metric test_acc" in line
+    assert "no number named `score_of`" in refused(repo, "--metric", "score_of")
+    assert init(repo, "--metric", "test_acc").returncode == 0
+    out = printed(repo)
+    assert checked(repo) == last(out, r"test acc ([\d.]+)")
+
+
+# -- %-formatting, the split a loop's word -----------------------------------------------------
+def test_percent_formatting_with_the_split_from_a_loop(tmp_path):
+    repo = plain_repo(tmp_path / "pct", {"train.py": PERCENT})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    assert load_task(repo).metric.name == "val_loss"
+    out = printed(repo)
+    assert checked(repo) == last(out, r"val loss ([\d.]+)")
+
+
+def test_a_metric_its_pattern_cannot_read_alone_is_refused(tmp_path):
+    """`acc` follows both the train and the val loss on the same kind of line: no pattern of
+    its label reads one of them, so init says so rather than write one that reads both."""
+    repo = plain_repo(tmp_path / "pct", {"train.py": PERCENT})
+    line = refused(repo, "--metric", "acc")
+    assert "init: no pattern reads only acc from what train.py prints: it would read 2 " \
+        "numbers of the lines printed, not one; pass --metric acc --metric-pattern REGEX" in line
+
+
+def test_a_split_printed_from_a_variable_is_refused_with_the_way_out(tmp_path):
+    """`f"{phase} loss {x}"` over `phases` read at run time: which split a line is, only the
+    run knows; the pattern of `loss` would read whichever is printed last."""
+    train = ("import os\nLR = 0.1\nphases = os.environ.get('PHASES', 'train val').split()\n"
+             "for phase in phases:\n    loss = LR * (2 if phase == 'val' else 1)\n"
+             "    print(f'{phase} loss {loss:.4f} acc {1 - loss:.4f}')\n")
+    repo = plain_repo(tmp_path / "var", {"train.py": train})
+    line = refused(repo, "--metric", "loss")
+    assert "no pattern reads only loss from what train.py prints: its split is printed " \
+        "from `phase`, known only when the script runs; pass --metric loss --metric-pattern " \
+        "REGEX" in line
+    assert "acc is printed inside a log line that names no split" in refused(repo)
+    assert "its split is printed from `phase`" in refused(repo, "--metric", "acc")
+
+
+def test_a_bare_accuracy_in_a_log_line_is_not_taken_for_the_validation_one(tmp_path):
+    train = ("LR = 0.1\nfor epoch in range(3):\n    loss = LR / (epoch + 1)\n"
+             "    print(f'epoch {epoch}: loss {loss:.4f} acc {1 - loss:.4f}')\n")
+    repo = plain_repo(tmp_path / "bare", {"train.py": train})
+    assert refused(repo) == (
+        "autoresearch: error: init: no validation metric is printed: acc is printed inside a "
+        "log line that names no split (it may be the training one); if it is measured on "
+        "held-out data, pass --metric acc")
+    assert init(repo, "--metric", "acc").returncode == 0
+    out = printed(repo)
+    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"acc ([\d.]+)")
+
+
+# -- logging calls -----------------------------------------------------------------------------
+def test_logging_calls_with_their_own_arguments(tmp_path):
+    repo = plain_repo(tmp_path / "log", {"train.py": LOGGING})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("eval_f1", "maximize")
+    out = printed(repo)                           # logging writes to stderr: the run reads it
+    assert checked(repo) == last(out, r"eval_f1=([\d.]+)")
+
+
+# -- the forms, read from code (no run) --------------------------------------------------------
+@pytest.mark.parametrize("code, labels", [
+    ("print(f'step {i}: val loss {v:.4f}')", ["val loss"]),
+    ("print('| valid loss {:5.2f} | valid ppl {:8.2f}'.format(a, b))",
+     ["valid loss", "valid ppl"]),
+    ("print('{split} acc {acc:.3f}'.format(split='dev', acc=a))", ["dev acc"]),
+    ("print('test err {0:.2f} top1 {1:.2f}'.format(e, t))", ["test err", "top1"]),
+    ("print('val loss %.4f' % x)", ["val loss"]),
+    ("print('%(name)s bpb %(bpb).3f' % {'name': 'val', 'bpb': b})", ["val bpb"]),
+    ("logging.info('epoch %d: dev f1=%.3f', e, f)", ["dev f1"]),
+    ("logger.info(f'holdout rmse: {r:.3f}')", ["holdout rmse"]),
+    ("print('accuracy:', acc)", ["accuracy"]),
+    ("print('val_loss=' + str(v))", ["val_loss"]),
+    ("print(f'best val loss {b:.3f}')", ["best val loss"]),
+    ("print(f'saving model with new top score of {score}')", []),
+    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')", []),
+])
+def test_log_forms_and_their_labels(code, labels):
+    assert [v.label for v in Script("x.py", code + "\n").reported()] == labels
+
+
+@pytest.mark.parametrize("code, names", [
+    # pytorch/examples mnist: the split is the line's heading, not part of each label
+    ("print('\\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\\n'.format("
+     "loss, correct, n, 100. * correct / n))", ["test_average_loss", "test_accuracy"]),
+    ("print(f'[val] loss={l:.3f} acc={a:.3f}')", ["val_loss", "val_acc"]),
+    ("print(f'Epoch {e+1}/{n}, Train Loss: {t:.4f}, Val Loss: {v:.4f}, Val Acc: {a:.2%}')",
+     ["epoch", "train_loss", "val_loss", "val_acc"]),
+    ("print(f'val/loss {v:.4f} train-acc {t:.4f}')", ["val_loss", "train_acc"]),
+    ("print('Train Epoch: {} [{}/{}]\\tLoss: {:.6f}'.format(e, i, n, loss.item()))",
+     ["train_epoch", "loss"]),
+])
+def test_metric_names(code, names):
+    assert [v.name for v in Script("x.py", code + "\n").reported()] == names
+
+
+def test_the_written_pattern_reads_exactly_the_split_it_names():
+    code = ("print(f'step {i}: loss {a:.4f} | train loss {b:.4f} | val loss {c:.4f} | "
+            "test loss {d:.4f}')\nprint(f'best val loss {e:.4f}')\n")
+    line = "step 100: loss 3.0000 | train loss 2.0000 | val loss 2.5000 | test loss 2.7000\n" \
+           "best val loss 2.4000\n"
+    patterns = {c.name: c.pattern for c in from_values(Script("x.py", code), "script", "x")}
+    assert {n: parse_metric(line, p) for n, p in patterns.items() if n != "step"} == {
+        "loss": 3.0, "train_loss": 2.0, "val_loss": 2.5, "test_loss": 2.7,
+        "best_val_loss": 2.4}
+    assert parse_metric("train_loss: 1.5 Val Loss = 2.25", patterns["val_loss"]) == 2.25
+    assert parse_metric("train_loss: 1.5 val/loss 2.5 val-loss 2.5", patterns["loss"]) is None
+
+
+# -- a pattern the engine cannot use is refused before any run ------------------------------
+@pytest.mark.parametrize("pattern, why", [("val loss [0-9.]+", "needs one capture group"),
+                                          ("val loss ([0-9.]+", "not a valid regex")])
+def test_check_task_refuses_a_metric_pattern_it_cannot_read_with(tmp_path, pattern, why):
+    repo = plain_repo(tmp_path / "bad", {"train.py": "print('val loss %.4f' % 2.5)\n"})
+    (repo / "task.yaml").write_text(textwrap.dedent(f"""\
+        name: bad
+        run: python train.py
+        editable: [train.py]
+        metric: {{name: val_loss, direction: minimize, pattern: '{pattern}'}}
+        """))
+    commit(repo)
+    done = run_cli("check-task", ".", cwd=repo)
+    assert done.returncode == 2 and why in done.stderr, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and yaml.safe_load(
+        (repo / "task.yaml").read_text())["metric"]["pattern"] == pattern
