@@ -58,27 +58,37 @@ EXPECTED = ["matters", "no-op", "superseded", "harmful", "matters", "noise", "ma
 
 
 class Scripted:
-    def __init__(self):
-        self.n = 0
+    def __init__(self, changes=CHANGES):
+        self.n, self.changes = 0, changes
 
     def propose(self, context):
-        desc, old, new = CHANGES[self.n]
+        desc, old, new = self.changes[self.n]
         self.n += 1
         text = context.files["train.py"]
         assert old in text, (old, text)
         return Proposal(desc, files={"train.py": text.replace(old, new, 1)})
 
 
-def night(tmp_path):
-    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": TRAIN,
+def night(tmp_path, train=TRAIN, changes=CHANGES, min_delta=-1.0):
+    """A night that keeps every change of `changes` (its judge keeps anything not worse by
+    more than -min_delta)."""
+    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": train,
                                          "grade.py": "# protected\n"})
-    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(CHANGES),
-                 judge=JudgeConfig(rule="strict", min_delta=-1.0))
-    stop = Engine(cfg, out=lambda s: None, proposer=Scripted()).run()
+    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(changes),
+                 judge=JudgeConfig(rule="strict", min_delta=min_delta))
+    stop = Engine(cfg, out=lambda s: None, proposer=Scripted(changes)).run()
     assert stop.exit_code == 0
     base = git(repo, "rev-parse", "main")
-    assert len(git(repo, "rev-list", f"{base}..autoresearch/n").split()) == len(CHANGES)
+    assert len(git(repo, "rev-list", f"{base}..autoresearch/n").split()) == len(changes)
     return repo, cfg
+
+
+def verdicts(repo):
+    """finalize.md's table: description -> verdict cell."""
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    rows = [r.split(" | ") for r in report.splitlines() if r.startswith("| ")
+            and "commit" not in r]
+    return {r[1]: r[4] for r in rows}
 
 
 def measures(repo):
@@ -143,6 +153,58 @@ def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
     assert "| set W to 0.5 |" in report and "dropped: harmful" in report
 
 
+# P and Q do one job: either one is enough. Left out one at a time, each looks useless.
+EITHER = """\
+import os, random
+P = 0
+Q = 0
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+noise = random.Random(seed).gauss(0, 1) * 0.01
+print(f"score: {(0.0 if P or Q else 1.0) + noise:.6f}")
+"""
+
+
+def test_two_changes_doing_one_job_one_goes_back_when_the_branch_loses_the_gain(
+        tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path, EITHER, [("set P to 1", "P = 0", "P = 1"),
+                                         ("set Q to 1", "Q = 0", "Q = 1")])
+    lines = []
+    assert finalize(cfg, out=lines.append) == 0
+    assert verdicts(repo) == {
+        "set P to 1": "matters (re-added: the branch without it was worse than the final code)",
+        "set Q to 1": "dropped: noise"}
+    assert any("re-adding" in line and "(set P to 1), the dropped change that measured best"
+               in line for line in lines)
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "P = 1" in final and "Q = 0" in final
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "it reproduces the final gain (not worse beyond noise)" in report
+
+
+# G helps by 1; U does nothing. Each run's noise (+-1) depends on the code as well as the
+# seed, so paired runs do not cancel it: 6 pairs cannot show G's gain beyond noise at 99 %.
+SWING = """\
+import os
+G = 0
+U = 0
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+swing = 1.0 if (seed + G + U) % 2 else -1.0
+print(f"score: {5.0 - G + swing:.6f}")
+"""
+
+
+def test_a_change_that_likely_helps_stays_though_not_beyond_noise(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path, SWING, [("set G to 1", "G = 0", "G = 1"),
+                                        ("set U to 1", "U = 0", "U = 1")], min_delta=-5.0)
+    lines = []
+    assert finalize(cfg, out=lines.append) == 0
+    assert verdicts(repo) == {"set G to 1": "matters (likely: helps, within noise)",
+                              "set U to 1": "dropped: noise"}
+    assert not any("re-adding" in line for line in lines)     # kept by its own measure
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "G = 1" in final and "U = 0" in final
+
+
 # -- the plan: what the diffs alone decide --------------------------------------------------
 def states(*texts):
     return [{"train.py": t} for t in texts]
@@ -177,6 +239,13 @@ def test_the_estimate_decides_once_the_interval_leaves_zero_out():
     tie = estimate([0.0, 0.0], [], 0.99, 6)
     assert tie.decided and tie.sign == 0                            # identical runs
     assert estimate([0.3, -0.2, 0.1, -0.1, 0.2, -0.3], [], 0.99, 6).sign == 0
+
+
+def test_the_estimate_says_how_likely_the_reference_is_better_within_noise():
+    e = estimate([3.0, -1.0, 3.0, -1.0, 3.0, -1.0], [], 0.99, 6)
+    assert e.decided and e.sign == 0 and 0.8 < e.helps < 0.99
+    assert estimate([0.0, 0.0], [], 0.99, 6).helps == 0.5
+    assert estimate([-1.0, -1.0], [], 0.99, 6).helps == 0.0        # exact, and worse
 
 
 def test_max_runs_caps_the_runs_and_what_is_measured_decides(tmp_path, mlflow_uri):

@@ -7,14 +7,16 @@ every comparison measured so far (as the judge pools its noise over the night's 
 so a comparison can be decided after two pairs once the others have measured the noise.
 A comparison is decided when its two-sided interval at the judge's `confidence` leaves
 zero out (a known sign), when its differences are exactly equal and zero (nothing to tell
-apart), or at `max_pairs`: then the interval says what it says (usually: within noise)."""
+apart), or at `max_pairs`: then the interval says what it says (usually: within noise).
+`helps` is the one-sided confidence that the reference is better (Student's t on the same
+pooled noise): what decides a comparison the runs left within noise (morning.py)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from statistics import fmean
 
-from loop.judge.stats import pooled_sd, t_ppf
+from loop.judge.stats import pooled_sd, t_cdf, t_ppf
 
 MIN_PAIRS = 2            # one pair cannot show its own noise, and a lucky seed is common
 
@@ -26,6 +28,7 @@ class Estimate:
     pairs: int
     decided: bool
     sign: int                # +1 the reference better beyond noise, -1 worse, 0 neither
+    helps: float = 0.5       # one-sided confidence that the reference is better
 
     def text(self, unit: str = "") -> str:
         if self.mean is None:
@@ -49,4 +52,6 @@ def estimate(diffs: list[float], others: list[list[float]], confidence: float,
     sign = 0 if abs(mean) <= half else (1 if mean > 0 else -1)
     exact_tie = sd == 0.0 and mean == 0.0
     decided = n >= max_pairs or (n >= MIN_PAIRS and (sign != 0 or exact_tie))
-    return Estimate(mean, half, n, decided, sign)
+    se = sd / math.sqrt(n)
+    helps = t_cdf(mean / se, df) if se > 0 else 0.5 if mean == 0 else float(mean > 0)
+    return Estimate(mean, half, n, decided, sign, helps)

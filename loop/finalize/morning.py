@@ -30,6 +30,11 @@ from loop.ui.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
+LIKELY = 0.8             # a change left within noise stays when it helps with this one-sided
+                         # confidence: losing a real gain costs more than keeping a no-op
+                         # (benchmarks/finalize_surface.py: at 6 pairs a change worth one run's
+                         # noise sd is rarely shown beyond noise at 99 %)
+KEPT = ("matters", "likely")
 
 
 @dataclass
@@ -39,7 +44,7 @@ class Kept:
     sha: str
     description: str
     night_gain: float | None
-    verdict: str = ""           # matters | noise | harmful | superseded | no-op
+    verdict: str = ""           # matters | likely | noise | harmful | superseded | no-op
     comparison: Comparison | None = None
     together: list[str] = field(default_factory=list)   # short shas left out with it
     note: str = ""
@@ -112,6 +117,10 @@ class Morning:
             self._verdicts(kept, units, versions)
             tip, notes = self._branch(base, states, found, kept)
             check = self._check(tip, versions["final"], bench, budget, conf)
+            while check is not None and check.est.sign < 0 and self._readd(kept, notes):
+                tip, more = self._branch(base, states, found, kept)
+                notes += more
+                check = self._check(tip, versions["final"], bench, budget, conf)
         except KeyboardInterrupt:
             sched.cancel(lambda j: True)
             self.out("finalize: interrupted; run the same command to go on (no run is "
@@ -206,12 +215,32 @@ class Morning:
             est = k.comparison.est if k.comparison else None
             if est is None:
                 k.verdict = "matters"           # cannot be left out: kept, unmeasured
+            elif est.sign == 0:       # within noise: which way it most likely goes
+                k.verdict = "likely" if est.helps >= LIKELY else "noise"
             else:
-                k.verdict = {1: "matters", -1: "harmful", 0: "noise"}[est.sign]
+                k.verdict = {1: "matters", -1: "harmful"}[est.sign]
+
+    def _readd(self, kept, notes: list[str]) -> bool:
+        """The branch is worse than the final code beyond noise: what it lacks was dropped
+        as noise (two changes doing one job each look useless while the other is there).
+        The dropped change that measured best goes back (ties: the earliest); False when
+        none is left."""
+        dropped = [k for k in kept if k.verdict == "noise" and k.comparison is not None]
+        if not dropped:
+            return False
+        back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
+        back.verdict = "matters"
+        back.note = "re-added: the branch without it was worse than the final code"
+        notes.append(f"the branch was worse than the final code beyond noise: "
+                     f"{back.sha[:7]} ({back.description}) re-added")
+        self.out(f"finalize: the branch is worse than the final code beyond noise; "
+                 f"re-adding {back.sha[:7]} ({back.description}), the dropped change that "
+                 f"measured best")
+        return True
 
     def _branch(self, base, states, found, kept) -> tuple[str, list[str]]:
         """`autoresearch/<tag>-final`: from the start, one commit per change that matters."""
-        keep = [k.index for k in kept if k.verdict == "matters"]
+        keep = [k.index for k in kept if k.verdict in KEPT]
         notes: list[str] = []
         try:
             steps = plan.rebuild(states, found, keep)
