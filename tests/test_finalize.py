@@ -127,6 +127,35 @@ def test_finalize_keeps_what_matters_and_drops_the_rest(tmp_path, mlflow_uri):
     assert (repo / ".autoresearch" / "n" / "finalize.html").exists()
 
 
+def test_finalize_is_recorded_in_mlflow_like_a_night_and_a_repeat_replaces_it(
+        tmp_path, mlflow_uri):
+    from mlflow.tracking import MlflowClient
+    repo, cfg = night(tmp_path)
+    for _ in range(2):                      # the second finds every run in the journal
+        assert finalize(cfg, out=lambda s: None) == 0
+    client = MlflowClient(mlflow_uri)
+    exp = client.get_experiment_by_name("autoresearch/toy")
+    runs = client.search_runs([exp.experiment_id], "tags.`autoresearch.finalize` = 'n'")
+    (parent,) = [r for r in runs if r.info.run_name == "finalize/n"]
+    children = [r for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == 1 + len(children)              # the first finalize's runs replaced
+    assert parent.data.metrics["gain_score"] == 8.5 and parent.data.metrics["matters"] == 4
+    last = git(repo, "rev-parse", "autoresearch/n")[:7]           # set B to 1
+    assert parent.data.tags[f"verdict.{last}"] == "matters"
+    by_kind = {}
+    for r in children:
+        by_kind.setdefault(r.data.tags["kind"], []).append(r)
+    assert [len(by_kind[k]) for k in ("gain", "leave-one-out", "check")] == [1, 6, 1]
+    harmful = [r for r in by_kind["leave-one-out"] if "harmful" in r.data.tags["verdict"]]
+    assert len(harmful) == 1 and harmful[0].data.metrics["effect"] == -0.5
+    values = client.get_metric_history(by_kind["gain"][0].info.run_id, "reference_score")
+    assert len(values) == by_kind["gain"][0].data.metrics["pairs"]   # one per seed
+    assert all(r.info.status == "FINISHED" for r in runs)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"finalize.md", "finalize.html"} <= artifacts
+
+
 def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
     repo, cfg = night(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}

@@ -7,7 +7,8 @@ Order: the plan (plan.py: no-ops and superseded commits dropped without a run, t
 units with their leave-one-out code), the cost said, the runs (measure.py: the final code
 against the start, and against each unit left out, in rounds), the verdicts, the branch
 rebuilt from the start with the units that matter, its check against the final code, the
-report (report.py). Nothing here decides a keep on its own: the numbers are estimate.py's."""
+report (report.py), the runs in MLflow (tracked.py). Nothing here decides a keep on its
+own: the numbers are estimate.py's."""
 from __future__ import annotations
 
 import statistics
@@ -17,7 +18,7 @@ from loop.engine.parts import locate
 from loop.engine.resume import install_signals
 from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
-from loop.finalize import plan
+from loop.finalize import plan, tracked
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
@@ -117,10 +118,12 @@ class Morning:
             self._verdicts(kept, units, versions)
             tip, notes = self._branch(base, states, found, kept)
             check = self._check(tip, versions["final"], bench, budget, conf)
+            checks = [check] if check else []
             while check is not None and check.est.sign < 0 and self._readd(kept, notes):
                 tip, more = self._branch(base, states, found, kept)
                 notes += more
                 check = self._check(tip, versions["final"], bench, budget, conf)
+                checks += [check] if check else []
         except KeyboardInterrupt:
             sched.cancel(lambda j: True)
             self.out("finalize: interrupted; run the same command to go on (no run is "
@@ -136,6 +139,9 @@ class Morning:
                             verdicts={k.sha: k.verdict for k in kept}, runs=bench.runs)
         for line in report:
             self.out(line)
+        uri, experiment = tracked.where(self.config, start, self.site.user_task.name)
+        tracked.record(uri, experiment, self.site.tag, self.site.dir, self.metric, kept, comps,
+                       checks, bench, self.out)
         return 0
 
     def _subject(self, sha: str, by_commit) -> str:
