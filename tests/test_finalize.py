@@ -277,6 +277,14 @@ def test_the_estimate_says_how_likely_the_reference_is_better_within_noise():
     assert estimate([-1.0, -1.0], [], 0.99, 6).helps == 0.0        # exact, and worse
 
 
+def test_a_comparison_leaning_to_helping_goes_on_past_max_pairs_to_twice_that():
+    lean = [0.05, -0.03, 0.04, -0.02, 0.03, -0.01]          # helps ~0.75: below 0.8
+    assert estimate(lean, [], 0.99, 6).decided                # without `likely`: at 6 pairs
+    assert not estimate(lean, [], 0.99, 6, likely=0.8).decided
+    assert estimate(lean * 2, [], 0.99, 6, likely=0.8).decided   # 12 pairs: the cap
+    assert estimate([-x for x in lean], [], 0.99, 6, likely=0.8).decided   # leans the other way
+
+
 def test_max_runs_caps_the_runs_and_what_is_measured_decides(tmp_path, mlflow_uri):
     repo, cfg = night(tmp_path)
     lines = []

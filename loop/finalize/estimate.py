@@ -9,7 +9,10 @@ A comparison is decided when its two-sided interval at the judge's `confidence` 
 zero out (a known sign), when its differences are exactly equal and zero (nothing to tell
 apart), or at `max_pairs`: then the interval says what it says (usually: within noise).
 `helps` is the one-sided confidence that the reference is better (Student's t on the same
-pooled noise): what decides a comparison the runs left within noise (morning.py)."""
+pooled noise): what decides a comparison the runs left within noise (morning.py: it stays
+at LIKELY or more). Given `likely`, a comparison whose runs lean that way but not that far
+(helps between 0.5 and `likely`) goes on past `max_pairs`, to twice that: the change may be
+a real gain too small for 6 pairs, and its verdict is the one a few more runs can turn."""
 from __future__ import annotations
 
 import math
@@ -19,6 +22,10 @@ from statistics import fmean
 from loop.judge.stats import pooled_sd, t_cdf, t_ppf
 
 MIN_PAIRS = 2            # one pair cannot show its own noise, and a lucky seed is common
+LIKELY = 0.8             # a change left within noise stays when it helps with this one-sided
+                         # confidence: losing a real gain costs more than keeping a no-op
+                         # (benchmarks/finalize_surface.py: at 6 pairs a change worth one run's
+                         # noise sd is rarely shown beyond noise at 99 %)
 
 
 @dataclass
@@ -38,7 +45,7 @@ class Estimate:
 
 
 def estimate(diffs: list[float], others: list[list[float]], confidence: float,
-             max_pairs: int) -> Estimate:
+             max_pairs: int, likely: float | None = None) -> Estimate:
     """The estimate for `diffs` (this comparison's pair differences); `others`: every other
     comparison's, for the pooled noise."""
     n = len(diffs)
@@ -54,4 +61,6 @@ def estimate(diffs: list[float], others: list[list[float]], confidence: float,
     decided = n >= max_pairs or (n >= MIN_PAIRS and (sign != 0 or exact_tie))
     se = sd / math.sqrt(n)
     helps = t_cdf(mean / se, df) if se > 0 else 0.5 if mean == 0 else float(mean > 0)
+    if likely is not None and sign == 0 and 0.5 < helps < likely and n < 2 * max_pairs:
+        decided = False          # leaning to helping: a few more pairs may turn its verdict
     return Estimate(mean, half, n, decided, sign, helps)

@@ -19,6 +19,7 @@ from loop.engine.resume import install_signals
 from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
+from loop.finalize.estimate import LIKELY
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
@@ -31,10 +32,6 @@ from loop.ui.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
-LIKELY = 0.8             # a change left within noise stays when it helps with this one-sided
-                         # confidence: losing a real gain costs more than keeping a no-op
-                         # (benchmarks/finalize_surface.py: at 6 pairs a change worth one run's
-                         # noise sd is rarely shown beyond noise at 99 %)
 KEPT = ("matters", "likely")
 
 
