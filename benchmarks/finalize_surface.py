@@ -4,8 +4,10 @@ changes that matter and drop the ones that do not?
 For each seed: a fresh git repo holding a copy of a surface task (benchmarks/surface/, or
 benchmarks/hard_surface/ with --surface hard; its NOISE and RUN_S rewritten), a night of
 random search with keep-any-gain (`autoresearch run`: the offline `mutate` proposer,
-`judge: {rule: strict, min_delta: 0}`, --iterations N, no sandbox, MLflow in a throwaway
-SQLite file), then `autoresearch finalize` on it. Then, from the task's own `true_loss`:
+`judge: {rule: strict, min_delta: 0}`, --iterations N, one worker, no sandbox, MLflow in a
+throwaway SQLite file), then `autoresearch finalize --workers W` on it. The surface's noise
+is made partly the code's own (`--shared`, see own_noise): as shipped, paired runs on one
+seed would see none. Then, from the task's own `true_loss`:
 
 - the true value of the night's best (the branch's tip) and of the finalized branch
   (`autoresearch/<tag>-final`), and their difference in noise sd;
@@ -45,7 +47,6 @@ task: surface
 sandbox: "off"
 seed: {seed}
 iterations: {iterations}
-workers: {workers}
 judge: {{rule: strict, min_delta: 0}}
 """
 TRAILER = re.compile(r"^Autoresearch-Kept-Commit: ([0-9a-f]{40})$", re.M)
@@ -112,12 +113,13 @@ def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run
     with tempfile.TemporaryDirectory(prefix="finalize-surface-") as tmp:
         repo = sn.make_repo(Path(tmp), noise, run_s, surface.task)
         own_noise(repo / "surface" / "surface.py", shared)
-        (repo / "autoresearch.yaml").write_text(CONFIG.format(seed=seed, iterations=iterations,
-                                                              workers=workers))
+        # the night on one worker: the same seed makes the same night, run after run
+        (repo / "autoresearch.yaml").write_text(CONFIG.format(seed=seed, iterations=iterations))
         sn.git(repo, "add", "-A")
         sn.git(repo, "commit", "-qm", "config; the noise partly the code's own")
         env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(tmp) / 'mlflow.db'}"}
-        for cmd in (["run", "--tag", "night"], ["finalize", "--tag", "night"]):
+        for cmd in (["run", "--tag", "night"],
+                    ["finalize", "--tag", "night", "--workers", str(workers)]):
             proc = subprocess.run([sys.executable, "-m", "loop", *cmd], cwd=repo, env=env,
                                   capture_output=True, text=True, timeout=3600)
             ended = "no untried mutation left" in proc.stdout
@@ -204,7 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--noise", type=float, default=0.05, help="run-to-run noise sd")
     ap.add_argument("--iterations", type=int, default=40, help="proposals in the night")
     ap.add_argument("--run-s", type=float, default=0.05, help="seconds one run takes")
-    ap.add_argument("--workers", type=int, default=2, help="runs at once, night and finalize")
+    ap.add_argument("--workers", type=int, default=2, help="finalize's runs at once (the "
+                    "night's: one)")
     ap.add_argument("--shared", type=float, default=0.0,
                     help="share of a run's noise variance its seed alone decides (paired "
                          "runs cancel it); 1: the surface as shipped")
@@ -219,7 +222,7 @@ def main(argv=None) -> int:
     surface = sc.SURFACES[args.surface]
     print(f"{args.surface} surface, noise sd {args.noise:g}; random search (mutate), "
           f"keep-any-gain (strict, min_delta 0), {args.iterations} iterations, runs of "
-          f"{args.run_s:g} s, {args.workers} workers; "
+          f"{args.run_s:g} s; finalize on {args.workers} workers; "
           f"noise shared by a seed {args.shared:g}; seeds {seeds}", flush=True)
     nights = []
     for seed in seeds:

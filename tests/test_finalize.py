@@ -254,6 +254,17 @@ def test_changes_on_overlapping_lines_are_one_unit_left_out_together():
     assert unit.members == [1, 2] and unit.variant == {"train.py": "X = 1\nY = 2\nZ = 3\n"}
 
 
+def test_a_change_made_again_brings_every_superseded_change_its_line_came_through():
+    # G set three times (hard surface, seed 4): the last one's line is the second's, the
+    # second's the first's; both are superseded and the branch needs both as context
+    s = states("X = 1\nG = 1\n", "X = 1\nG = 2\n", "X = 1\nG = 3\n", "X = 1\nG = 4\n")
+    found = plan.facts(s)
+    assert [f.superseded for f in found] == [True, True, False]
+    (step,) = plan.rebuild(s, found, [3])
+    assert step.brings == [1, 2] and step.files == {"train.py": "X = 1\nG = 4\n"}
+    assert plan.reference(s, found) == {"train.py": "X = 1\nG = 4\n"}
+
+
 def test_separate_changes_are_left_out_one_at_a_time():
     s = states("X = 1\nY = 2\n", "X = 2\nY = 2\n", "X = 2\nY = 3\n")
     units = plan.units(s, plan.facts(s))

@@ -151,7 +151,10 @@ class Morning:
         (the final code itself when that is the same)."""
         versions = {"final": self._version(final), "base": self._version(base)}
         comps = [Comparison("gain", "gain", versions["final"], versions["base"])]
-        ref_files = plan.reference(states, found)
+        try:
+            ref_files = plan.reference(states, found)
+        except ChangeFailed:     # the live changes do not apply made again: the final code
+            ref_files = states[-1]
         ref = versions["final"] if ref_files == states[-1] else self._made(
             base, ref_files, "the final code without its no-ops and superseded changes",
             "reference")
