@@ -58,27 +58,37 @@ EXPECTED = ["matters", "no-op", "superseded", "harmful", "matters", "noise", "ma
 
 
 class Scripted:
-    def __init__(self):
-        self.n = 0
+    def __init__(self, changes=CHANGES):
+        self.n, self.changes = 0, changes
 
     def propose(self, context):
-        desc, old, new = CHANGES[self.n]
+        desc, old, new = self.changes[self.n]
         self.n += 1
         text = context.files["train.py"]
         assert old in text, (old, text)
         return Proposal(desc, files={"train.py": text.replace(old, new, 1)})
 
 
-def night(tmp_path):
-    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": TRAIN,
+def night(tmp_path, train=TRAIN, changes=CHANGES, min_delta=-1.0):
+    """A night that keeps every change of `changes` (its judge keeps anything not worse by
+    more than -min_delta)."""
+    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": train,
                                          "grade.py": "# protected\n"})
-    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(CHANGES),
-                 judge=JudgeConfig(rule="strict", min_delta=-1.0))
-    stop = Engine(cfg, out=lambda s: None, proposer=Scripted()).run()
+    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(changes),
+                 judge=JudgeConfig(rule="strict", min_delta=min_delta))
+    stop = Engine(cfg, out=lambda s: None, proposer=Scripted(changes)).run()
     assert stop.exit_code == 0
     base = git(repo, "rev-parse", "main")
-    assert len(git(repo, "rev-list", f"{base}..autoresearch/n").split()) == len(CHANGES)
+    assert len(git(repo, "rev-list", f"{base}..autoresearch/n").split()) == len(changes)
     return repo, cfg
+
+
+def verdicts(repo):
+    """finalize.md's table: description -> verdict cell."""
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    rows = [r.split(" | ") for r in report.splitlines() if r.startswith("| ")
+            and "commit" not in r]
+    return {r[1]: r[4] for r in rows}
 
 
 def measures(repo):
@@ -117,6 +127,35 @@ def test_finalize_keeps_what_matters_and_drops_the_rest(tmp_path, mlflow_uri):
     assert (repo / ".autoresearch" / "n" / "finalize.html").exists()
 
 
+def test_finalize_is_recorded_in_mlflow_like_a_night_and_a_repeat_replaces_it(
+        tmp_path, mlflow_uri):
+    from mlflow.tracking import MlflowClient
+    repo, cfg = night(tmp_path)
+    for _ in range(2):                      # the second finds every run in the journal
+        assert finalize(cfg, out=lambda s: None) == 0
+    client = MlflowClient(mlflow_uri)
+    exp = client.get_experiment_by_name("autoresearch/toy")
+    runs = client.search_runs([exp.experiment_id], "tags.`autoresearch.finalize` = 'n'")
+    (parent,) = [r for r in runs if r.info.run_name == "finalize/n"]
+    children = [r for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == 1 + len(children)              # the first finalize's runs replaced
+    assert parent.data.metrics["gain_score"] == 8.5 and parent.data.metrics["matters"] == 4
+    last = git(repo, "rev-parse", "autoresearch/n")[:7]           # set B to 1
+    assert parent.data.tags[f"verdict.{last}"] == "matters"
+    by_kind = {}
+    for r in children:
+        by_kind.setdefault(r.data.tags["kind"], []).append(r)
+    assert [len(by_kind[k]) for k in ("gain", "leave-one-out", "check")] == [1, 6, 1]
+    harmful = [r for r in by_kind["leave-one-out"] if "harmful" in r.data.tags["verdict"]]
+    assert len(harmful) == 1 and harmful[0].data.metrics["effect"] == -0.5
+    values = client.get_metric_history(by_kind["gain"][0].info.run_id, "reference_score")
+    assert len(values) == by_kind["gain"][0].data.metrics["pairs"]   # one per seed
+    assert all(r.info.status == "FINISHED" for r in runs)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"finalize.md", "finalize.html"} <= artifacts
+
+
 def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
     repo, cfg = night(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -143,6 +182,58 @@ def test_kill_9_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):
     assert "| set W to 0.5 |" in report and "dropped: harmful" in report
 
 
+# P and Q do one job: either one is enough. Left out one at a time, each looks useless.
+EITHER = """\
+import os, random
+P = 0
+Q = 0
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+noise = random.Random(seed).gauss(0, 1) * 0.01
+print(f"score: {(0.0 if P or Q else 1.0) + noise:.6f}")
+"""
+
+
+def test_two_changes_doing_one_job_one_goes_back_when_the_branch_loses_the_gain(
+        tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path, EITHER, [("set P to 1", "P = 0", "P = 1"),
+                                         ("set Q to 1", "Q = 0", "Q = 1")])
+    lines = []
+    assert finalize(cfg, out=lines.append) == 0
+    assert verdicts(repo) == {
+        "set P to 1": "matters (re-added: the branch without it was worse than the final code)",
+        "set Q to 1": "dropped: noise"}
+    assert any("re-adding" in line and "(set P to 1), the dropped change that measured best"
+               in line for line in lines)
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "P = 1" in final and "Q = 0" in final
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "it reproduces the final gain (not worse beyond noise)" in report
+
+
+# G helps by 1; U does nothing. Each run's noise (+-1) depends on the code as well as the
+# seed, so paired runs do not cancel it: 6 pairs cannot show G's gain beyond noise at 99 %.
+SWING = """\
+import os
+G = 0
+U = 0
+seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
+swing = 1.0 if (seed + G + U) % 2 else -1.0
+print(f"score: {5.0 - G + swing:.6f}")
+"""
+
+
+def test_a_change_that_likely_helps_stays_though_not_beyond_noise(tmp_path, mlflow_uri):
+    repo, cfg = night(tmp_path, SWING, [("set G to 1", "G = 0", "G = 1"),
+                                        ("set U to 1", "U = 0", "U = 1")], min_delta=-5.0)
+    lines = []
+    assert finalize(cfg, out=lines.append) == 0
+    assert verdicts(repo) == {"set G to 1": "matters (likely: helps, within noise)",
+                              "set U to 1": "dropped: noise"}
+    assert not any("re-adding" in line for line in lines)     # kept by its own measure
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "G = 1" in final and "U = 0" in final
+
+
 # -- the plan: what the diffs alone decide --------------------------------------------------
 def states(*texts):
     return [{"train.py": t} for t in texts]
@@ -163,6 +254,17 @@ def test_changes_on_overlapping_lines_are_one_unit_left_out_together():
     assert unit.members == [1, 2] and unit.variant == {"train.py": "X = 1\nY = 2\nZ = 3\n"}
 
 
+def test_a_change_made_again_brings_every_superseded_change_its_line_came_through():
+    # G set three times (hard surface, seed 4): the last one's line is the second's, the
+    # second's the first's; both are superseded and the branch needs both as context
+    s = states("X = 1\nG = 1\n", "X = 1\nG = 2\n", "X = 1\nG = 3\n", "X = 1\nG = 4\n")
+    found = plan.facts(s)
+    assert [f.superseded for f in found] == [True, True, False]
+    (step,) = plan.rebuild(s, found, [3])
+    assert step.brings == [1, 2] and step.files == {"train.py": "X = 1\nG = 4\n"}
+    assert plan.reference(s, found) == {"train.py": "X = 1\nG = 4\n"}
+
+
 def test_separate_changes_are_left_out_one_at_a_time():
     s = states("X = 1\nY = 2\n", "X = 2\nY = 2\n", "X = 2\nY = 3\n")
     units = plan.units(s, plan.facts(s))
@@ -177,6 +279,21 @@ def test_the_estimate_decides_once_the_interval_leaves_zero_out():
     tie = estimate([0.0, 0.0], [], 0.99, 6)
     assert tie.decided and tie.sign == 0                            # identical runs
     assert estimate([0.3, -0.2, 0.1, -0.1, 0.2, -0.3], [], 0.99, 6).sign == 0
+
+
+def test_the_estimate_says_how_likely_the_reference_is_better_within_noise():
+    e = estimate([3.0, -1.0, 3.0, -1.0, 3.0, -1.0], [], 0.99, 6)
+    assert e.decided and e.sign == 0 and 0.8 < e.helps < 0.99
+    assert estimate([0.0, 0.0], [], 0.99, 6).helps == 0.5
+    assert estimate([-1.0, -1.0], [], 0.99, 6).helps == 0.0        # exact, and worse
+
+
+def test_a_comparison_leaning_to_helping_goes_on_past_max_pairs_to_twice_that():
+    lean = [0.05, -0.03, 0.04, -0.02, 0.03, -0.01]          # helps ~0.75: below 0.8
+    assert estimate(lean, [], 0.99, 6).decided                # without `likely`: at 6 pairs
+    assert not estimate(lean, [], 0.99, 6, likely=0.8).decided
+    assert estimate(lean * 2, [], 0.99, 6, likely=0.8).decided   # 12 pairs: the cap
+    assert estimate([-x for x in lean], [], 0.99, 6, likely=0.8).decided   # leans the other way
 
 
 def test_max_runs_caps_the_runs_and_what_is_measured_decides(tmp_path, mlflow_uri):

@@ -7,16 +7,25 @@ every comparison measured so far (as the judge pools its noise over the night's 
 so a comparison can be decided after two pairs once the others have measured the noise.
 A comparison is decided when its two-sided interval at the judge's `confidence` leaves
 zero out (a known sign), when its differences are exactly equal and zero (nothing to tell
-apart), or at `max_pairs`: then the interval says what it says (usually: within noise)."""
+apart), or at `max_pairs`: then the interval says what it says (usually: within noise).
+`helps` is the one-sided confidence that the reference is better (Student's t on the same
+pooled noise): what decides a comparison the runs left within noise (morning.py: it stays
+at LIKELY or more). Given `likely`, a comparison whose runs lean that way but not that far
+(helps between 0.5 and `likely`) goes on past `max_pairs`, to twice that: the change may be
+a real gain too small for 6 pairs, and its verdict is the one a few more runs can turn."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from statistics import fmean
 
-from loop.judge.stats import pooled_sd, t_ppf
+from loop.judge.stats import pooled_sd, t_cdf, t_ppf
 
 MIN_PAIRS = 2            # one pair cannot show its own noise, and a lucky seed is common
+LIKELY = 0.8             # a change left within noise stays when it helps with this one-sided
+                         # confidence: losing a real gain costs more than keeping a no-op
+                         # (benchmarks/finalize_surface.py: at 6 pairs a change worth one run's
+                         # noise sd is rarely shown beyond noise at 99 %)
 
 
 @dataclass
@@ -26,6 +35,7 @@ class Estimate:
     pairs: int
     decided: bool
     sign: int                # +1 the reference better beyond noise, -1 worse, 0 neither
+    helps: float = 0.5       # one-sided confidence that the reference is better
 
     def text(self, unit: str = "") -> str:
         if self.mean is None:
@@ -35,7 +45,7 @@ class Estimate:
 
 
 def estimate(diffs: list[float], others: list[list[float]], confidence: float,
-             max_pairs: int) -> Estimate:
+             max_pairs: int, likely: float | None = None) -> Estimate:
     """The estimate for `diffs` (this comparison's pair differences); `others`: every other
     comparison's, for the pooled noise."""
     n = len(diffs)
@@ -49,4 +59,8 @@ def estimate(diffs: list[float], others: list[list[float]], confidence: float,
     sign = 0 if abs(mean) <= half else (1 if mean > 0 else -1)
     exact_tie = sd == 0.0 and mean == 0.0
     decided = n >= max_pairs or (n >= MIN_PAIRS and (sign != 0 or exact_tie))
-    return Estimate(mean, half, n, decided, sign)
+    se = sd / math.sqrt(n)
+    helps = t_cdf(mean / se, df) if se > 0 else 0.5 if mean == 0 else float(mean > 0)
+    if likely is not None and sign == 0 and 0.5 < helps < likely and n < 2 * max_pairs:
+        decided = False          # leaning to helping: a few more pairs may turn its verdict
+    return Estimate(mean, half, n, decided, sign, helps)

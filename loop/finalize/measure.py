@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loop.finalize.estimate import Estimate, estimate
+from loop.finalize.estimate import LIKELY, Estimate, estimate
 from loop.judge.verdict import improvement
 from loop.run.runner import OK
 from loop.run.spec import RunJob
@@ -78,7 +78,8 @@ class Bench:
         every = {c.name: self.pairs(c)[0] for c in comps}
         for c in comps:
             others = [d for name, d in every.items() if name != c.name]
-            c.est = estimate(every[c.name], others, confidence, max_pairs)
+            c.est = estimate(every[c.name], others, confidence, max_pairs,
+                             LIKELY if c.kind == "leave-one-out" else None)
             tried = self.pairs(c)[1]
             if tried >= 2 * max_pairs:        # runs keep failing: stop asking
                 c.est.decided = True

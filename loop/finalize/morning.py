@@ -7,7 +7,8 @@ Order: the plan (plan.py: no-ops and superseded commits dropped without a run, t
 units with their leave-one-out code), the cost said, the runs (measure.py: the final code
 against the start, and against each unit left out, in rounds), the verdicts, the branch
 rebuilt from the start with the units that matter, its check against the final code, the
-report (report.py). Nothing here decides a keep on its own: the numbers are estimate.py's."""
+report (report.py), the runs in MLflow (tracked.py). Nothing here decides a keep on its
+own: the numbers are estimate.py's."""
 from __future__ import annotations
 
 import statistics
@@ -17,7 +18,8 @@ from loop.engine.parts import locate
 from loop.engine.resume import install_signals
 from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
-from loop.finalize import plan
+from loop.finalize import plan, tracked
+from loop.finalize.estimate import LIKELY
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
@@ -30,6 +32,7 @@ from loop.ui.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
+KEPT = ("matters", "likely")
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Kept:
     sha: str
     description: str
     night_gain: float | None
-    verdict: str = ""           # matters | noise | harmful | superseded | no-op
+    verdict: str = ""           # matters | likely | noise | harmful | superseded | no-op
     comparison: Comparison | None = None
     together: list[str] = field(default_factory=list)   # short shas left out with it
     note: str = ""
@@ -112,6 +115,12 @@ class Morning:
             self._verdicts(kept, units, versions)
             tip, notes = self._branch(base, states, found, kept)
             check = self._check(tip, versions["final"], bench, budget, conf)
+            checks = [check] if check else []
+            while check is not None and check.est.sign < 0 and self._readd(kept, notes):
+                tip, more = self._branch(base, states, found, kept)
+                notes += more
+                check = self._check(tip, versions["final"], bench, budget, conf)
+                checks += [check] if check else []
         except KeyboardInterrupt:
             sched.cancel(lambda j: True)
             self.out("finalize: interrupted; run the same command to go on (no run is "
@@ -127,6 +136,9 @@ class Morning:
                             verdicts={k.sha: k.verdict for k in kept}, runs=bench.runs)
         for line in report:
             self.out(line)
+        uri, experiment = tracked.where(self.config, start, self.site.user_task.name)
+        tracked.record(uri, experiment, self.site.tag, self.site.dir, self.metric, kept, comps,
+                       checks, bench, self.out)
         return 0
 
     def _subject(self, sha: str, by_commit) -> str:
@@ -139,7 +151,10 @@ class Morning:
         (the final code itself when that is the same)."""
         versions = {"final": self._version(final), "base": self._version(base)}
         comps = [Comparison("gain", "gain", versions["final"], versions["base"])]
-        ref_files = plan.reference(states, found)
+        try:
+            ref_files = plan.reference(states, found)
+        except ChangeFailed:     # the live changes do not apply made again: the final code
+            ref_files = states[-1]
         ref = versions["final"] if ref_files == states[-1] else self._made(
             base, ref_files, "the final code without its no-ops and superseded changes",
             "reference")
@@ -206,12 +221,32 @@ class Morning:
             est = k.comparison.est if k.comparison else None
             if est is None:
                 k.verdict = "matters"           # cannot be left out: kept, unmeasured
+            elif est.sign == 0:       # within noise: which way it most likely goes
+                k.verdict = "likely" if est.helps >= LIKELY else "noise"
             else:
-                k.verdict = {1: "matters", -1: "harmful", 0: "noise"}[est.sign]
+                k.verdict = {1: "matters", -1: "harmful"}[est.sign]
+
+    def _readd(self, kept, notes: list[str]) -> bool:
+        """The branch is worse than the final code beyond noise: what it lacks was dropped
+        as noise (two changes doing one job each look useless while the other is there).
+        The dropped change that measured best goes back (ties: the earliest); False when
+        none is left."""
+        dropped = [k for k in kept if k.verdict == "noise" and k.comparison is not None]
+        if not dropped:
+            return False
+        back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
+        back.verdict = "matters"
+        back.note = "re-added: the branch without it was worse than the final code"
+        notes.append(f"the branch was worse than the final code beyond noise: "
+                     f"{back.sha[:7]} ({back.description}) re-added")
+        self.out(f"finalize: the branch is worse than the final code beyond noise; "
+                 f"re-adding {back.sha[:7]} ({back.description}), the dropped change that "
+                 f"measured best")
+        return True
 
     def _branch(self, base, states, found, kept) -> tuple[str, list[str]]:
         """`autoresearch/<tag>-final`: from the start, one commit per change that matters."""
-        keep = [k.index for k in kept if k.verdict == "matters"]
+        keep = [k.index for k in kept if k.verdict in KEPT]
         notes: list[str] = []
         try:
             steps = plan.rebuild(states, found, keep)

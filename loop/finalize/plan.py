@@ -20,7 +20,8 @@ best), each a dict path -> text over the files any of them changed. For commit i
 
 The branch to merge is rebuilt forward from S0 with each unit that matters made again in
 order; a change whose context was written by a superseded commit brings that commit's
-change with it (it is rewritten by the later one anyway)."""
+change with it (it is rewritten by the later one anyway), and those its lines came through
+in turn (a setting changed three times: the third brings the first two)."""
 from __future__ import annotations
 
 import difflib
@@ -228,11 +229,9 @@ def rebuild(states: list[Files], found: list[Fact], keep: list[int]) -> list[Ste
     """The kept commits `keep` made again forward from the start, in order. A change that
     does not apply brings first the superseded commits whose lines it rewrote; ChangeFailed
     when it still does not apply."""
-    by_index = {f.index: f for f in found}
     files, steps = dict(states[0]), []
     for i in sorted(keep):
-        brings = sorted(f.index for f in found if f.superseded and f.index < i
-                        and i in by_index[f.index].overwriters)
+        brings = _context(found, i)
         try:
             files = _forward(states, [i], files)
             brings = []
@@ -240,6 +239,18 @@ def rebuild(states: list[Files], found: list[Fact], keep: list[int]) -> list[Ste
             files = _forward(states, brings + [i], files)
         steps.append(Step(i, dict(files), brings))
     return steps
+
+
+def _context(found: list[Fact], i: int) -> list[int]:
+    """The superseded commits whose lines commit i rewrote, and theirs in turn (a constant
+    set three times: the third's line is the second's, the second's the first's)."""
+    need = {i}
+    while True:
+        more = {f.index for f in found if f.superseded and f.index < i
+                and f.index not in need and f.overwriters & need}
+        if not more:
+            return sorted(need - {i})
+        need |= more
 
 
 def _forward(states: list[Files], commits: list[int], files: Files) -> Files:

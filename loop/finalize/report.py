@@ -7,7 +7,8 @@ import base64
 import html
 from pathlib import Path
 
-VERDICTS = {"matters": "matters", "noise": "dropped: noise", "harmful": "dropped: harmful",
+VERDICTS = {"matters": "matters", "likely": "matters (likely: helps, within noise)",
+            "noise": "dropped: noise", "harmful": "dropped: harmful",
             "superseded": "dropped: superseded", "no-op": "dropped: no-op"}
 
 
@@ -40,7 +41,7 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes) -> list[str]:
         desc = k.description.replace("|", "\\|")
         verdict = VERDICTS.get(k.verdict, k.verdict) + (f" ({k.note})" if k.note else "")
         out.append(f"| {k.sha[:7]} | {desc} | {night} | {effect} | {verdict} | {runs_spent} |")
-    kept_n = sum(1 for k in kept if k.verdict == "matters")
+    kept_n = sum(1 for k in kept if k.verdict in ("matters", "likely"))
     out += ["", f"Branch `{branch}`: {kept_n} of {len(kept)} kept changes, in their order."]
     if check is None:
         out.append("Its code is the final code's: it reproduces the final gain.")

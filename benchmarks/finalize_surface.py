@@ -1,0 +1,238 @@
+"""`autoresearch finalize` on a surface whose true value is known: does it keep the kept
+changes that matter and drop the ones that do not?
+
+For each seed: a fresh git repo holding a copy of a surface task (benchmarks/surface/, or
+benchmarks/hard_surface/ with --surface hard; its NOISE and RUN_S rewritten), a night of
+random search with keep-any-gain (`autoresearch run`: the offline `mutate` proposer,
+`judge: {rule: strict, min_delta: 0}`, --iterations N, one worker, no sandbox, MLflow in a
+throwaway SQLite file), then `autoresearch finalize --workers W` on it. The surface's noise
+is made partly the code's own (`--shared`, see own_noise): as shipped, paired runs on one
+seed would see none. Then, from the task's own `true_loss`:
+
+- the true value of the night's best (the branch's tip) and of the finalized branch
+  (`autoresearch/<tag>-final`), and their difference in noise sd;
+- per kept commit its TRUE leave-one-out effect: the true loss of the final code with that
+  commit's constants put back to what they were before it (those a later commit rewrote
+  stay: it is superseded there), minus the final code's; positive = the change helps;
+- which finalize kept on the branch (the `Autoresearch-Kept-Commit:` trailers).
+
+A kept change is **real** when its true effect exceeds `--large` noise sd (default 1/3),
+**null or harmful** when it is at most 0 (a constant the surface ignores, a superseded
+change, a step that made things worse), small otherwise. Reported: runs finalize spent per
+kept change, the share of null-or-harmful keeps dropped, the share of real keeps lost, and
+whether the report names every kept commit (with a measured effect unless dropped without a
+run).
+
+    python benchmarks/finalize_surface.py [--seeds 0,1,2] [--surface bar] [--noise 0.05]
+        [--iterations 40] [--run-s 0.05] [--workers 2] [--large 0.333]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import surface_compute as sc  # noqa: E402
+import surface_nights as sn  # noqa: E402
+
+CONFIG = """\
+task: surface
+sandbox: "off"
+seed: {seed}
+iterations: {iterations}
+judge: {{rule: strict, min_delta: 0}}
+"""
+TRAILER = re.compile(r"^Autoresearch-Kept-Commit: ([0-9a-f]{40})$", re.M)
+
+
+@dataclass
+class Night:
+    seed: int
+    base: float                      # true loss of the start
+    best: float                      # ... of the night's best (the branch's tip)
+    final: float                     # ... of the finalized branch
+    effects: dict = field(default_factory=dict)     # kept sha -> true leave-one-out effect
+    kept_by_finalize: set = field(default_factory=set)
+    verdicts: dict = field(default_factory=dict)    # short sha -> finalize's verdict
+    measured: dict = field(default_factory=dict)    # short sha -> effect column
+    runs: int = 0
+    night_runs: int = 0
+    check: str = ""
+
+
+def true_effects(surface: sc.Surface, texts: list[str]) -> dict[int, float]:
+    """Kept commit i (1-based; texts[0] is the start) -> its true leave-one-out effect."""
+    states = [{k: float(v) for k, v in sc.CONSTANT.findall(t)} for t in texts]
+    tricks = sn.TRICK.findall(texts[-1])
+    truth = surface.module().true_loss
+    final = states[-1]
+    out = {}
+    for i in range(1, len(states)):
+        changed = [c for c in states[i] if states[i][c] != states[i - 1].get(c)]
+        alive = [c for c in changed
+                 if all(states[j][c] == states[i][c] for j in range(i, len(states)))]
+        without = {**final, **{c: states[i - 1][c] for c in alive}}
+        out[i] = truth(without, tricks) - truth(final, tricks)
+    return out
+
+
+def report_rows(md: str) -> dict[str, tuple[str, str]]:
+    """finalize.md's table: short sha -> (effect column, verdict column)."""
+    rows = {}
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) == 6 and re.fullmatch(r"[0-9a-f]{7}", cells[0]):
+            rows[cells[0]] = (cells[3], cells[4])
+    return rows
+
+
+def own_noise(path: Path, shared: float) -> None:
+    """The surface's noise made partly the code's own: as shipped, a run's offset is drawn
+    from its seed alone, so two versions run on one seed differ by exactly their true
+    values and a paired comparison sees no noise at all. Here only `shared` of its variance
+    comes from the seed; the rest is drawn from the seed AND the point (constants, tricks),
+    as a real run's noise depends on the code it runs (0: none shared, the hardest case)."""
+    src = path.read_text()
+    line = "    offset = rng.gauss(0.0, 1.0)"
+    assert line in src, f"{path}: no `{line.strip()}` to rewrite"
+    own = (f"{line}\n    offset = {shared ** 0.5!r} * offset + {(1 - shared) ** 0.5!r} * "
+           f"random.Random(repr((seed, sorted(values.items()), sorted(set(tricks)))))"
+           f".gauss(0.0, 1.0)")
+    path.write_text(src.replace(line, own, 1))
+
+
+def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run_s: float,
+              workers: int, shared: float) -> Night:
+    with tempfile.TemporaryDirectory(prefix="finalize-surface-") as tmp:
+        repo = sn.make_repo(Path(tmp), noise, run_s, surface.task)
+        own_noise(repo / "surface" / "surface.py", shared)
+        # the night on one worker: the same seed makes the same night, run after run
+        (repo / "autoresearch.yaml").write_text(CONFIG.format(seed=seed, iterations=iterations))
+        sn.git(repo, "add", "-A")
+        sn.git(repo, "commit", "-qm", "config; the noise partly the code's own")
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(tmp) / 'mlflow.db'}"}
+        for cmd in (["run", "--tag", "night"],
+                    ["finalize", "--tag", "night", "--workers", str(workers)]):
+            proc = subprocess.run([sys.executable, "-m", "loop", *cmd], cwd=repo, env=env,
+                                  capture_output=True, text=True, timeout=3600)
+            ended = "no untried mutation left" in proc.stdout
+            if proc.returncode != 0 and not (cmd[0] == "run" and ended):
+                raise RuntimeError(f"seed {seed}: `autoresearch {' '.join(cmd)}` exited "
+                                   f"{proc.returncode}: {(proc.stderr or proc.stdout)[-3000:]}")
+        show = lambda ref: sn.git(repo, "show", f"{ref}:surface/train.py")  # noqa: E731
+        kept = sn.git(repo, "rev-list", "--first-parent", "--reverse",
+                      "main..autoresearch/night").split()
+        texts = [show("main")] + [show(sha) for sha in kept]
+        night = Night(seed, surface.truth(texts[0]), surface.truth(texts[-1]),
+                      surface.truth(show("autoresearch/night-final")))
+        night.effects = {kept[i - 1]: e for i, e in true_effects(surface, texts).items()}
+        log = sn.git(repo, "log", "--format=%B", "main..autoresearch/night-final")
+        night.kept_by_finalize = set(TRAILER.findall(log))
+        state = repo / ".autoresearch" / "night"
+        md = (state / "finalize.md").read_text()
+        for short, (effect, verdict) in report_rows(md).items():
+            night.measured[short], night.verdicts[short] = effect, verdict
+        night.check = next((line for line in md.splitlines()
+                            if line.startswith(("Branch vs final", "Its code is"))), "")
+        night.runs = sum('"event": "measure"' in line
+                         for line in (state / "finalize.jsonl").read_text().splitlines())
+        night.night_runs = len([r for r in (state / "results.tsv").read_text().splitlines()[1:]
+                                if r.strip()])
+        return night
+
+
+def summarize(nights: list[Night], noise: float, large: float) -> list[str]:
+    out = ["| seed | kept | real (> %.2g sd) kept by finalize | null or harmful dropped | "
+           "small kept | finalize runs (per kept change) | true loss: start, night's best, "
+           "finalized | finalized - best (noise sd) | report names every kept commit |"
+           % large, "|---|---|---|---|---|---|---|---|---|"]
+    tot = {"real": 0, "lost": 0, "null": 0, "dropped": 0, "runs": 0, "kept": 0}
+    gaps = []
+    for n in nights:
+        real = [s for s, e in n.effects.items() if e > large * noise]
+        null = [s for s, e in n.effects.items() if e <= 1e-12]
+        small = [s for s in n.effects if s not in real and s not in null]
+        lost = [s for s in real if s not in n.kept_by_finalize]
+        dropped = [s for s in null if s not in n.kept_by_finalize]
+        named = all(s[:7] in n.verdicts for s in n.effects) and all(
+            n.measured[s[:7]] or n.verdicts[s[:7]] in ("dropped: superseded", "dropped: no-op")
+            for s in n.effects)
+        gap = (n.final - n.best) / noise
+        gaps.append(gap)
+        tot["real"] += len(real)
+        tot["lost"] += len(lost)
+        tot["null"] += len(null)
+        tot["dropped"] += len(dropped)
+        tot["runs"] += n.runs
+        tot["kept"] += len(n.effects)
+        out.append(f"| {n.seed} | {len(n.effects)} | {len(real) - len(lost)} of {len(real)} | "
+                   f"{len(dropped)} of {len(null)} | "
+                   f"{sum(s in n.kept_by_finalize for s in small)} of {len(small)} | "
+                   f"{n.runs} ({n.runs / max(1, len(n.effects)):.1f}) | "
+                   f"{n.base:.4f}, {n.best:.4f}, {n.final:.4f} | {gap:+.2f} | "
+                   f"{'yes' if named else 'NO'} |")
+    out.append("")
+    out.append(f"All seeds: {tot['kept']} kept changes; real keeps lost "
+               f"{tot['lost']} of {tot['real']} ({tot['lost'] / max(1, tot['real']):.0%}); "
+               f"null-or-harmful keeps dropped {tot['dropped']} of {tot['null']} "
+               f"({tot['dropped'] / max(1, tot['null']):.0%}); finalize runs per kept change "
+               f"{tot['runs'] / max(1, tot['kept']):.1f}; finalized - night's best "
+               f"{statistics.fmean(gaps):+.2f} noise sd on average (worst {max(gaps):+.2f}; "
+               f"negative = the finalized branch is truly better)")
+    for n in nights:
+        out.append(f"seed {n.seed}: {n.check}")
+    return out
+
+
+def detail(n: Night, noise: float) -> list[str]:
+    rows = [f"seed {n.seed}: commit | true effect (noise sd) | measured | verdict"]
+    for sha, e in n.effects.items():
+        rows.append(f"  {sha[:7]} | {e / noise:+.2f} | {n.measured.get(sha[:7], '')} | "
+                    f"{n.verdicts.get(sha[:7], 'MISSING')}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--surface", choices=sorted(sc.SURFACES), default="bar")
+    ap.add_argument("--noise", type=float, default=0.05, help="run-to-run noise sd")
+    ap.add_argument("--iterations", type=int, default=40, help="proposals in the night")
+    ap.add_argument("--run-s", type=float, default=0.05, help="seconds one run takes")
+    ap.add_argument("--workers", type=int, default=2, help="finalize's runs at once (the "
+                    "night's: one)")
+    ap.add_argument("--shared", type=float, default=0.0,
+                    help="share of a run's noise variance its seed alone decides (paired "
+                         "runs cancel it); 1: the surface as shipped")
+    ap.add_argument("--large", type=float, default=1 / 3,
+                    help="a real keep's true effect, at least, in noise sd")
+    ap.add_argument("--detail", action="store_true", help="every kept commit's numbers")
+    args = ap.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        ap.error("--seeds: comma-separated integers")
+    surface = sc.SURFACES[args.surface]
+    print(f"{args.surface} surface, noise sd {args.noise:g}; random search (mutate), "
+          f"keep-any-gain (strict, min_delta 0), {args.iterations} iterations, runs of "
+          f"{args.run_s:g} s; finalize on {args.workers} workers; "
+          f"noise shared by a seed {args.shared:g}; seeds {seeds}", flush=True)
+    nights = []
+    for seed in seeds:
+        nights.append(one_night(surface, seed, args.noise, args.iterations, args.run_s,
+                                args.workers, args.shared))
+        if args.detail:
+            print("\n".join(detail(nights[-1], args.noise)), flush=True)
+    print("\n".join(summarize(nights, args.noise, args.large)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
