@@ -28,7 +28,9 @@ NOISE = 0.5
 seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
 path = os.environ["DRIFT_FILE"]
 n = int(open(path).read()) if os.path.exists(path) else 0
-open(path, "w").write(str(n + 1))
+with open(f"{path}.{os.getpid()}", "w") as f:  # two slots run at once: never a torn read
+    f.write(str(n + 1))
+os.replace(f"{path}.{os.getpid()}", path)
 jitter = random.Random(seed).gauss(0, 1) * NOISE
 print(f"steps: {25 + 2 * n}")
 print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2 + jitter - 0.5 * n:.6f}")
