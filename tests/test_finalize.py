@@ -7,23 +7,13 @@ import subprocess
 import sys
 import time
 
-from conftest import git, make_repo
+from conftest import TOY_TASK, git, make_repo
 from loop.engine.engine import Engine
 from loop.finalize import plan
 from loop.finalize.estimate import estimate
 from loop.finalize.morning import finalize
 from loop.proposers.base import Proposal
 from loop.setup.config import Config, JudgeConfig
-
-TASK = """\
-name: toy
-editable: [train.py]
-protected: [grade.py]
-run: python train.py
-metric: {name: score, direction: minimize}
-time_budget_s: 10
-grace_s: 5
-"""
 
 # X and Y matter, W only harms, A and B help only together, UNUSED does nothing; the seed's
 # noise is the same for any code, so runs paired on a seed differ by the code alone
@@ -72,7 +62,7 @@ class Scripted:
 def night(tmp_path, train=TRAIN, changes=CHANGES, min_delta=-1.0):
     """A night that keeps every change of `changes` (its judge keeps anything not worse by
     more than -min_delta)."""
-    repo = make_repo(tmp_path / "repo", {"task.yaml": TASK, "train.py": train,
+    repo = make_repo(tmp_path / "repo", {"task.yaml": TOY_TASK, "train.py": train,
                                          "grade.py": "# protected\n"})
     cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(changes),
                  judge=JudgeConfig(rule="strict", min_delta=min_delta))

@@ -33,6 +33,7 @@ from loop.proposers.base import Proposal, ProposerFatal, Redo
 from loop.proposers.change import Change, ChangeFailed, redo
 from loop.setup.search_space import SpaceError, parse_space
 from loop.engine.resume import abandon, install_signals, recover
+from loop.engine.scheduler import PROPOSER_BUG
 from loop.engine.stopping import rule_for, settings_of
 from loop.run.runner import OK, read_tail
 from loop.run.spec import RunJob
@@ -42,7 +43,6 @@ from loop.words import (BASELINE, FAILURES, RunKey, RunKind, Status, baseline_re
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 
-PROPOSER_BUG = "proposer raised "    # a proposer's exception (engine/scheduler.py), not a bad edit
 ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
 # Ctrl-C: MLflow gets this long for its last writes; what is left is logged at the next
 # start (the journal knows), so the process ends within seconds of the signal

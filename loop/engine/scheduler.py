@@ -16,6 +16,9 @@ from loop.engine.context import received
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.run.spec import RunJob
 
+PROPOSER_BUG = "proposer raised "    # a proposer's exception, not a bad edit (engine.py stops
+                                     # a night on two alike in a row)
+
 
 class Scheduler:
     """Runs waiting for a slot, handed to the backend as slots free up; finished runs come
@@ -134,7 +137,7 @@ class ProposalQueue:
             raise
         except Exception as exc:     # a proposer bug costs an iteration, not the night
             proposal = Proposal("proposer error",
-                                error=f"proposer raised {type(exc).__name__}: {exc}")
+                                error=f"{PROPOSER_BUG}{type(exc).__name__}: {exc}")
         proposal.usage.proposal_s += time.monotonic() - started   # results.tsv, MLflow
         return received(proposal)      # nothing downstream sees the proposer's raw text
 

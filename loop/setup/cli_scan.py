@@ -8,6 +8,7 @@ import ast
 from dataclasses import dataclass
 
 from loop.setup.code_scan import Script
+from loop.setup.settings import first_of_each
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,7 @@ class Flag:
 def flags(src: Script) -> list[Flag]:
     """Every flag the script declares, in source order, each name once."""
     consts = src.literals()
-    found = [*_argparse(src, consts), *_fire(src, consts)]
-    out, seen = [], set()
-    for f in found:
-        if f.name not in seen:
-            seen.add(f.name)
-            out.append(f)
-    return out
+    return first_of_each([*_argparse(src, consts), *_fire(src, consts)])
 
 
 def _value(node: ast.expr | None, consts: dict) -> object:

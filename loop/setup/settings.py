@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=Any)
 
 NUMBER = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 # `LEARNING_RATE = 3e-3  # ..`, `learning_rate: float = 6e-4`: a module-level assignment
@@ -49,11 +52,16 @@ def find(path: str, text: str) -> list[Setting]:
     kind = kind_of(path)
     found = (_python(path, text) if kind == "constant" else _yaml(path, text)
              if kind == "yaml" else _json(path, text) if kind == "json" else [])
+    return first_of_each(found)
+
+
+def first_of_each(items: list[T]) -> list[T]:
+    """`items` (each with a `name`) in order, a name's first only."""
     out, seen = [], set()
-    for s in found:
-        if s.name not in seen:
-            seen.add(s.name)
-            out.append(s)
+    for item in items:
+        if item.name not in seen:
+            seen.add(item.name)
+            out.append(item)
     return out
 
 

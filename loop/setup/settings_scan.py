@@ -17,7 +17,7 @@ from loop.setup import cli_scan, settings
 from loop.setup.code_scan import Script
 from loop.setup.flags import SEED_VALUE
 from loop.setup.plan import Plan
-from loop.setup.search_space import CONSTANT, POWER, SEED, SETTING, constants
+from loop.setup.search_space import CONSTANT, POWER, SEED, SETTING, constants, number
 
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
@@ -191,7 +191,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     given = _given(plan)
     known = {f.name for f in found}
     numeric = [f for f in found if f.numeric or (f.type in ("int", "float") and f.name in given)]
-    numeric += [cli_scan.Flag(name, name.replace("-", "_"), settings_value(text), "", (),
+    numeric += [cli_scan.Flag(name, name.replace("-", "_"), number(text), "", (),
                               "--key=value") for name, text in given.items() if name not in known]
     seeds = [f for f in found if SEED.search(f.dest) and f.type != "bool"
              and (f.numeric or f.type in ("int", ""))]
@@ -220,7 +220,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
             plan.skipped.append(f"--{f.name}")
             continue
         spec = ({"choices": list(f.choices)} if f.choices else
-                _dim_spec(f.name, settings_value(values[f.name]), values[f.name]))
+                _dim_spec(f.name, number(values[f.name]), values[f.name]))
         if spec:
             plan.space[f.name] = spec
     overriding = [n for n in given if n not in known]
@@ -242,11 +242,6 @@ def _restate_config_note(plan: Plan, overridden: set[str]) -> None:
             names, _, tail = rest.partition(" in ")
             kept = [n for n in names.split(", ") if n and n not in overridden]
             plan.notes[i] = f"{before}{marker}{', '.join(kept) or 'none of them'} in {tail}"
-
-
-def settings_value(text: str) -> float:
-    from loop.setup.search_space import number
-    return number(text)
 
 
 def _text(value: object) -> str:
@@ -317,11 +312,11 @@ def with_config_files(plan: Plan, scripts: list[Script]) -> None:
         plan.editable.append(rel)
         moved = []
         for s in found:
-            leaf = re.split(r"[.]", s.name)[-1]
+            leaf = s.name.rpartition(".")[2]
             if SEED.search(leaf) or BOOKKEEPING.search(s.name) or LENGTH.search(leaf):
                 plan.skipped.append(s.name)
                 continue
-            spec = _dim_spec(leaf, settings_value(s.text), s.text)
+            spec = _dim_spec(leaf, number(s.text), s.text)
             if spec and s.name not in plan.space:
                 plan.space[s.name] = spec
                 moved.append(s.name)
