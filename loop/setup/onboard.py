@@ -89,9 +89,9 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     _budget(plan, src, local_names(scan), known, time_budget_s)
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)
+    with_flags(plan, [src, *modules.values()])   # first: a flag overrides the config file
     if config:
         with_config(plan, config)
-    with_flags(plan, [src, *modules.values()])
     with_config_files(plan, [src, *modules.values()])
     explain_empty(plan)
     guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)

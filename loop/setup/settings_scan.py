@@ -146,7 +146,8 @@ def with_config(plan: Plan, config: Script) -> None:
     with. The file is editable; its numeric settings join the space with ranges around its
     values, replacing the script's. mutate changes a name in the first file, in path order,
     that defines it: when the script would come first, the names the file sets are left out
-    instead (an edit of the script's value would change nothing)."""
+    instead (an edit of the script's value would change nothing). A name the flags file
+    passes (with_flags, run first) stays the flag's: it comes last on the command line."""
     once = _set_once(config)
     values = {m["name"]: float(m["value"].replace("_", ""))
               for m in SETTING.finditer(config.source) if m["name"] in once}
@@ -158,6 +159,8 @@ def with_config(plan: Plan, config: Script) -> None:
     texts = _sources(config.source, True)
     first = sorted([config.path, plan.script])[0] == config.path
     for name in set_here:
+        if name in plan.flags:                # last on the command line, the flag decides
+            continue
         plan.space.pop(name, None)
         if name in plan.skipped:
             continue
@@ -167,7 +170,7 @@ def with_config(plan: Plan, config: Script) -> None:
             plan.space[name] = spec
         elif not first:
             plan.skipped.append(f"{name} (set by {config.path})")
-    moved = [n for n in set_here if n in plan.space]
+    moved = [n for n in set_here if n in plan.space and n not in plan.flags]
     plan.notes.append(f"{config.path} sets {len(set_here)} settings for the run, over "
                       f"{plan.script}'s values: " + (
                           f"the search space moves {', '.join(moved) or 'none of them'} in "
@@ -224,24 +227,10 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         if spec:
             plan.space[f.name] = spec
     overriding = [n for n in given if n not in known]
-    _restate_config_note(plan, set(overriding))
     if overriding:
         plan.notes.append(f"--args sets {', '.join(overriding)} as --key=value: last on the "
                           f"command line, they override the script's and its config file's "
                           f"values, so {FLAGS_FILE} passes them and the search moves them there")
-
-
-def _restate_config_note(plan: Plan, overridden: set[str]) -> None:
-    """with_config's note said which of the config file's settings the search moves there;
-    those the flags file overrides are moved in the flags file instead."""
-    head = f"{plan.config_file} sets "
-    marker = "the search space moves "
-    for i, note in enumerate(plan.notes):
-        if plan.config_file and note.startswith(head) and marker in note:
-            before, _, rest = note.partition(marker)
-            names, _, tail = rest.partition(" in ")
-            kept = [n for n in names.split(", ") if n and n not in overridden]
-            plan.notes[i] = f"{before}{marker}{', '.join(kept) or 'none of them'} in {tail}"
 
 
 def _text(value: object) -> str:
