@@ -11,7 +11,8 @@ import pytest
 from conftest import TOY_TRAIN, git, run_cli
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
-from loop.ui.progress import LiveProgress, Progress, make_progress
+from loop.engine.progress import Progress
+from loop.ui.progress import LiveProgress, make_progress
 from loop.proposers.base import Proposal
 
 

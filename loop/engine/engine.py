@@ -28,7 +28,7 @@ from loop.state.journal import Record, TagLock, record_dict
 from loop.edits.hunks import hunks
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
 from loop.engine.parts import Parts, locate, open_parts, state_dir
-from loop.ui.progress import Phase, Progress
+from loop.engine.progress import Phase, Progress
 from loop.proposers.base import Proposal, ProposerFatal, Redo
 from loop.proposers.change import Change, ChangeFailed, redo
 from loop.setup.search_space import SpaceError, parse_space

@@ -28,7 +28,7 @@ from loop.run.backends import make_backend
 from loop.setup.config import Config
 from loop.setup.task import load_task, with_budget
 from loop.state.journal import Journal, TagLock, replay
-from loop.ui.progress import Progress
+from loop.engine.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
