@@ -122,7 +122,7 @@ class Morning:
                 check = self._check(tip, versions["final"], bench, budget, conf)
                 checks += [check] if check else []
         except KeyboardInterrupt:
-            sched.cancel(lambda j: True)
+            sched.cancel_all()
             self.out("finalize: interrupted; run the same command to go on (no run is "
                      "made twice)")
             return 130
