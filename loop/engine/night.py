@@ -20,15 +20,15 @@ from loop.engine.events import Event, RunEnded
 from loop.engine.flight import Flight
 from loop.engine.keep import Keeper, exact_runs, with_floor
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
-from loop.engine.parts import Parts
 from loop.engine import replays
+from loop.engine.parts import Parts
 from loop.engine.resume import abandon
 from loop.engine.runs import announce, best_measured, check_ended, measured
 from loop.engine.staging import Staged, Stager
 from loop.engine.stopping import rule_for, settings_of
 from loop.judge import judge as judging
-from loop.repo.gitsafe import RefSnapshot
 from loop.proposers.base import Proposal, ProposerFatal, Redo
+from loop.repo.gitsafe import RefSnapshot
 from loop.run.spec import RunJob
 from loop.state.journal import Record
 from loop.words import BASELINE, RunKey, RunKind, Status, plural
