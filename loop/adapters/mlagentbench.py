@@ -83,7 +83,8 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
     editable, read_only = _copy_env(benchmark, out, warn)
-    description = (benchmark / "scripts" / "research_problem.txt").read_text(errors="replace").strip()
+    problem = benchmark / "scripts" / "research_problem.txt"
+    description = problem.read_text(errors="replace").strip()
     if timed_grader:
         return _timed_task(benchmark, out, editable, read_only, description, time_budget_s)
     if self_reported:

@@ -22,12 +22,12 @@ from pathlib import PurePosixPath
 
 from loop.edits.hints import not_found
 from loop.edits.match import BlockFailure, fits, join_lines, locate, split_lines
-from loop.edits.parse import Edit, ParsedReply, one_line, parse_reply
+from loop.edits.parse import Edit, ParsedReply, parse_reply
 from loop.edits.thinking import split_thinking
 from loop.untrusted import canonical_path
 
 __all__ = ["Edit", "ParsedReply", "EditError", "EditOutcome", "parse_reply", "apply_edits",
-           "try_edits", "apply_reply", "one_line", "settle_named", "split_thinking"]
+           "try_edits", "apply_reply", "settle_named", "split_thinking"]
 
 PathCheck = Callable[[str], "str | None"]  # rel path -> why it may not be written, or None
 NO_EDITS = ("no edit found in the reply: write each change as a SEARCH/REPLACE block under "

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from loop.edits.parse import Edit, ParsedReply, clean_description, parse_reply
+from loop.edits.describe import clean_description
+from loop.edits.parse import Edit, ParsedReply, parse_reply
 from loop.edits.thinking import split_thinking
 from loop.setup.search_space import CONSTANT, POWER, number
 
