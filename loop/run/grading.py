@@ -33,14 +33,8 @@ from pathlib import Path
 from loop.errors import UsageError
 from loop.run.runner import CRASH, NO_METRIC
 from loop.setup.task import Task
+from loop.setup.taskfiles import COPY_SKIP, SKIP
 
-SKIP = {".git", "__pycache__", ".autoresearch"}
-# Never in a plain copy of a task folder (check-task outside git): environments, caches and
-# run state, which a checkout of HEAD would not hold either (a virtualenv of any name, one
-# holding pyvenv.cfg, or a conda env, holding conda-meta/, is skipped too)
-COPY_SKIP = (*SKIP, ".venv", "venv", "node_modules", ".cache", ".mypy_cache", ".pytest_cache",
-             ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", "mlflow.db", "mlruns",
-             "mlartifacts")
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from loop.run.grading import COPY_SKIP
+from loop.setup.taskfiles import COPY_SKIP
 from loop.run.sandbox import emptied_folders
 from loop.setup.interpreter import environment, of_command, uv_environment
 

@@ -64,7 +64,7 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     never reads `best val loss`)."""
     if value.default_line:
         return ""
-    from loop.setup.task import NUMBER
+    from loop.setup.metric import NUMBER
     words = [w.lower() for w in value.label.split()]
     before = {o.label.split()[-len(words) - 1].lower() for o in others
               if [w.lower() for w in o.label.split()[-len(words):]] == words
@@ -108,7 +108,7 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
 
 
 def registry() -> list[Shape]:
-    from loop.setup.shapes import evaluator, lm, script
+    from loop.init.shapes import evaluator, lm, script
     return [lm.SHAPE, evaluator.SHAPE, script.SHAPE]
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 
 from loop.setup.code_scan import direction_of
-from loop.setup.plan import Guess, InitError, Plan
-from loop.setup.shapes import Candidate
+from loop.init.plan import Guess, InitError, Plan
+from loop.init.shapes import Candidate
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
