@@ -19,7 +19,7 @@ import re
 
 from loop.setup.code_scan import direction_of
 from loop.init.plan import Guess, InitError, Plan
-from loop.init.shapes import Candidate
+from loop.init.shapes.base import Candidate
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"

@@ -26,7 +26,8 @@ from loop.init.caches import declare as declare_caches
 from loop.init.inputs import guess_inputs
 from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
                                       with_config, with_config_files, with_flags)
-from loop.init.shapes import Scan, registry, shape
+from loop.init.shapes import all_shapes, shape
+from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
 from loop.init.time_box import prints_in_loop
 
@@ -78,7 +79,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     for mod_src in modules.values():
         known.update(mod_src.literals())
     scan = Scan(root, src, modules, known)
-    found = [c for s in registry() for c in s.candidates(scan)]
+    found = [c for s in all_shapes() for c in s.candidates(scan)]
     chosen = choose(plan, found, metric, metric_pattern, direction)
     kind = shape(chosen.shape)
     plan.shape, plan.shape_line = kind.key, kind.words

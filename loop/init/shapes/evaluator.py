@@ -6,7 +6,7 @@ process, so an edit could print a line of its own (init says so)."""
 from __future__ import annotations
 
 from loop.init.plan import Plan
-from loop.init.shapes import Candidate, Scan, Shape, from_values
+from loop.init.shapes.base import Candidate, Scan, Shape, from_values
 
 
 def candidates(scan: Scan) -> list[Candidate]:

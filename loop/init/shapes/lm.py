@@ -14,7 +14,7 @@ from pathlib import Path
 from loop.setup.code_scan import Script
 from loop.init.plan import InitError, Plan
 from loop.setup.search_space import constants, number
-from loop.init.shapes import Candidate, Scan, Shape
+from loop.init.shapes.base import Candidate, Scan, Shape
 
 
 def candidates(scan: Scan) -> list[Candidate]:

@@ -1,0 +1,99 @@
+"""The interface of a repo shape `autoresearch init` reads (loop/init/shapes/__init__.py
+holds the table of shapes): what init read of the repo (`Scan`), a metric a shape can grade
+(`Candidate`), the shape itself (`Shape`: its candidates and how it fills in the plan), and
+the metric patterns the shapes share. Imports no shape."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from loop.setup.code_scan import Script, Value
+from loop.setup.printed import SPLIT_WORDS, name_words
+
+
+@dataclass
+class Scan:
+    """What init read of the repo: the script and the local modules it imports."""
+    root: Path
+    script: Script
+    modules: dict[str, Script] = field(default_factory=dict)    # module name -> its code
+    known: dict[str, object] = field(default_factory=dict)      # the modules' literals
+
+    def module_file(self, mod: str) -> str:
+        return f"{mod.replace('.', '/')}.py"
+
+
+@dataclass
+class Candidate:
+    """A metric a shape can grade."""
+    name: str
+    shape: str
+    source: str                  # who prints it, in words
+    pattern: str = ""            # metric.pattern ("": the default `name: value` line)
+    sure: bool = True            # a number for certain (a numeric format, arithmetic)
+    data: Any = None             # the shape's own (lm: the evaluation call)
+    problem: str = ""            # why its pattern would not read exactly it ("": it does)
+
+
+@dataclass(frozen=True)
+class Shape:
+    key: str
+    words: str                   # the shape, as init prints it
+    candidates: Callable[[Scan], list[Candidate]]
+    apply: Callable[..., None]   # (plan, scan, candidate)
+
+
+def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
+    r"""`metric.pattern` for a value: "" for a `name: value` line (the task's default reads
+    it), else a regex for its label inside the line that matches no more than it names:
+    `valid loss 7.28` -> `(?<![\w./-])valid\s+loss\s*[:=]?\s*(NUMBER)`. The label must
+    not follow a word, a dot, `/` or `-` (`loss` never reads `train_loss` nor `val/loss`);
+    a label without a split word must not follow one (`loss` never reads `train loss` or
+    `test loss`), nor any word that another label of the script puts before it (`val loss`
+    never reads `best val loss`)."""
+    if value.default_line:
+        return ""
+    from loop.setup.metric import NUMBER
+    words = [w.lower() for w in value.label.split()]
+    before = {o.label.split()[-len(words) - 1].lower() for o in others
+              if [w.lower() for w in o.label.split()[-len(words):]] == words
+              and len(o.label.split()) > len(words)}
+    if not set(name_words(value.label)) & set(SPLIT_WORDS):
+        before |= set(SPLIT_WORDS)
+    by_length: dict[int, list[str]] = {}
+    for w in sorted(before):
+        by_length.setdefault(len(w), []).append(re.escape(w))
+    guards = "".join(f"(?<!{alts[0]} )" if len(alts) == 1 else f"(?<!(?:{'|'.join(alts)}) )"
+                     for _, alts in sorted(by_length.items()))
+    body = r"\s+".join(re.escape(w) for w in value.label.split())
+    return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
+
+
+def pattern_problem(value: Value, pattern: str, lines: list[str]) -> str:
+    """Why `pattern` does not read exactly this value from the lines the script prints
+    (each rendered with a distinct sample number per value), or ""."""
+    if value.split_from:
+        return (f"its split is printed from `{value.split_from}`, known only when the "
+                f"script runs")
+    if not pattern or not value.line:
+        return ""
+    got = re.findall(pattern, "\n".join(lines), re.M | re.I)
+    if got == [value.sample]:
+        return ""
+    if value.sample not in got:
+        return f"it would not read the line `{value.line}`"
+    return f"it would read {len(got)} numbers of the lines printed, not one"
+
+
+def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
+    values = src.reported()
+    lines = src.lines()
+    out = []
+    for v in values:
+        pattern = pattern_for(v, values)
+        out.append(Candidate(v.name, shape, source, pattern, v.sure,
+                             problem=pattern_problem(v, pattern, lines)))
+    return out
