@@ -18,7 +18,6 @@ stops with a line saying so; use a port >= 1024 (a local forward, or the provide
 alternative port). Only TCP is forwarded (no UDP, no DNS)."""
 from __future__ import annotations
 
-import re
 import socket
 import sys
 import tempfile

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from loop.edits.constant_lines import CONSTANT, POWER
+from loop.edits.constant_lines import CONSTANT
 from loop.setup import settings
 from loop.untrusted import bounded_power, parse_number
 
