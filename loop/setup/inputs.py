@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
 from pathlib import Path
 
 from loop.errors import TaskError
@@ -109,8 +108,8 @@ def _uncommitted(origin: Path, rel: str) -> list[str]:
 
 
 def _tracked(origin: Path, rel: str) -> list[str]:
-    done = subprocess.run(["git", "ls-files", "-z", "--", rel], cwd=origin,
-                          capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    done = run_git(["ls-files", "-z", "--", rel], origin, check=False)
     return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
 
 
@@ -149,9 +148,9 @@ def guess_inputs(plan, sources, given: list[str] | None) -> None:
     from loop.run.grading import COPY_SKIP
     named = {n.value.strip("/") for src in sources for n in ast.walk(src.tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.strip()}
-    done = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored",
-                           "--exclude-standard", "--directory", "--", "."], cwd=plan.root,
-                          capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    done = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                    "--directory", "--", "."], plan.root, check=False)
     found: dict[str, None] = {}
     for entry in done.stdout.split("\0") if done.returncode == 0 else []:
         parts = entry.rstrip("/").split("/")
