@@ -4,9 +4,9 @@ files and the parsed scripts; runs nothing of the repo's."""
 from __future__ import annotations
 
 import ast
-import subprocess
 
 from loop.init.plan import Guess
+from loop.repo.gitsafe import run_git
 from loop.setup.taskfiles import COPY_SKIP
 
 DATA_SUFFIXES = (".bin", ".npy", ".npz", ".pkl", ".pickle", ".txt", ".csv", ".tsv", ".parquet",
@@ -28,9 +28,8 @@ def guess_inputs(plan, sources, given: list[str] | None) -> None:
         return
     named = {n.value.strip("/") for src in sources for n in ast.walk(src.tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.strip()}
-    done = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored",
-                           "--exclude-standard", "--directory", "--", "."], cwd=plan.root,
-                          capture_output=True, text=True)
+    done = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                    "--directory", "--", "."], plan.root, check=False)
     found: dict[str, None] = {}
     for entry in done.stdout.split("\0") if done.returncode == 0 else []:
         parts = entry.rstrip("/").split("/")

@@ -116,7 +116,8 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
 
 # -- the script and its modules ------------------------------------------------------------------
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    return run_git(args, cwd, check=False)
 
 
 def _git_top(root: Path) -> Path:

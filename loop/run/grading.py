@@ -26,11 +26,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.repo.gitsafe import run_git
 from loop.run.runner import CRASH, NO_METRIC
 from loop.setup.task import Task
 from loop.setup.taskfiles import COPY_SKIP, SKIP
@@ -211,8 +211,7 @@ def _check_untracked(private: Path, repo_root: Path) -> None:
     worktree and commit the experiment sees."""
     if private != repo_root and repo_root not in private.parents:
         return
-    out = subprocess.run(["git", "ls-files", "--", str(private)], cwd=repo_root,
-                         capture_output=True, text=True)
+    out = run_git(["ls-files", "--", str(private)], repo_root, check=False)
     if out.stdout.strip():
         raise UsageError(f"private folder {private} holds files tracked by git "
                          f"({out.stdout.split()[0]}): they would be in the experiment's "

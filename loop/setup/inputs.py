@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
 from pathlib import Path
 
 from loop.errors import TaskError
@@ -109,8 +108,8 @@ def _uncommitted(origin: Path, rel: str) -> list[str]:
 
 
 def _tracked(origin: Path, rel: str) -> list[str]:
-    done = subprocess.run(["git", "ls-files", "-z", "--", rel], cwd=origin,
-                          capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    done = run_git(["ls-files", "-z", "--", rel], origin, check=False)
     return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
 
 
