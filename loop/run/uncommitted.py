@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from loop.repo.gitsafe import run_git
-from loop.run.grading import COPY_SKIP
 from loop.run.sandbox import emptied_folders
 from loop.setup.interpreter import environment, of_command, uv_environment
+from loop.setup.taskfiles import COPY_SKIP
 
 # A line that says something was not found
 ERROR_LINE = re.compile(r"no such file|not found|does not exist|no module named|can't open|"
