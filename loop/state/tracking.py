@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loop.state.journal import Record
+from loop.record import Record
 from loop.state.store import artifact_location, create_store, quiet_mlflow
 from loop.untrusted import one_line
 
