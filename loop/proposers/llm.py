@@ -76,6 +76,11 @@ class _SchemaRefused(Exception):
     it does not take one, so this proposer asks in search_replace from now on."""
 
 
+def make(config, seed: int = 0) -> LLMProposer:
+    """The `llm` kind of loop/proposers/registry.py."""
+    return LLMProposer(config)
+
+
 class LLMProposer:
     def __init__(self, config: ProposerConfig, *, backoff_scale: float = 1.0):
         """`backoff_scale` multiplies every backoff wait (tests use 0)."""
