@@ -14,7 +14,8 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.run import grading, sandbox
-from loop.run.backends import Backend, make_backend
+from loop.run.backends import make_backend
+from loop.run.backends.base import Backend
 from loop.setup.config import Config
 from loop.engine.context import PromptContext
 from loop.state.integrity import StateGuard
