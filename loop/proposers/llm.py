@@ -26,8 +26,8 @@ import threading
 import time
 import warnings
 
+from loop.edits.describe import clean_description
 from loop.edits.formats import AUTO_FALLBACK, AUTO_FIRST, FORMATS
-from loop.edits.parse import clean_description
 from loop.proposers import prompts
 from loop.proposers.base import Context, Proposal, ProposerFatal
 from loop.proposers.completion import SchemaRefused, Unavailable

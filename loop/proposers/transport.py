@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from loop.edits.edits import split_thinking
+from loop.edits.thinking import split_thinking
 from loop.proposers.base import ProposerFatal, Usage
 from loop.proposers.completion import (Garbled, SchemaRefused, Unavailable, check_streamed,
                                        is_transient, slow)
