@@ -73,7 +73,8 @@ class LLMProposer:
                                    self.cancelled, backoff_scale)
         # the edit format (loop/edits/formats.py); `auto` is json until the server refuses
         # a schema with a 400, then search_replace for the rest of the night
-        self.format = FORMATS.get(config.edit_format, AUTO_FIRST)
+        self.format = AUTO_FIRST if config.edit_format == "auto" else \
+            FORMATS.get(config.edit_format)
         if config.tracing:
             _enable_tracing()
 
