@@ -1,7 +1,8 @@
-"""The engine keeps the shape it was given: each module of loop/engine/ one job under 400
-lines, no function over 60, the `Loop` with at most 15 attributes (a candidate's state is
-its Candidate's, not side tables on the loop), and the engine and finalize report progress
-through loop/engine/progress.py without importing the UI."""
+"""The engine keeps the shape it was given: each module of loop/engine/ says its one job (the
+400-line and 60-line limits are tests/test_shape.py's), the `Loop` has at most 15
+attributes (a candidate's state is its Candidate's, not side tables on the loop), and the
+engine and finalize report progress through loop/engine/progress.py without importing the
+UI."""
 import ast
 from pathlib import Path
 
@@ -13,20 +14,10 @@ def modules(folder: Path) -> dict[str, ast.Module]:
     return {p.name: ast.parse(p.read_text()) for p in sorted(folder.glob("*.py"))}
 
 
-def test_every_engine_module_is_short_and_says_its_job():
+def test_every_engine_module_says_its_job():
     for path in sorted(ENGINE.glob("*.py")):
-        lines = path.read_text().splitlines()
-        assert len(lines) <= 400, f"{path.name}: {len(lines)} lines"
-        if path.name != "__init__.py" or lines:
+        if path.name != "__init__.py":
             assert ast.get_docstring(ast.parse(path.read_text())), f"{path.name}: no docstring"
-
-
-def test_no_engine_function_is_over_60_lines():
-    for name, tree in modules(ENGINE).items():
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                size = node.end_lineno - node.lineno + 1
-                assert size <= 60, f"{name}: {node.name} is {size} lines"
 
 
 def self_attributes(cls: ast.ClassDef) -> set[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from loop.engine.scheduler import PROPOSER_BUG
 from loop.setup.config import Config
-from loop.state.journal import Record
+from loop.record import Record
 from loop.words import FAILURES, plural
 
 

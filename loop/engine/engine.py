@@ -16,7 +16,7 @@ from loop.engine.resume import install_signals, recover
 from loop.repo.gitsafe import GitError
 from loop.run.faults import disk_full_message, is_disk_full
 from loop.setup.config import Config
-from loop.state.journal import TagLock
+from loop.repo.taglock import TagLock
 
 __all__ = ["Engine", "Loop", "Stop", "default_tag", "state_dir"]
 

@@ -15,7 +15,7 @@ from loop.engine.lifecycle import Candidate
 from loop.engine.parts import Parts
 from loop.judge import judge as judging
 from loop.setup.config import Config
-from loop.state.journal import Record, record_dict
+from loop.record import Record, record_dict
 from loop.words import commit_message, num
 
 

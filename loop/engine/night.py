@@ -30,7 +30,7 @@ from loop.judge import judge as judging
 from loop.proposers.base import Proposal, ProposerFatal, Redo
 from loop.repo.gitsafe import RefSnapshot
 from loop.run.spec import RunJob
-from loop.state.journal import Record
+from loop.record import Record
 from loop.words import BASELINE, RunKey, RunKind, Status, plural
 
 ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit

@@ -9,12 +9,12 @@ from loop.engine.parts import Parts
 from loop.engine.progress import Phase
 from loop.judge import judge as judging
 from loop.repo.gitsafe import DiskFull, RefSnapshot
-from loop.run.backends import grader_folder
+from loop.run.backends.base import grader_folder
 from loop.run.faults import log_says_disk_full
 from loop.run.runner import OK, RunResult, read_tail
 from loop.run.spec import RunJob
 from loop.setup.config import Config
-from loop.state.journal import Record
+from loop.record import Record
 from loop.untrusted import REASON_MAX, one_line
 from loop.words import RunKind, Status, baseline_retry, failed_baseline, num
 
