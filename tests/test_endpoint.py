@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from openai_server import Reply
 from loop.engine.engine import Engine
-from test_llm_loop import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
+from llm_task import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
 
 
 def closed_port_url() -> str:

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
-from test_init import commit, listing, plain_repo
+from helpers import commit, init, plain_repo, refused
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
@@ -29,20 +28,6 @@ def tabular(tmp_path: Path) -> Path:
 def nano(tmp_path: Path) -> Path:
     return plain_repo(tmp_path / "nano", {"train.py": NANO_TRAIN,
                                           "configurator.py": NANO_CONFIGURATOR})
-
-
-def init(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_cli("init", *args, cwd=repo)
-
-
-def refused(repo: Path, *args: str) -> str:
-    """init exits 2 with one line and writes nothing; the line."""
-    before = {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()}
-    done = init(repo, *args)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()} == before
-    return done.stderr.strip()
 
 
 def run_output(repo: Path) -> str:

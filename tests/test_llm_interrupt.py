@@ -13,8 +13,8 @@ import time
 import pytest
 from conftest import run_cli
 from openai_server import Reply
-from test_engine import assert_same_story
-from test_llm_loop import SEARCH_REPLACE
+from helpers import assert_same_story
+from llm_task import SEARCH_REPLACE
 
 EXIT_BOUND_S = 5.0
 

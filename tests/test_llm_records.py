@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from openai_server import Reply
-from test_llm_loop import llm_config
+from llm_task import llm_config
 
 from loop.engine.engine import Engine
 from loop.run.runner import exception_error

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from conftest import require
+from helpers import wait_gone
 from loop.run import sandbox
-from loop.run.process import Limits, _alive, experiment_env, run_command
+from loop.run.process import Limits, experiment_env, run_command
 from loop.run.runner import parse_metric, run_experiment
 from loop.run.spec import GradeStep, RunSpec
 from loop.setup.task import Metric
@@ -23,28 +24,6 @@ def limits(request):
     if request.param == "required":
         require("sandbox", NO_BWRAP)
     return Limits(sandbox=request.param)
-
-
-def survivors(token: str) -> list[int]:
-    """Host pids of live processes whose command line holds `token` (pids printed inside a
-    PID namespace mean nothing outside it, so tests look processes up by a unique token)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read() and _alive(int(entry)):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-def wait_gone(token: str, seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while survivors(token) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return survivors(token)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, needs_sandbox, require, run_cli
+from helpers import fake_bwrap
 from graded_toy import TRAIN, baseline_error, make_graded_repo
 from loop.run import sandbox
 from loop.setup.config import Config, JudgeConfig
@@ -186,18 +187,6 @@ def test_every_attempt_fails_inside_the_sandbox(outside_tmp, mlflow_uri, monkeyp
     while alive_with(token) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive_with(token) == [], "the daemon outlived its run"
-
-
-def fake_bwrap(tmp_path: Path) -> dict:
-    """An environment whose PATH finds a bwrap that fails as it does where user namespaces
-    are forbidden (Ubuntu's AppArmor default, some containers)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
-                    "exit 1\n")
-    fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
 def test_required_refuses_to_start_without_a_sandbox(toy_repo, tmp_path, mlflow_uri):

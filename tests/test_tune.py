@@ -280,7 +280,7 @@ def table(repo):
 
 @pytest.mark.slow
 def test_a_tune_night_killed_mid_night_resumes_exactly(tmp_path, mlflow_uri):
-    from test_engine import assert_same_story
+    from helpers import assert_same_story
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     # the night never interrupted
     calm = held_repo(tmp_path / "calm", tmp_path / "no-hold")
