@@ -231,7 +231,6 @@ def test_a_tracking_server_gone_mid_night_neither_holds_the_end_nor_prints(toy_r
         time.sleep(0.1)                          # the baseline and iteration 1 are in
     os.killpg(server.pid, signal.SIGKILL)
     server.wait()
-    killed = time.monotonic()
     try:
         out, _ = night.communicate(timeout=150)
     except subprocess.TimeoutExpired:
@@ -239,7 +238,6 @@ def test_a_tracking_server_gone_mid_night_neither_holds_the_end_nor_prints(toy_r
         out, _ = night.communicate()
         pytest.fail("the loop was still waiting for MLflow 150 s after the server died:\n" + out)
     assert night.returncode == 0, out
-    assert time.monotonic() - killed < 90, out
     assert "View run" not in out and "View experiment" not in out, out
     note = [line for line in out.splitlines() if "MLflow store still unavailable" in line]
     assert len(note) == 1 and "logged at the next start" in note[0], out

@@ -83,24 +83,23 @@ def test_grader_is_the_only_source_of_the_metric(tmp_path):
     assert "=== evaluate" in (tmp_path / "log.txt").read_text()
 
 
+@pytest.mark.hang_limit(300)
 def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path, limits):
-    """A child that ignores SIGTERM and a grandchild (one in its own session) all die."""
+    """A child that ignores SIGTERM and a grandchild (one in its own session) all die. They
+    would sleep for days: a kill that waited for the tree would hang (hang_limit fails it)."""
     token = f"tok{time.time_ns()}"
     body = f"""
         import os, signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{token}"])
+        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)", "{token}"])
         escaped = subprocess.Popen([sys.executable, "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(10**6)",
             "{token}"], start_new_session=True)
         print("val_bpb: 1.0", flush=True)
-        time.sleep(300)
+        time.sleep(10**6)
     """
-    start = time.monotonic()
     res = _run(tmp_path, body, timeout=3.0, limits=limits)
-    elapsed = time.monotonic() - start
     assert res.status == "timeout" and res.metric is None
-    assert elapsed < 20, "the kill must not wait for the sleeping tree"
     assert wait_gone(token) == [], "processes survived the timeout"
 
 
@@ -153,5 +152,9 @@ def test_child_really_cannot_read_the_key(tmp_path, monkeypatch):
 
 
 def test_run_command_reports_wall_time(tmp_path):
+    """The wall time is the command's own, in seconds: at least its sleep, at most the time
+    the call took as seen from outside (not milliseconds, not a timestamp)."""
+    called = time.monotonic()
     rc, timed_out, wall = run_command("sleep 0.2", tmp_path, experiment_env(), 5, tmp_path / "l")
-    assert rc == 0 and not timed_out and 0.15 < wall < 3
+    outside = time.monotonic() - called
+    assert rc == 0 and not timed_out and 0.2 <= wall <= outside

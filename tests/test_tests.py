@@ -1,9 +1,13 @@
 """The suite's own rules, read from its source with ast: a test module never imports another
 test module (what several share lives in conftest.py, helpers.py or a named helper module
-such as llm_task.py), at the top or inside a function."""
+such as llm_task.py), at the top or inside a function; and the hang guard conftest.py gives
+(`@pytest.mark.hang_limit`) fails a test that hangs."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -37,3 +41,20 @@ def test_the_check_sees_imports_at_the_top_and_inside_functions():
     source = ("import os\nfrom test_engine import rows\n"
               "def f():\n    import test_story\n    from helpers import rows\n")
     assert imports_of_test_modules(source) == ["2: test_engine", "4: test_story"]
+
+
+def test_a_hang_limit_fails_a_test_that_hangs(tmp_path):
+    """`hang_limit` (conftest.py) interrupts a blocking wait and fails the test, naming the
+    limit; a test within its limit passes."""
+    (tmp_path / "test_probe.py").write_text(
+        "import subprocess, pytest\n"
+        "@pytest.mark.hang_limit(1)\n"
+        "def test_hangs():\n    subprocess.run(['sleep', '600'])\n"
+        "@pytest.mark.hang_limit(60)\n"
+        "def test_ends():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-q",
+                           "-p", "no:cacheprovider", str(tmp_path)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert "1 failed, 1 passed" in done.stdout, done.stdout + done.stderr
+    assert "still running 1 s after it began: a hang (hang_limit)" in done.stdout, done.stdout
