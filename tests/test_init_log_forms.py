@@ -20,7 +20,7 @@ from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
 from helpers import commit, init, plain_repo, refused
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
-from loop.setup.shapes import from_values
+from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
 
 

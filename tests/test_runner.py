@@ -12,7 +12,7 @@ from loop.run import sandbox
 from loop.run.process import Limits, experiment_env, run_command
 from loop.run.runner import parse_metric, run_experiment
 from loop.run.spec import GradeStep, RunSpec
-from loop.setup.task import Metric
+from loop.setup.metric import Metric
 
 PATTERN = Metric("val_bpb").pattern
 NO_BWRAP = sandbox.unavailable()

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import git
 from loop.repo.workspace import Workspace, worktree_path
-from loop.state.journal import TagLock
+from loop.repo.taglock import TagLock
 
 
 def store(repo):

@@ -23,7 +23,8 @@ from loop.proposers.change import redo  # noqa: E402
 from loop.proposers.mutate import MutateProposer  # noqa: E402
 from loop.proposers.tune import TuneProposer  # noqa: E402
 from loop.setup.search_space import constants, parse_space, valid  # noqa: E402
-from loop.setup.task import Metric, Task  # noqa: E402
+from loop.setup.metric import Metric  # noqa: E402
+from loop.setup.task import Task  # noqa: E402
 
 SPACE = {
     "N_EMBD": {"choices": [48, 64, 96, 128]},

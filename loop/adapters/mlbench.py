@@ -25,12 +25,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from loop.adapters import dump_task_yaml
 from loop.errors import UsageError
+from loop.repo.gitsafe import run_git
 
 ROOT_VAR = "AUTORESEARCH_MLBENCH"
 COLUMNS = ("id", "github", "path", "arguments", "instruction", "type")
@@ -59,8 +59,9 @@ def read_rows(path: Path) -> list[dict]:
 def repo_names(checkout: Path) -> set[str]:
     """Names the checkout answers to: its folder's, and its origin URL's last part."""
     names = {checkout.name.lower()}
-    out = subprocess.run(["git", "-C", str(checkout), "config", "--get", "remote.origin.url"],
-                         capture_output=True, text=True)
+    if not checkout.is_dir():
+        return names
+    out = run_git(["config", "--get", "remote.origin.url"], checkout, check=False)
     if out.returncode == 0 and out.stdout.strip():
         names.add(re.sub(r"\.git$", "", out.stdout.strip().rstrip("/")).rsplit("/", 1)[-1]
                   .lower())

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from loop.state.journal import Journal, Record
+from loop.state.journal import Journal
+from loop.record import Record
 from loop.proposers.base import Proposal
 from loop.run.runner import read_tail
 from loop.state.tracking import append_result, write_results

@@ -27,7 +27,8 @@ from loop.run import grading
 from loop.run.backends import make_backend
 from loop.setup.config import Config
 from loop.setup.task import load_task, with_budget
-from loop.state.journal import Journal, TagLock, replay
+from loop.state.journal import Journal, replay
+from loop.repo.taglock import TagLock
 from loop.ui.progress import Progress
 from loop.words import plural
 

@@ -15,7 +15,7 @@ from loop.errors import UsageError
 from loop.edits import sourcetext
 from loop.repo import pristine
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
-from loop.state.journal import tag_active
+from loop.repo.taglock import tag_active
 from loop.untrusted import clean
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")

@@ -16,7 +16,7 @@ from pathlib import Path
 from statistics import pstdev
 from typing import Any
 
-from loop.state.journal import Record
+from loop.record import Record
 from loop.untrusted import one_line
 
 TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",

@@ -373,7 +373,7 @@ def cmd_tasks(args) -> int:
 
 
 def cmd_init(args) -> int:
-    from loop.setup.onboard import init
+    from loop.init.onboard import init
     inputs = None if args.inputs is None else \
         [p.strip() for flag in args.inputs for p in flag.split(",") if p.strip()]
     init(args.repo, metric=args.metric, direction=args.direction, script=args.script,
