@@ -214,7 +214,8 @@ def test_discarded_attempts_leave_no_artifacts_behind(toy_repo, mlflow_uri):
             x = {1: "1.0", 2: "9.0"}[context.iteration]        # a keep, then a discard
             return Proposal(f"X={x}", files={"train.py": (
                 f"import os\nX = {x}\nY = 2\n"
-                "open(os.path.join(os.environ['AUTORESEARCH_ARTIFACT_DIR'], 'ckpt'), 'w').write('w')\n"
+                "open(os.path.join(os.environ['AUTORESEARCH_ARTIFACT_DIR'], 'ckpt'), 'w')"
+                ".write('w')\n"
                 "print(f'score: {(X - 1) ** 2 + (Y - 4) ** 2}')\n")})
 
     Engine(config(toy_repo, iterations=2), out=lambda s: None, proposer=WritesArtifacts()).run()

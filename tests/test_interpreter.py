@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import uuid
 from dataclasses import replace
 from pathlib import Path

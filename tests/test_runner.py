@@ -91,7 +91,8 @@ def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path, limits):
     body = f"""
         import os, signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)", "{token}"])
+        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)",
+                                  "{token}"])
         escaped = subprocess.Popen([sys.executable, "-c",
             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(10**6)",
             "{token}"], start_new_session=True)
@@ -110,7 +111,8 @@ def test_no_daemon_outlives_its_run(tmp_path, limits, how):
     body = f"""
         import os, subprocess, sys, time
         env = {{}} if {how == "scrubbed env"!r} else None
-        subprocess.run(["/bin/sh", "-c", "setsid {sys.executable} -c 'import time; time.sleep(300)' {token} &"],
+        subprocess.run(["/bin/sh", "-c",
+                        "setsid {sys.executable} -c 'import time; time.sleep(300)' {token} &"],
                        env=env)
         time.sleep(0.5)
         print("val_bpb: 1.0", flush=True)
@@ -147,7 +149,8 @@ def test_experiment_env_drops_secrets():
 
 def test_child_really_cannot_read_the_key(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
-    res = _run(tmp_path, 'import os; print("val_bpb:", 1.0 if "OPENAI_API_KEY" in os.environ else 2.0)')
+    res = _run(tmp_path,
+               'import os; print("val_bpb:", 1.0 if "OPENAI_API_KEY" in os.environ else 2.0)')
     assert res.metric == 2.0
 
 

@@ -68,7 +68,8 @@ def git(*args):
     return subprocess.run(["git", *args], capture_output=True).returncode == 0
 
 attempt("own_env", lambda: any(SECRET in v for v in os.environ.values()))
-attempt("engine_environ", lambda: SECRET.encode() in open(f"/proc/{{ENGINE_PID}}/environ", "rb").read())
+attempt("engine_environ",
+        lambda: SECRET.encode() in open(f"/proc/{{ENGINE_PID}}/environ", "rb").read())
 attempt("any_environ", scan_environs)
 attempt("network", connect)
 attempt("checkout_file", lambda: write(REPO / "task" / "train.py"))
@@ -278,7 +279,8 @@ def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
         assert f"{rel} -> FileNotFoundError" in log, log
     assert ".cache/huggingface/token -> " in log and "hf_secret" not in log
     for rel, text in ((".cache/huggingface/hub/w.txt", "weights"),
-                      (".cache/autoresearch/data.txt", "cached"), ("datasets/d1/x.txt", "declared")):
+                      (".cache/autoresearch/data.txt", "cached"),
+                      ("datasets/d1/x.txt", "declared")):
         assert f"{rel} -> {text}" in log, log
     assert "PATH tool -> hello-from-home" in log
     assert (home / ".cache/autoresearch/new.txt").read_text() == "filled"

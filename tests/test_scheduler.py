@@ -36,7 +36,7 @@ def two_slots_in_order(repo, gates, made=None, **config):
     assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
     for n in (1, 2):
         (gates / str(n)).write_text("")
-        assert wait_for(lambda: ended(repo, n)), "\n".join(lines)
+        assert wait_for(lambda n=n: ended(repo, n)), "\n".join(lines)
     thread.join(120)
     return lines, box
 
@@ -59,7 +59,7 @@ def test_out_of_order_keep_replay_and_proposed_again(tmp_path, mlflow_uri):
     assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4)
     for n in (1, 2, 3):
         (gates / str(n)).write_text("")
-        assert wait_for(lambda: ended(repo, n)), "\n".join(lines)
+        assert wait_for(lambda n=n: ended(repo, n)), "\n".join(lines)
     thread.join(120)
     assert box["stop"].reason == "iterations", "\n".join(lines)
     table = assert_same_story(repo, mlflow_uri)
