@@ -26,7 +26,7 @@ from loop.run.check import check_task
 from loop.record import Record
 from loop.run.runner import grader_error
 from loop.setup.task import load_task
-from loop.state.tracking import tsv_row
+from loop.state.results import tsv_row
 
 DATA_ROOT = mlebench.DATA_ROOT_VAR
 

@@ -18,7 +18,8 @@ import json
 import re
 
 from loop.edits.constant_lines import CONSTANT, POWER
-from loop.edits.parse import Edit, ParsedReply, clean_description, parse_reply
+from loop.edits.describe import clean_description
+from loop.edits.parse import Edit, ParsedReply, parse_reply
 from loop.edits.thinking import split_thinking
 from loop.untrusted import parse_number
 

@@ -27,7 +27,9 @@ from loop.run.process import Limits
 from loop.engine.scheduler import ProposalQueue, Scheduler
 from loop.judge.scoreboard import Scoreboard
 from loop.setup.task import Task, load_task, with_budget
-from loop.state.tracking import Tracker, resolve_uri, results_text, store_paths
+from loop.state.results import results_text
+from loop.state.store import resolve_uri, store_paths
+from loop.state.tracking import Tracker
 from loop.words import UNPROTECTED
 from loop.repo.workspace import Workspace, worktree_path
 

@@ -28,7 +28,7 @@ from loop.setup.config import ProposerConfig
 from loop.edits.edits import (NOTHING_CHANGED, describe_failures, settle_named, split_thinking,
                               try_edits)
 from loop.edits.formats import AUTO_FALLBACK, AUTO_FIRST, FORMATS, read_reply
-from loop.edits.parse import clean_description
+from loop.edits.describe import clean_description
 from loop.proposers import prompts
 from loop.proposers.tried import key_of_files, repeated
 from loop.edits.hunks import hunks
