@@ -19,19 +19,6 @@ import grimp
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-# Cycles inside these packages are another branch's to break; a cycle anywhere else, or one
-# that reaches outside them, fails. The lead removes an entry when its branch lands.
-CYCLES_BEING_BROKEN = {
-    "loop.proposers": "wip/proposers",          # base.py's factory <-> the proposers
-    "loop.run.backends": "wip/proposers",       # backends/__init__ <-> local, ray, slurm
-}
-# (importing module, imported module, private name) taken across modules, likewise
-PRIVATE_BEING_MOVED = {
-    ("loop.proposers.tune", "loop.proposers.mutate"): "wip/proposers",
-    ("loop.proposers.endpoint", "loop.proposers.llm"): "wip/proposers",
-}
-
-
 # -- the checkers ---------------------------------------------------------------------------
 def lint_imports(folder: Path, config: Path) -> subprocess.CompletedProcess:
     """import-linter's verdict on the contracts in `config`, for packages found in `folder`."""
@@ -138,15 +125,11 @@ def test_the_layers_contract_of_pyproject_holds():
 
 
 def test_no_module_takes_part_in_an_import_cycle():
-    def being_broken(cycle: list[str]) -> bool:
-        return any(all(m == p or m.startswith(p + ".") for m in cycle)
-                   for p in CYCLES_BEING_BROKEN)
-    assert [c for c in module_cycles("loop") if not being_broken(c)] == []
+    assert module_cycles("loop") == []
 
 
 def test_no_module_imports_a_private_name_of_another():
-    taken = [t for t in private_imports(ROOT / "loop") if t[:2] not in PRIVATE_BEING_MOVED]
-    assert taken == []
+    assert private_imports(ROOT / "loop") == []
 
 
 # -- the checkers bite ----------------------------------------------------------------------

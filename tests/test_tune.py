@@ -343,7 +343,7 @@ def test_four_workers_have_four_distinct_points_in_flight(tmp_path, mlflow_uri):
 
 def test_the_config_names_the_sampler(tmp_path):
     from loop.errors import ConfigError
-    from loop.proposers.base import make_proposer
+    from loop.proposers.registry import make_proposer
     from loop.setup.config import load_config
     path = tmp_path / "autoresearch.yaml"
     path.write_text("proposer: {kind: tune, sampler: cmaes}\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 from dataclasses import dataclass, replace
 
 from loop.judge import judge as judging
-from loop.run.backends import grader_folder
+from loop.run.backends.base import grader_folder
 from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.repo.gitsafe import DiskFull, GitError, RefSnapshot

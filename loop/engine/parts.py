@@ -14,14 +14,15 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.run import grading, sandbox
-from loop.run.backends import Backend, make_backend
+from loop.run.backends import make_backend
+from loop.run.backends.base import Backend
 from loop.setup.config import Config
 from loop.engine.context import PromptContext
 from loop.state.integrity import StateGuard
 from loop.state.journal import Journal, State as JournalState, replay
 from loop.setup.preflight import check_run_command, check_same_task, check_task_committed
 from loop.ui.progress import Progress
-from loop.proposers.base import make_proposer
+from loop.proposers.registry import make_proposer
 from loop.engine.records import RecordSink
 from loop.run.process import Limits
 from loop.engine.scheduler import ProposalQueue, Scheduler
