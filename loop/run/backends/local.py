@@ -44,7 +44,7 @@ class LocalBackend:
         _, ws, env = slot
         try:
             ws.materialize(job.commit)   # the slot's worktree holds exactly the attempt
-            head = ws.head()
+            head = ws.head() if ws is not self.workspace else ""   # a slot's own worktree
             result = run_in_folder(job, ws.worktree / self.task_rel, self.task, self.guard,
                                    self.task_rel,
                                    lambda dest: self.workspace.export(job.commit,

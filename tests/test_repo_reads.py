@@ -1,0 +1,88 @@
+"""What the engine reads about its branch, HEAD and commits without a git process each time
+(git's files where they are plain, what a commit never changes remembered) says exactly
+what git says, and asks git whenever the files are not plain."""
+import os
+
+import pytest
+
+from conftest import git
+from loop.repo.refs import head_is_branch, loose_ref
+from loop.repo.workspace import Workspace, worktree_path
+
+
+@pytest.fixture
+def ws(toy_repo):
+    w = Workspace(toy_repo, "t", worktree_path(toy_repo, "t"))
+    w.open()
+    return w
+
+
+def branch_ref(ws) -> str:
+    return f"refs/heads/{ws.branch}"
+
+
+def test_the_branch_read_from_its_ref_file_is_what_git_says(ws):
+    kept = ws.recommit(ws.stage("task", {"train.py": "X = 1\n"}, "keep"), "keep\n")
+    ws.advance(kept, ws.tip())
+    assert loose_ref(ws.common_dir, branch_ref(ws)) == kept == ws.tip()
+    assert ws.tip() == git(ws.repo_root, "rev-parse", branch_ref(ws))
+
+
+def test_a_packed_or_odd_ref_is_asked_of_git(ws, tmp_path):
+    tip = ws.tip()
+    git(ws.repo_root, "pack-refs", "--all")        # no loose file: git knows where it is
+    assert loose_ref(ws.common_dir, branch_ref(ws)) is None
+    assert ws.tip() == tip
+    # a ref file a run replaced by a link, or filled with something else: git is asked
+    loose = ws.common_dir / branch_ref(ws)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(tip + "\n")
+    loose.parent.mkdir(parents=True, exist_ok=True)   # pack-refs removed the empty folder
+    os.symlink(elsewhere, loose)
+    assert loose_ref(ws.common_dir, branch_ref(ws)) is None
+    loose.unlink()
+    loose.write_text(f"{tip} trailing\n")
+    assert loose_ref(ws.common_dir, branch_ref(ws)) is None
+    assert ws.tip() == git(ws.repo_root, "rev-parse", branch_ref(ws))
+    assert loose_ref(ws.common_dir, "refs/heads/../../config") is None
+
+
+def test_head_is_read_from_its_file_only_when_it_plainly_names_the_branch(ws):
+    admin = ws.common_dir / "worktrees" / ws.worktree.name
+    assert head_is_branch(ws.worktree, admin, branch_ref(ws))
+    assert ws.reattach() is None
+    git(ws.worktree, "checkout", "-q", "--detach")   # what a run's `git checkout` does
+    assert not head_is_branch(ws.worktree, admin, branch_ref(ws))
+    assert "switched its worktree to a detached HEAD" in ws.reattach()
+    assert git(ws.worktree, "symbolic-ref", "HEAD") == branch_ref(ws)
+    # a `.git` file pointing elsewhere is not read past: git decides
+    dot_git = ws.worktree / ".git"
+    dot_git.write_text(dot_git.read_text().replace(ws.worktree.name, "other"))
+    assert not head_is_branch(ws.worktree, admin, branch_ref(ws))
+
+
+def test_one_diff_call_gives_gits_patch_and_line_counts(ws):
+    base = ws.tip()
+    attempt = ws.stage("task", {"train.py": "X = 5\nY = 6\n", "data.bin": "\x00\x01"}, "two")
+    patch, added, removed = ws.diff(base, attempt)
+    assert patch == git(ws.repo_root, "diff", base, attempt) + "\n"
+    numstat = [line.split("\t") for line in
+               git(ws.repo_root, "diff", "--numstat", base, attempt).splitlines()]
+    assert (added, removed) == (sum(int(a) for a, _, _ in numstat if a != "-"),
+                                sum(int(r) for _, r, _ in numstat if r != "-"))
+    assert ("-\t-\ttask/data.bin" in git(ws.repo_root, "diff", "--numstat", base, attempt))
+    assert ws.diff(base, base) == ("", 0, 0)
+
+
+def test_a_recommit_is_the_same_change_as_the_commit_it_rewrites(ws):
+    base = ws.tip()
+    attempt = ws.stage_on(base, "task", {"train.py": "X = 7\n"}, "attempt")
+    final = ws.recommit(attempt, "attempt\n\nverdict: keep")
+    assert final != attempt
+    assert git(ws.repo_root, "rev-parse", f"{final}^") == base
+    assert git(ws.repo_root, "log", "-1", "--format=%B", final) == "attempt\n\nverdict: keep"
+    trees = [git(ws.repo_root, "rev-parse", f"{c}^{{tree}}") for c in (attempt, final, base)]
+    assert trees[0] == trees[1]
+    assert ws.trees([attempt, final, base, attempt]) == [*trees, trees[0]]
+    assert ws.diff(base, final) == ws.diff(base, attempt)
+    assert ws.diff(base, final)[0] == git(ws.repo_root, "diff", base, final) + "\n"
