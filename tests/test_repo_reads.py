@@ -86,3 +86,29 @@ def test_a_recommit_is_the_same_change_as_the_commit_it_rewrites(ws):
     assert ws.trees([attempt, final, base, attempt]) == [*trees, trees[0]]
     assert ws.diff(base, final) == ws.diff(base, attempt)
     assert ws.diff(base, final)[0] == git(ws.repo_root, "diff", base, final) + "\n"
+
+
+def test_attempts_staged_on_one_base_each_hold_only_their_own_files(ws):
+    base = ws.tip()
+    first = ws.stage_on(base, "task", {"train.py": "X = 1\n"}, "first")
+    second = ws.stage_on(base, "task", {"notes/ü ber.txt": "a\n", "lib/x.py": "Y = 2\n",
+                                        "train.py": "X = 2\n"}, "second")
+    third = ws.stage_on(first, "task", {"grade2.py": "Z = 3\n"}, "on the first")
+    changed = lambda old, new: git(ws.repo_root, "-c", "core.quotePath=false", "diff",  # noqa: E731
+                                   "--name-only", old, new).splitlines()
+    assert changed(base, first) == ["task/train.py"]
+    assert changed(base, second) == ["task/lib/x.py", "task/notes/ü ber.txt", "task/train.py"]
+    assert changed(first, third) == ["task/grade2.py"]
+    assert git(ws.repo_root, "show", f"{second}:task/train.py") == "X = 2"
+    assert git(ws.repo_root, "show", f"{third}:task/train.py") == "X = 1"
+    assert [git(ws.repo_root, "rev-parse", f"{c}^") for c in (first, second, third)] == \
+        [base, base, first]
+    assert ws.trees([second]) == [git(ws.repo_root, "rev-parse", f"{second}^{{tree}}")]
+
+
+def test_a_path_git_refuses_is_a_git_error(ws):
+    from loop.repo.gitsafe import GitError
+    for files in ({"git~1/x.py": "import os\n"},
+                  {"ok.py": "A = 1\n", "git~1/x.py": "import os\n"}):   # one of several too
+        with pytest.raises(GitError, match="cannot add task/git~1/x.py"):
+            ws.stage_on(ws.tip(), "task", files, "refused")

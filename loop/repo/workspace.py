@@ -13,7 +13,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.edits import sourcetext
-from loop.repo import pristine
+from loop.repo import pristine, staging
 from loop.repo.commits import CommitFacts, numstat_and_patch
 from loop.repo.exclude import exclude, exclude_path
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
@@ -51,6 +51,7 @@ class Workspace:
         self.watched: RefSnapshot | None = None   # see `watch`
         self._wtgit = Git(self.worktree, self._env, before=self.guard.restore_files)
         self.facts = CommitFacts()   # trees and diffs of commits: git is asked once each
+        self._base_index = staging.BaseIndex()    # stage_on's last base, its index in memory
 
     # -- set-up ------------------------------------------------------------------
     @staticmethod
@@ -294,20 +295,10 @@ class Workspace:
     def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
         """Like `stage`, but on top of `base` and without touching any worktree (a private
         index): a proposal made against an older tip is staged against what it saw."""
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            git = lambda *a, **kw: run_git(list(a), self.repo_root, env, **kw)  # noqa: E731
-            git("read-tree", base)
-            for rel, text in files.items():
-                path = f"{folder}/{rel}" if folder not in ("", ".") else rel
-                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env, binary=True,
-                               stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
-                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
-            tree = git("write-tree").stdout.strip()
-            commit = git("commit-tree", tree, "-p", base, "-m", _message(message)).stdout.strip()
-        self.facts.trees[commit] = tree
-        return commit
+        paths = {(f"{folder}/{rel}" if folder not in ("", ".") else rel):
+                 sourcetext.encode(rel, text) for rel, text in files.items()}
+        return staging.commit_on(self.repo_root, self._env, base, paths, _message(message),
+                                 self.facts, self._base_index)
 
     def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
         """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
