@@ -112,3 +112,19 @@ def test_a_path_git_refuses_is_a_git_error(ws):
                   {"ok.py": "A = 1\n", "git~1/x.py": "import os\n"}):   # one of several too
         with pytest.raises(GitError, match="cannot add task/git~1/x.py"):
             ws.stage_on(ws.tip(), "task", files, "refused")
+
+
+def test_a_slots_detached_head_is_read_from_its_file_as_git_reads_it(ws, tmp_path):
+    slot = ws.add_slot_worktree(tmp_path / "slots" / "0")
+    head = slot.head()
+    assert head == git(slot.worktree, "rev-parse", "HEAD") == ws.tip()
+    assert slot.head_or_none() == head and slot.reattach(detached_at=head) is None
+    other = ws.stage_on(head, "task", {"train.py": "X = 9\n"}, "elsewhere")
+    git(slot.worktree, "checkout", "-q", "--detach", other)      # a run moved it
+    assert slot.head() == other
+    assert "switched its worktree to a detached HEAD" in slot.reattach(detached_at=head)
+    assert slot.head() == head
+    git(slot.worktree, "checkout", "-q", "-b", "mine")           # or put it on a branch
+    assert slot.head() == head                                   # git answered: the branch's
+    assert "switched its worktree to refs/heads/mine" in slot.reattach(detached_at=head)
+    assert git(slot.worktree, "rev-parse", "--symbolic-full-name", "HEAD") == "HEAD"

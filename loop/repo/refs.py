@@ -48,3 +48,14 @@ def head_is_branch(worktree: Path, admin_dir: Path, ref: str) -> bool:
     if link != f"gitdir: {admin_dir}\n".encode():
         return False
     return _read_plain(Path(admin_dir) / "HEAD") == f"ref: {ref}\n".encode()
+
+
+def detached_head(worktree: Path, admin_dir: Path) -> str | None:
+    """The commit `worktree`'s HEAD holds when it plainly holds one (detached: a slot's
+    worktree), its `.git` file naming `admin_dir`; None means: ask git."""
+    link = _read_plain(Path(worktree) / ".git")
+    if link != f"gitdir: {admin_dir}\n".encode():
+        return None
+    data = _read_plain(Path(admin_dir) / "HEAD")
+    found = _OBJECT_ID.fullmatch(data) if data is not None else None
+    return found.group(1).decode() if found else None

@@ -17,7 +17,7 @@ from loop.repo import pristine, staging
 from loop.repo.commits import CommitFacts, numstat_and_patch
 from loop.repo.exclude import exclude, exclude_path
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
-from loop.repo.refs import head_is_branch, loose_ref
+from loop.repo.refs import detached_head, head_is_branch, loose_ref
 from loop.state.journal import tag_active
 from loop.untrusted import clean
 
@@ -328,11 +328,16 @@ class Workspace:
 
     def head(self) -> str:
         """The commit this worktree's HEAD points at."""
-        return self._wt("rev-parse", "HEAD").strip()
+        return self._detached() or self._wt("rev-parse", "HEAD").strip()
+
+    def _detached(self) -> str | None:     # HEAD's file, where it plainly holds a commit
+        return detached_head(self.worktree, self._admin_dir())
 
     def head_or_none(self) -> str | None:
         """Like `head`, but None when HEAD names a branch that does not exist."""
         self.guard.restore_files()
+        if found := self._detached():
+            return found
         out = run_git(["rev-parse", "-q", "--verify", "HEAD"], self.worktree, self._env,
                       check=False)
         return out.stdout.strip() or None if out.returncode == 0 else None
@@ -346,6 +351,8 @@ class Workspace:
         if detached_at is None and head_is_branch(self.worktree, self._admin_dir(),
                                                   f"refs/heads/{self.branch}"):
             return None          # read from HEAD's file: it names the branch, plainly
+        if detached_at is not None and self._detached() == detached_at:
+            return None          # or holds the slot's commit, plainly
         on = run_git(["symbolic-ref", "-q", "HEAD"], self.worktree, self._env, check=False)
         branch = on.stdout.strip() if on.returncode == 0 else ""
         if detached_at is None:
