@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loop.run.early_stop import Band, Settings, StopRule, Watcher, thin  # noqa: E402
+from loop.run.early_stop import Band, StopRule, Watcher, thin  # noqa: E402
+from loop.setup.stop_settings import Settings  # noqa: E402
 
 LINES = 50                      # progress lines per run (every 2 % of the budget)
 

@@ -118,7 +118,7 @@ def per_format(task) -> list[tuple]:
         for case in cases:
             files = {"train.py": TRAIN}
             try:
-                changed = apply_edits(files, read_reply(FORMATS[name], case.reply, [], files),
+                changed = apply_edits(files, read_reply(FORMATS.get(name), case.reply, [], files),
                                       task)
             except EditError:
                 changed = None

@@ -60,7 +60,7 @@ from statistics import fmean, pstdev
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loop.setup.config import JudgeConfig  # noqa: E402
-from loop.state.journal import Record  # noqa: E402
+from loop.record import Record  # noqa: E402
 from loop.judge import judge as judging  # noqa: E402
 from loop.judge.judge import RERUN  # noqa: E402
 from loop.judge.scoreboard import BASELINE, Scoreboard  # noqa: E402

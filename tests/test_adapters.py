@@ -200,7 +200,7 @@ print("mfu_percent:      39.80")
 def test_karpathy_style_repo_without_a_model_runs_after_init(tmp_path, mlflow_uri):
     """No model handed to the evaluation here (it takes two constants): init makes it a
     plain, unprotected task, and the loop runs it from what init wrote."""
-    from loop.setup.onboard import CONFIG_FILE, init
+    from loop.init.onboard import CONFIG_FILE, init
     repo = make_repo(tmp_path / "autoresearch", {
         "prepare.py": KARPATHY_PREPARE, "train.py": KARPATHY_TRAIN,
         "pyproject.toml": "[project]\nname = 'autoresearch'\n"}, task_dir=".")

@@ -13,7 +13,8 @@ from test_noise_loop import Scripted
 from loop.engine.engine import Engine
 from loop.engine.stopping import rule_for
 from loop.run import early_stop
-from loop.run.early_stop import Band, Settings, StopRule, Watcher
+from loop.run.early_stop import Band, StopRule, Watcher
+from loop.setup.stop_settings import Settings
 from loop.run.runner import OK, run_experiment
 from loop.run.spec import RunSpec
 from loop.setup.config import Config, JudgeConfig
@@ -124,7 +125,7 @@ def test_task_yaml_keys_are_checked(tmp_path):
 
 def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
     from loop.engine.lifecycle import Cancel, Candidate, Finish, Run
-    from loop.state.journal import Record
+    from loop.record import Record
     from loop.words import RunKey, Status
     why = "stopped at 40% of its budget: loss 3.1 vs the best's 2.61 ± 0.04 there"
     c = Candidate(Record(iteration=3, status="", description="x", parent="tip", commit="c3"))

@@ -99,9 +99,9 @@ def test_whole_file_format_takes_an_unnamed_fence_as_the_one_editable_file(opena
     assert "complete new text" in system and "`import math`" in system
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("name", FORMATS.names())
 def test_no_format_shows_a_placeholder_and_the_example_is_real_lines(task, name):
-    system = system_prompt(context(task), FORMATS[name])
+    system = system_prompt(context(task), FORMATS.get(name))
     assert "exact lines copied" not in system and "<one line" not in system
     assert "1. First line" not in system      # a numbered list is copied as '1. Description:'
     ex = example({"train.py": TRAIN})
@@ -117,14 +117,14 @@ def test_a_reply_echoing_the_error_is_named_an_echo_not_parsed_as_an_edit():
              "train.py. The closest lines in train.py are:\n```\nLR = 3e-4\nSTEPS = 100\n```\n"
              "Copy the lines exactly as they are in the current file (whitespace included)")
     files = {"train.py": TRAIN}
-    parsed = read_reply(FORMATS["search_replace"], error, ["prompt", error], files)
+    parsed = read_reply(FORMATS.get("search_replace"), error, ["prompt", error], files)
     assert parsed.edits == [] and parsed.description is None
     assert "repeats the text of my messages" in parsed.problems[0]
 
 
 def test_an_echoed_journal_line_is_not_the_description_of_a_real_edit():
     journal = "#1 discard 2.6 (gain -0.1): Improve the learning rate schedule"
-    parsed = read_reply(FORMATS["search_replace"], journal + "\n\n" + GOOD, [journal],
+    parsed = read_reply(FORMATS.get("search_replace"), journal + "\n\n" + GOOD, [journal],
                         {"train.py": TRAIN})
     assert parsed.description == "raise LR to 1e-3 to converge faster"
     assert len(parsed.edits) == 1 and not parsed.problems

@@ -259,7 +259,7 @@ def test_cli_status_json(toy_repo, mlflow_uri):
 
 def test_a_running_tag_cannot_be_started_twice(toy_repo, mlflow_uri):
     from loop.errors import UsageError
-    from loop.state.journal import TagLock
+    from loop.repo.taglock import TagLock
     held = TagLock(toy_repo / ".autoresearch" / "t" / "lock")
     held.acquire()
     with pytest.raises(UsageError, match="already running"):

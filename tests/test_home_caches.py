@@ -16,7 +16,8 @@ from conftest import git, run_cli
 from karpathy_repo import make_home_cache_repo
 from loop.run import sandbox
 from loop.run.home_hint import home_line
-from loop.setup.caches import find, moved
+from loop.init.caches import moved
+from loop.setup.caches import find
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 

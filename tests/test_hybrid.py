@@ -25,7 +25,8 @@ from loop.proposers.mutate import SpaceExhausted  # noqa: E402
 from loop.proposers.tried import key_of_patch  # noqa: E402
 from loop.proposers.tune import TuneProposer  # noqa: E402
 from loop.setup.config import Config, JudgeConfig, ProposerConfig  # noqa: E402
-from loop.setup.task import Metric, Task  # noqa: E402
+from loop.setup.metric import Metric  # noqa: E402
+from loop.setup.task import Task  # noqa: E402
 
 # -- the policy -------------------------------------------------------------------------------
 

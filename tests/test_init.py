@@ -16,7 +16,8 @@ from karpathy_repo import FIXTURE, make_karpathy_repo, val_file
 from loop.proposers.base import Context
 from loop.proposers.mutate import MutateProposer
 from loop.setup.search_space import constants, parse_space
-from loop.setup.task import Metric, Task
+from loop.setup.metric import Metric
+from loop.setup.task import Task
 
 PLAIN = """\
 import os, random
@@ -153,7 +154,7 @@ def shaped(tmp_path, monkeypatch):
 
 
 def test_karpathy_shape_plan(shaped):
-    from loop.setup.onboard import analyse, task_yaml
+    from loop.init.onboard import analyse, task_yaml
     repo, cache = shaped
     plan = analyse(repo)
     assert plan.shape == "lm" and plan.editable == ["train.py"]
@@ -182,7 +183,7 @@ def test_karpathy_shape_plan(shaped):
 
 
 def test_mutate_on_the_init_space_keeps_the_assert_and_reaches_powers(shaped):
-    from loop.setup.onboard import analyse
+    from loop.init.onboard import analyse
     repo, _ = shaped
     plan = analyse(repo)
     space = parse_space(plan.space, "task.yaml")

@@ -21,7 +21,7 @@ from test_init import commit, plain_repo
 from test_init_shapes import init, refused
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
-from loop.setup.shapes import from_values
+from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
 
 

@@ -1,6 +1,6 @@
 """The candidate's life without git, MLflow or a scheduler: events in, steps out."""
 from loop.setup.config import JudgeConfig
-from loop.state.journal import Record
+from loop.record import Record
 from loop.judge.judge import KEEP, RERUN, Verdict, judge_baseline, max_runs
 from loop.engine.lifecycle import Cancel, Candidate, Finish, Judge, Replay, Repropose, Run
 from loop.words import FAILURES, RunKey, RunKind, Status

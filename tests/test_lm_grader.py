@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from loop.run.graders import HANDOVER, LM
+from loop.setup.graders import HANDOVER, LM
 from loop.run.graders import handover, lm
 
 VOCAB, SHAPE = 11, (4, 8)

@@ -6,7 +6,7 @@ import pytest
 
 from karpathy_repo import make_karpathy_repo, val_file
 from loop.errors import TaskError
-from loop.run.graders import HANDOVER, LM
+from loop.setup.graders import HANDOVER, LM
 from loop.run.check import check_task
 from loop.run.grading import Guard
 from loop.run.spec import RunJob, run_envs

@@ -23,10 +23,10 @@ from loop.adapters import metrics, mlebench
 from loop.adapters.mlebench_grade import grade_main, thresholds
 from loop.errors import TaskError
 from loop.run.check import check_task
-from loop.state.journal import Record
+from loop.record import Record
 from loop.run.runner import grader_error
 from loop.setup.task import load_task
-from loop.state.tracking import tsv_row
+from loop.state.results import tsv_row
 
 DATA_ROOT = mlebench.DATA_ROOT_VAR
 

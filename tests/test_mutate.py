@@ -7,7 +7,8 @@ import pytest
 from loop.proposers.base import Attempt, Context
 from loop.proposers.mutate import MutateProposer, SpaceExhausted, candidates
 from loop.setup.search_space import constants, parse_space, valid
-from loop.setup.task import Metric, Task
+from loop.setup.metric import Metric
+from loop.setup.task import Task
 
 SOURCE = """\
 import torch
@@ -152,7 +153,8 @@ def test_lowercase_settings_move_when_declared_and_seeds_stay_fixed():
     from loop.proposers.base import Context
     from loop.proposers.mutate import MutateProposer
     from loop.setup.search_space import constants
-    from loop.setup.task import Metric, Task
+    from loop.setup.metric import Metric
+    from loop.setup.task import Task
     text = ("learning_rate = 6e-4  # max lr\nn_layer = 12\nbeta2 = 0.95\nseed = 1337\n"
             "RANDOM_STATE = 42\nWIDTH = 32\n")
     space = {"learning_rate": {"log_range": [1e-4, 1e-2]}, "n_layer": {"range": [2, 24],

@@ -5,7 +5,7 @@ import pytest
 from loop.setup.config import JudgeConfig
 from loop.judge.judge import (DISCARD, KEEP, RERUN, back_to_back, judge, period_residuals)
 from loop.judge.scoreboard import BASELINE, Scoreboard
-from loop.state.journal import Record
+from loop.record import Record
 from loop.judge.stats import trend_residuals
 
 CFG = JudgeConfig(rule="noise")                     # paired unless told otherwise

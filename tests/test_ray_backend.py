@@ -13,7 +13,7 @@ from conftest import make_repo
 from test_engine import _wait_for, assert_same_story
 from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, journal, run_in_thread
 from loop.run import sandbox
-from loop.run.backends.ray import PREFIX, _owner
+from loop.run.backends.remote import PREFIX, owner
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 
@@ -157,7 +157,7 @@ def test_ray_backend_end_to_end_with_a_killed_worker(tmp_path, mlflow_uri, ray_l
     log = repo / ".autoresearch" / "t" / "logs" / "iter-0002.log"
     assert "score: 6.000000" in log.read_text()      # the log came back from the worker
     assert [e["iteration"] for e in journal(repo) if e["event"] == "begin"] == [0, 1, 2]
-    left = [f for w in dead for f in Path(tempfile.gettempdir()).glob(f"{PREFIX}{_owner(w)}-*")]
+    left = [f for w in dead for f in Path(tempfile.gettempdir()).glob(f"{PREFIX}{owner(w)}-*")]
     assert left == [], "the killed workers' run folders were left on the node"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loop.ui.cli import build_parser
-from loop.state.tracking import results_text
+from loop.state.results import results_text
 
 ROOT = Path(__file__).resolve().parent.parent
 README_PATH = ROOT / "README.md"

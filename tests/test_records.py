@@ -1,7 +1,8 @@
 """The record sink: rows in iteration order at once, MLflow's writes only when flushed."""
 import csv
 
-from loop.state.journal import Journal, Record
+from loop.state.journal import Journal
+from loop.record import Record
 from loop.engine.records import RecordSink
 from loop.words import BASELINE
 

@@ -25,3 +25,26 @@ def test_an_unknown_name_is_one_line_listing_the_names():
 def test_a_target_without_its_attribute_is_refused_when_the_table_is_built():
     with pytest.raises(ValueError, match="not 'module:attribute'"):
         Registry("thing", {"x": "json.dumps"})
+
+
+def test_the_config_names_what_the_registries_hold():
+    """setup/ sits below the proposers and the backends, so config.py keeps its own lists of
+    their names for its one-line errors: they must be the registries' names."""
+    from loop.proposers.registry import PROPOSERS
+    from loop.run.backends import BACKENDS
+    from loop.setup import config
+    assert list(config.PROPOSER_KINDS) == PROPOSERS.names()
+    assert list(config.BACKENDS) == BACKENDS.names()
+
+
+def test_every_registered_target_imports():
+    from loop.adapters import ADAPTERS
+    from loop.edits.formats import FORMATS
+    from loop.init.shapes import SHAPES
+    from loop.proposers.registry import PROPOSERS
+    from loop.run.backends import BACKENDS
+    for registry in (ADAPTERS, FORMATS, SHAPES, PROPOSERS, BACKENDS):
+        for name in registry:
+            if name == "ray" and registry is BACKENDS:
+                continue        # imports ray, an extra
+            assert registry.get(name) is not None, (registry.kind, name)

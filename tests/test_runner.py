@@ -11,7 +11,7 @@ from loop.run import sandbox
 from loop.run.process import Limits, _alive, experiment_env, run_command
 from loop.run.runner import parse_metric, run_experiment
 from loop.run.spec import GradeStep, RunSpec
-from loop.setup.task import Metric
+from loop.setup.metric import Metric
 
 PATTERN = Metric("val_bpb").pattern
 NO_BWRAP = sandbox.unavailable()

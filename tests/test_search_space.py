@@ -10,7 +10,8 @@ from loop.errors import TaskError
 from loop.proposers.base import Context
 from loop.proposers.mutate import MutateProposer, candidates
 from loop.setup.search_space import constants, implied, parse_space
-from loop.setup.task import Metric, Task, load_task
+from loop.setup.metric import Metric
+from loop.setup.task import Task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from loop.errors import ConfigError
 from loop.judge.judge import (DISCARD, KEEP, RERUN, back_to_back, best_runs_wanted,
                               drift_suspected, judge, judge_baseline, should_remeasure_best)
 from loop.judge.scoreboard import BASELINE, Scoreboard
-from loop.state.journal import Record
+from loop.record import Record
 
 SEQ = JudgeConfig(rule="sequential")
 NOISE = JudgeConfig(rule="noise")                # the paired rule, the default before

@@ -1,7 +1,7 @@
 """Settings, one interface (loop/setup/settings.py): module-level assignments, YAML and JSON
 keys found and rewritten in place, in a form the file's own reader takes as a number; the
 flags file turned into a command line (loop/setup/flags.py); a script's flags read from its
-code (loop/setup/cli_scan.py)."""
+code (loop/init/cli_scan.py)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,8 @@ import sys
 import pytest
 import yaml
 
-from loop.setup import cli_scan, flags, settings
+from loop.init import cli_scan
+from loop.setup import flags, settings
 from loop.setup.code_scan import Script
 
 CONFIG_YAML = """\

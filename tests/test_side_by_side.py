@@ -15,7 +15,7 @@ import pytest
 
 from conftest import git
 from loop.repo.workspace import Workspace, worktree_path
-from loop.state.journal import TagLock
+from loop.repo.taglock import TagLock
 
 
 def store(repo):
@@ -229,7 +229,7 @@ def test_a_git_failure_mid_loop_is_a_one_line_stop_and_resumes(toy_repo):
 def test_a_new_stores_temp_file_is_removed_only_when_its_maker_is_gone(tmp_path):
     """Two nights making the same new MLflow store at once: neither deletes the file the
     other is making (a killed start's is still cleared)."""
-    from loop.state.tracking import create_store
+    from loop.state.store import create_store
     path = tmp_path / "mlflow.db"
     maker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

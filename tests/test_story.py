@@ -166,7 +166,8 @@ def test_the_best_is_the_mean_of_all_its_runs_and_no_keep_is_no_gain(tmp_path):
     """status / the final line: the best's value moves as it is re-run (the judge's view),
     and a night that kept nothing has gained nothing, whatever its re-runs drifted to."""
     from loop.ui import status
-    from loop.state.journal import Journal, Record, record_dict
+    from loop.state.journal import Journal
+    from loop.record import Record, record_dict
     from loop.judge.scoreboard import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="score",
@@ -209,7 +210,8 @@ def test_status_gain_is_the_difference_of_the_two_numbers_it_shows(tmp_path):
     """`best X (gain +G over the baseline B)`: G is B - X for a minimized metric, with B the
     baseline as the judge measured it (its re-runs included), not its first runs alone."""
     from loop.ui import status
-    from loop.state.journal import Journal, Record, record_dict
+    from loop.state.journal import Journal
+    from loop.record import Record, record_dict
     from loop.judge.scoreboard import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="time_ms",

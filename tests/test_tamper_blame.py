@@ -130,8 +130,9 @@ def test_the_engines_own_rewrite_of_results_is_never_tampering(tmp_path, monkeyp
     from loop.engine import records
     from loop.engine.records import RecordSink
     from loop.state.integrity import StateGuard
-    from loop.state.journal import Journal, Record
-    from loop.state.tracking import results_text, write_results
+    from loop.state.journal import Journal
+    from loop.record import Record
+    from loop.state.results import results_text, write_results
 
     state = tmp_path / "state"
     state.mkdir()

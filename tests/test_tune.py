@@ -23,7 +23,8 @@ from loop.proposers.change import redo  # noqa: E402
 from loop.proposers.mutate import MutateProposer  # noqa: E402
 from loop.proposers.tune import TuneProposer  # noqa: E402
 from loop.setup.search_space import constants, parse_space, valid  # noqa: E402
-from loop.setup.task import Metric, Task  # noqa: E402
+from loop.setup.metric import Metric  # noqa: E402
+from loop.setup.task import Task  # noqa: E402
 
 SPACE = {
     "N_EMBD": {"choices": [48, 64, 96, 128]},
@@ -342,7 +343,7 @@ def test_four_workers_have_four_distinct_points_in_flight(tmp_path, mlflow_uri):
 
 def test_the_config_names_the_sampler(tmp_path):
     from loop.errors import ConfigError
-    from loop.proposers.base import make_proposer
+    from loop.proposers.registry import make_proposer
     from loop.setup.config import load_config
     path = tmp_path / "autoresearch.yaml"
     path.write_text("proposer: {kind: tune, sampler: cmaes}\n")

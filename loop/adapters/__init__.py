@@ -1,17 +1,16 @@
 """Adapters: make a task folder (task.yaml + its files) from another benchmark's task, so
 the loop runs it through the generic task interface. Nothing here runs inside the loop
-except the protected graders they write."""
+except the protected graders they write.
 
+ADAPTERS names each one (`autoresearch task <name>`) and its `from_args`, which reads the
+command's parsed arguments and calls that module's `make_task`; the modules are imported
+only when their command runs, and none of them imports this table."""
+from loop.registry import Registry
 
-def dump_task_yaml(data: dict) -> str:
-    """task.yaml text for `data`, multi-line strings as readable `|` blocks."""
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def text(dumper, value):
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-    Dumper.add_representer(str, text)
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, width=100, allow_unicode=True)
+ADAPTERS = Registry("adapter", {
+    "mlebench": "loop.adapters.mlebench:from_args",
+    "mlagentbench": "loop.adapters.mlagentbench:from_args",
+    "mlrbench": "loop.adapters.mlrbench:from_args",
+    "mlbench": "loop.adapters.mlbench:from_args",
+    "agentbench": "loop.adapters.agentbench:from_args",
+})

@@ -14,6 +14,7 @@ through $AUTORESEARCH_AGENTBENCH (the checkout). Docker is required: without it 
 info` fails) the task is not made."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loop.adapters import dump_task_yaml
+from loop.adapters.taskfile import dump_task_yaml
 from loop.errors import UsageError
 
 ROOT_VAR = "AUTORESEARCH_AGENTBENCH"
@@ -115,6 +116,13 @@ def checkout_of(data_file: Path) -> Path:
             return folder
     raise UsageError(f"{data_file}: not inside an AgentBench checkout (no data/os_interaction "
                      f"above it)")
+
+
+def from_args(args: argparse.Namespace) -> Path:
+    """`autoresearch task agentbench`'s parsed arguments -> make_task."""
+    return make_task(Path(args.data_file), Path(args.out),
+                     scripts_dir=Path(args.scripts_dir) if args.scripts_dir else None,
+                     limit=args.limit, round_limit=args.round_limit)
 
 
 def make_task(data_file: Path, out: Path, scripts_dir: Path | None = None,

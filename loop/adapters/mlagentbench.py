@@ -16,6 +16,7 @@ train.py, then copies the submission.csv it wrote into $AUTORESEARCH_ARTIFACT_DI
 nothing else it leaves behind is graded."""
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import os
 import re
@@ -23,7 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from loop.adapters import dump_task_yaml
+from loop.adapters.taskfile import dump_task_yaml
 from loop.adapters.mlagentbench_checks import (is_vectorization, nothing_to_mutate,
                                                numpy_crash, self_reported_score)
 from loop.errors import UsageError
@@ -64,70 +65,25 @@ def graded_files(eval_py: Path) -> list[str]:
     return sorted(f.lstrip("/") for f in found if f.lstrip("/") != SUBMISSION)
 
 
+def from_args(args: argparse.Namespace) -> Path:
+    """`autoresearch task mlagentbench`'s parsed arguments -> make_task."""
+    return make_task(Path(args.benchmark), Path(args.out), direction=args.direction,
+                     metric=args.metric, time_budget_s=args.time_budget_s,
+                     timed_grader=args.timed_grader)
+
+
 def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
               time_budget_s: float = 300.0, warn=None, timed_grader: bool = False) -> Path:
     """Write the task folder. `warn(line)` hears what the user must know (stderr by default):
     data not prepared, data that will be committed, the variable to export."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
     benchmark = Path(benchmark).expanduser().resolve()
-    env, scripts = benchmark / "env", benchmark / "scripts"
-    for path in (env, scripts):
-        if not path.is_dir():
-            raise UsageError(f"{path} not found: expected an MLAgentBench task folder "
-                             f"(env/ and scripts/)")
-    problem = scripts / "research_problem.txt"
-    if not problem.is_file():
-        raise UsageError(f"{problem} not found")
-    if not (scripts / "eval.py").is_file():
-        raise UsageError(f"{scripts / 'eval.py'} not found: the task has no grader")
-    other = graded_files(scripts / "eval.py")
-    if other:
-        raise UsageError(f"{benchmark.name}: eval.py grades {', '.join(other)} from the "
-                         f"workspace, not only {SUBMISSION}; this adapter hands the grader "
-                         f"{SUBMISSION} alone (write a task.yaml by hand, docs/tasks.md)")
-    if direction not in ("minimize", "maximize"):
-        raise UsageError(f"direction must be minimize or maximize, got '{direction}'")
-    self_reported = self_reported_score(scripts / "eval.py", SUBMISSION)
-    vectorization = is_vectorization(env / "train.py")
-    if timed_grader and not vectorization:
-        raise UsageError(f"{benchmark.name}: --timed-grader knows vectorization's "
-                         f"Conv2DLayer.forward only; this train.py has none")
-    if vectorization:
-        crash = numpy_crash(env)
-        if crash:
-            raise UsageError(crash)
+    self_reported, vectorization = _check_benchmark(benchmark, direction, timed_grader)
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
-    env_files = sorted(p.relative_to(env).as_posix() for p in env.rglob("*") if p.is_file()
-                       and not SKIP.intersection(p.relative_to(env).parts))
-    globs = read_only_globs(scripts)
-    missing = [g for g in globs if not any(fnmatch.fnmatch(f, g) for f in env_files)]
-    if globs and len(missing) == len(globs):
-        raise UsageError(f"{benchmark.name}: none of its read-only data is in env/ "
-                         f"({', '.join(globs)}): prepare the task first (run "
-                         f"`python prepare.py` in {scripts}; it downloads the data)")
-    if missing:
-        warn(f"warning: read-only files not found in env/: {', '.join(missing)}")
-    shutil.copytree(env, out, dirs_exist_ok=True, symlinks=True,
-                    ignore=shutil.ignore_patterns(*SKIP, SUBMISSION))
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    read_only = [g for g in globs if any(fnmatch.fnmatch(f, g) for f in files)]
-    editable = [f for f in files if f.endswith(".py")
-                and not any(fnmatch.fnmatch(f, g) for g in read_only)]
-    if not editable:
-        raise UsageError(f"{env}: no editable .py file (all are read-only)")
-    starter = out / "train.py"
-    if starter.is_file() and "# *****" in starter.read_text(errors="replace"):
-        warn("warning: train.py is an incomplete starter (its model section, between the "
-             "`# ****` lines, is left for the agent): the baseline fails until you fill it in")
-    size_mb = sum((out / f).stat().st_size for f in files) / 2**20
-    if size_mb > LARGE_MB:
-        warn(f"warning: the task folder holds {size_mb:.0f} MB of env/ data, which will be "
-             f"committed with it; consider git-lfs for it")
-    quiet = nothing_to_mutate(out, editable)
-    if quiet:
-        warn(quiet)
+    editable, read_only = _copy_env(benchmark, out, warn)
+    problem = benchmark / "scripts" / "research_problem.txt"
     description = problem.read_text(errors="replace").strip()
     if timed_grader:
         return _timed_task(benchmark, out, editable, read_only, description, time_budget_s)
@@ -159,6 +115,75 @@ def make_task(benchmark: Path, out: Path, direction: str, metric: str = "score",
         warn(f"note: the task finds the benchmark's scripts/ through ${ROOT_VAR}; before "
              f"running it, export {ROOT_VAR}={benchmark.parent}")
     return out
+
+
+def _check_benchmark(benchmark: Path, direction: str, timed_grader: bool
+                     ) -> tuple[str | None, bool]:
+    """Refuse what cannot become a task; (why its score is self-reported or None, whether
+    it is the vectorization task)."""
+    env, scripts = benchmark / "env", benchmark / "scripts"
+    for path in (env, scripts):
+        if not path.is_dir():
+            raise UsageError(f"{path} not found: expected an MLAgentBench task folder "
+                             f"(env/ and scripts/)")
+    problem = scripts / "research_problem.txt"
+    if not problem.is_file():
+        raise UsageError(f"{problem} not found")
+    if not (scripts / "eval.py").is_file():
+        raise UsageError(f"{scripts / 'eval.py'} not found: the task has no grader")
+    other = graded_files(scripts / "eval.py")
+    if other:
+        raise UsageError(f"{benchmark.name}: eval.py grades {', '.join(other)} from the "
+                         f"workspace, not only {SUBMISSION}; this adapter hands the grader "
+                         f"{SUBMISSION} alone (write a task.yaml by hand, docs/tasks.md)")
+    if direction not in ("minimize", "maximize"):
+        raise UsageError(f"direction must be minimize or maximize, got '{direction}'")
+    self_reported = self_reported_score(scripts / "eval.py", SUBMISSION)
+    vectorization = is_vectorization(env / "train.py")
+    if timed_grader and not vectorization:
+        raise UsageError(f"{benchmark.name}: --timed-grader knows vectorization's "
+                         f"Conv2DLayer.forward only; this train.py has none")
+    if vectorization:
+        crash = numpy_crash(env)
+        if crash:
+            raise UsageError(crash)
+    return self_reported, vectorization
+
+
+def _copy_env(benchmark: Path, out: Path, warn) -> tuple[list[str], list[str]]:
+    """env/ copied into the task folder: (its editable .py files, its read-only globs
+    found there), with a warning for what the user must know."""
+    env, scripts = benchmark / "env", benchmark / "scripts"
+    env_files = sorted(p.relative_to(env).as_posix() for p in env.rglob("*") if p.is_file()
+                       and not SKIP.intersection(p.relative_to(env).parts))
+    globs = read_only_globs(scripts)
+    missing = [g for g in globs if not any(fnmatch.fnmatch(f, g) for f in env_files)]
+    if globs and len(missing) == len(globs):
+        raise UsageError(f"{benchmark.name}: none of its read-only data is in env/ "
+                         f"({', '.join(globs)}): prepare the task first (run "
+                         f"`python prepare.py` in {scripts}; it downloads the data)")
+    if missing:
+        warn(f"warning: read-only files not found in env/: {', '.join(missing)}")
+    shutil.copytree(env, out, dirs_exist_ok=True, symlinks=True,
+                    ignore=shutil.ignore_patterns(*SKIP, SUBMISSION))
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    read_only = [g for g in globs if any(fnmatch.fnmatch(f, g) for f in files)]
+    editable = [f for f in files if f.endswith(".py")
+                and not any(fnmatch.fnmatch(f, g) for g in read_only)]
+    if not editable:
+        raise UsageError(f"{env}: no editable .py file (all are read-only)")
+    starter = out / "train.py"
+    if starter.is_file() and "# *****" in starter.read_text(errors="replace"):
+        warn("warning: train.py is an incomplete starter (its model section, between the "
+             "`# ****` lines, is left for the agent): the baseline fails until you fill it in")
+    size_mb = sum((out / f).stat().st_size for f in files) / 2**20
+    if size_mb > LARGE_MB:
+        warn(f"warning: the task folder holds {size_mb:.0f} MB of env/ data, which will be "
+             f"committed with it; consider git-lfs for it")
+    quiet = nothing_to_mutate(out, editable)
+    if quiet:
+        warn(quiet)
+    return editable, read_only
 
 
 def _timed_task(benchmark: Path, out: Path, editable: list[str], read_only: list[str],

@@ -21,16 +21,17 @@ $AUTORESEARCH_MLBENCH too (the folder holding it, e.g. ML-Bench's repos/), so ta
 names no path of this machine."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from loop.adapters import dump_task_yaml
+from loop.adapters.taskfile import dump_task_yaml
 from loop.errors import UsageError
+from loop.repo.gitsafe import run_git
 
 ROOT_VAR = "AUTORESEARCH_MLBENCH"
 COLUMNS = ("id", "github", "path", "arguments", "instruction", "type")
@@ -59,8 +60,9 @@ def read_rows(path: Path) -> list[dict]:
 def repo_names(checkout: Path) -> set[str]:
     """Names the checkout answers to: its folder's, and its origin URL's last part."""
     names = {checkout.name.lower()}
-    out = subprocess.run(["git", "-C", str(checkout), "config", "--get", "remote.origin.url"],
-                         capture_output=True, text=True)
+    if not checkout.is_dir():
+        return names
+    out = run_git(["config", "--get", "remote.origin.url"], checkout, check=False)
     if out.returncode == 0 and out.stdout.strip():
         names.add(re.sub(r"\.git$", "", out.stdout.strip().rstrip("/")).rsplit("/", 1)[-1]
                   .lower())
@@ -80,6 +82,14 @@ def select(rows: list[dict], checkout: Path, github_id: int | None) -> list[dict
                          f"{', '.join(repos[:5])}{' ...' if len(repos) > 5 else ''}); pass "
                          f"--github-id or the matching checkout")
     return picked
+
+
+def from_args(args: argparse.Namespace) -> Path:
+    """`autoresearch task mlbench`'s parsed arguments -> make_task."""
+    return make_task(Path(args.rows), Path(args.repo), Path(args.out),
+                     github_id=args.github_id, limit=args.limit,
+                     exec_timeout_s=args.exec_timeout_s, activate=args.activate,
+                     time_budget_s=args.time_budget_s)
 
 
 def make_task(rows_path: Path, repo: Path, out: Path, github_id: int | None = None,
@@ -104,19 +114,7 @@ def make_task(rows_path: Path, repo: Path, out: Path, github_id: int | None = No
     if root != repo.parent:
         raise UsageError(f"${ROOT_VAR} is {root}, but the checkout is in {repo.parent}; "
                          f"unset it or point it at the folder holding the checkout")
-    private = repo.parent / f"{name}.private"
-    if private.exists():
-        shutil.rmtree(private)
-    private.mkdir()
-    with open(private / "instances.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps({k: r[k] for k in ("id", "github_id", "path", "arguments",
-                                                  "type") if k in r}) + "\n")
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "instructions.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps({"id": r["id"], "path": r["path"],
-                                "instruction": r["instruction"]}) + "\n")
+    _write_instances(repo.parent / f"{name}.private", out, rows)
     shutil.copyfile(HERE / "mlbench_grade.py", out / "grade.py")
     shutil.copyfile(HERE / "mlbench_agent.py", out / "agent.py")
     (out / "mlbench.yaml").write_text(dump_task_yaml({"exec_timeout_s": float(exec_timeout_s),
@@ -148,6 +146,23 @@ def make_task(rows_path: Path, repo: Path, out: Path, github_id: int | None = No
         warn(f"note: the task finds the checkout and its held-out instances through "
              f"${ROOT_VAR}; before running it, export {ROOT_VAR}={repo.parent}")
     return out
+
+
+def _write_instances(private: Path, out: Path, rows: list[dict]) -> None:
+    """The held-out half of each instance (its expected arguments) into `private`, made
+    afresh; the agent's half (id, folder, instruction) into the task folder."""
+    if private.exists():
+        shutil.rmtree(private)
+    private.mkdir()
+    with open(private / "instances.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps({k: r[k] for k in ("id", "github_id", "path", "arguments",
+                                                  "type") if k in r}) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "instructions.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps({"id": r["id"], "path": r["path"],
+                                "instruction": r["instruction"]}) + "\n")
 
 
 def _folder(repo: Path, path: str) -> Path:

@@ -16,6 +16,7 @@ own copy of the prepared data. The grader (mlebench_grade.py, copied into the ta
 `grader/` with metrics.py) scores $AUTORESEARCH_ARTIFACT_DIR/submission.csv."""
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -27,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from loop.adapters import dump_task_yaml, metrics
+from loop.adapters import metrics
+from loop.adapters.taskfile import dump_task_yaml
 from loop.adapters.mlebench_grade import (COMPETITION_DIR, SUBMISSION, direction as
                                           _direction, is_lfs_pointer, rank, read_leaderboard,
                                           thresholds)
@@ -36,7 +38,7 @@ from loop.errors import UsageError
 DEFAULT_DATA_DIR = Path("~/.cache/mle-bench/data").expanduser()   # mlebench's own default
 DATA_ROOT_VAR = "AUTORESEARCH_DATA_ROOT"
 GRADER_DIR = "grader"               # in the task folder: the grading code, copied
-__all__ = ["make_task", "find_competition", "thresholds", "rank"]
+__all__ = ["make_task", "from_args", "find_competition", "thresholds", "rank"]
 
 
 @dataclass
@@ -135,6 +137,13 @@ def _only_csv(private: Path) -> str:
 
 
 # -- writing the task folder ----------------------------------------------------------------
+def from_args(args: argparse.Namespace) -> Path:
+    """`autoresearch task mlebench`'s parsed arguments -> make_task."""
+    return make_task(args.competition, Path(args.out), data_dir=args.data_dir,
+                     metric=args.metric, direction=args.direction,
+                     time_budget_s=args.time_budget_s)
+
+
 def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
               metric: str | None = None, direction: str | None = None,
               time_budget_s: float = 300.0, warn=None) -> Path:
@@ -145,35 +154,9 @@ def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty; choose a new --out folder")
-    board = comp.registry / "leaderboard.csv" if comp.registry else None
-    leaderboard = read_leaderboard(board) if board else None
-    if board is not None and board.is_file() and is_lfs_pointer(board):
-        warn(f"warning: {board} is a Git LFS pointer, not the leaderboard: medal thresholds "
-             f"unavailable. Fetch the real files with `git lfs install && git lfs pull` in "
-             f"the mle-bench checkout, then make the task again")
-    if metrics.canonical(comp.grader_name) is None and importlib.util.find_spec("mlebench") \
-            is None:
-        warn(f"warning: no built-in grader for '{comp.grader_name}': the competition's "
-             f"grade.py needs mlebench's helpers, so grading fails until mlebench is "
-             f"installed where the loop runs")
-    direction = direction or _direction(leaderboard) or \
-        metrics.DIRECTIONS.get(metrics.canonical(comp.grader_name) or "")
-    if direction is None:
-        raise UsageError(f"cannot tell whether a higher '{comp.grader_name}' is better (no "
-                         f"leaderboard); pass --direction minimize|maximize")
+    direction, leaderboard = _direction_and_board(comp, direction, warn)
     out.mkdir(parents=True, exist_ok=True)
-    copied = out / COMPETITION_DIR
-    copied.mkdir()
-    if comp.registry:
-        for path in sorted(comp.registry.iterdir()):
-            if path.is_file() and path.suffix in (".py", ".yaml", ".csv", ".md", ".txt") \
-                    and not is_lfs_pointer(path):
-                shutil.copy2(path, copied / path.name)
-    (copied / "description.md").write_text(comp.description or f"# {comp.id}\n")
-    grader = out / GRADER_DIR
-    grader.mkdir()
-    for name in ("mlebench_grade.py", "metrics.py"):
-        shutil.copy2(Path(__file__).with_name(name), grader / name)
+    _copy_grading(comp, out)
     metric_name = re.sub(r"[^A-Za-z0-9_]+", "_", comp.grader_name).strip("_") or "score"
     grading = {"id": comp.id, "metric": metric_name, "grader": comp.grader_name,
                "grade_fn": comp.grade_fn, "builtin": bool(metric), "answers": comp.answers,
@@ -204,6 +187,45 @@ def make_task(competition: str, out: Path, data_dir: str | Path | None = None,
         warn(f"note: the task finds its data through ${DATA_ROOT_VAR}; before running it, "
              f"export {DATA_ROOT_VAR}={data_root}")
     return out
+
+
+def _direction_and_board(comp: Competition, direction: str | None, warn
+                         ) -> tuple[str, list[float | None] | None]:
+    """(the metric's direction, the leaderboard or None), with a warning for a leaderboard
+    left as an LFS pointer and for a grader that needs mlebench installed."""
+    board = comp.registry / "leaderboard.csv" if comp.registry else None
+    leaderboard = read_leaderboard(board) if board else None
+    if board is not None and board.is_file() and is_lfs_pointer(board):
+        warn(f"warning: {board} is a Git LFS pointer, not the leaderboard: medal thresholds "
+             f"unavailable. Fetch the real files with `git lfs install && git lfs pull` in "
+             f"the mle-bench checkout, then make the task again")
+    if metrics.canonical(comp.grader_name) is None and importlib.util.find_spec("mlebench") \
+            is None:
+        warn(f"warning: no built-in grader for '{comp.grader_name}': the competition's "
+             f"grade.py needs mlebench's helpers, so grading fails until mlebench is "
+             f"installed where the loop runs")
+    direction = direction or _direction(leaderboard) or \
+        metrics.DIRECTIONS.get(metrics.canonical(comp.grader_name) or "")
+    if direction is None:
+        raise UsageError(f"cannot tell whether a higher '{comp.grader_name}' is better (no "
+                         f"leaderboard); pass --direction minimize|maximize")
+    return direction, leaderboard
+
+
+def _copy_grading(comp: Competition, out: Path) -> None:
+    """The competition's registry files and our grader, into the (protected) folders."""
+    copied = out / COMPETITION_DIR
+    copied.mkdir()
+    if comp.registry:
+        for path in sorted(comp.registry.iterdir()):
+            if path.is_file() and path.suffix in (".py", ".yaml", ".csv", ".md", ".txt") \
+                    and not is_lfs_pointer(path):
+                shutil.copy2(path, copied / path.name)
+    (copied / "description.md").write_text(comp.description or f"# {comp.id}\n")
+    grader = out / GRADER_DIR
+    grader.mkdir()
+    for name in ("mlebench_grade.py", "metrics.py"):
+        shutil.copy2(Path(__file__).with_name(name), grader / name)
 
 
 def _predict_kind(grader_name: str) -> str:

@@ -19,12 +19,13 @@ The judge's endpoint and key reach the grader alone (`grader_env`); the agent ha
 sandbox's `grader_network` / `network` (loop/run/netbridge.py)."""
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import shutil
 from pathlib import Path
 
-from loop.adapters import dump_task_yaml
+from loop.adapters.taskfile import dump_task_yaml
 from loop.errors import UsageError
 
 REVIEWER = Path("mlrbench") / "evals" / "review_writeup.py"
@@ -76,6 +77,14 @@ def endpoint(value: str) -> str:
             raise UsageError(f"endpoint '{value}': name the port (host:port)")
         port = "443" if scheme == "https" else "80"
     return f"{host}:{port}"
+
+
+def from_args(args: argparse.Namespace) -> Path:
+    """`autoresearch task mlrbench`'s parsed arguments -> make_task."""
+    return make_task(Path(args.task_md), Path(args.out), judge_model=args.judge_model,
+                     reviews=args.reviews, attempts=args.attempts,
+                     judge_endpoint=args.judge_endpoint, agent_endpoint=args.agent_endpoint,
+                     time_budget_s=args.time_budget_s)
 
 
 def make_task(task_md: Path, out: Path, judge_model: str = "gpt-4o", reviews: int = 1,

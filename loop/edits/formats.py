@@ -2,7 +2,7 @@
 reply is read. One entry per format, its prompt text beside its parser (aider's habit), so
 a format can be read, tuned and measured in one place (benchmarks/edits.py --format).
 
-    fmt = FORMATS["search_replace"]
+    fmt = FORMATS.get("search_replace")
     fmt.instructions(files)              # the "Reply format" part of the system prompt
     fmt.response_format(files)           # what the request carries (None: nothing)
     parsed = read_reply(fmt, text, sent, files)
@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from loop.edits.edits import settle_named
 from loop.edits.jsonreply import constant_lines, parse_json_reply, schema
 from loop.edits.parse import REPLACE_RE, SEARCH_RE, ParsedReply, parse_reply
+from loop.registry import Registry
 
 DESCRIPTION_RULE = (
     "Start your reply with one line that begins `Description:` and says, in at most 100 "
@@ -196,7 +197,8 @@ JSON = EditFormat(
     shorter="Reply again, shorter: `edits` with only the lines that change and a few around "
             "them in `search`, never the whole file.")
 
-FORMATS: dict[str, EditFormat] = {f.name: f for f in (SEARCH_REPLACE, WHOLE_FILE, JSON)}
+FORMATS = Registry("edit format", {f.name: f"loop.edits.formats:{f.name.upper()}"
+                                   for f in (SEARCH_REPLACE, WHOLE_FILE, JSON)})
 AUTO_FIRST, AUTO_FALLBACK = JSON, SEARCH_REPLACE   # `auto`: json, unless the server refuses
 
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import re
 
-from loop.edits.parse import Edit, ParsedReply, clean_description, parse_reply
+from loop.edits.constant_lines import CONSTANT, POWER
+from loop.edits.describe import clean_description
+from loop.edits.parse import Edit, ParsedReply, parse_reply
 from loop.edits.thinking import split_thinking
-from loop.setup.search_space import CONSTANT, POWER, number
+from loop.untrusted import parse_number
 
 NUMBER = re.compile(r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
                     r"|2\s*\*\*\s*\d+")
@@ -68,17 +70,17 @@ def _same_number(a: str, b: str) -> bool:
     """Whether two values are one number; a current value this engine cannot read (the
     code's own `2**5000`) is no value a reply could repeat."""
     try:
-        current = number(b)
+        current = parse_number(b)
     except ValueError:
         return False
-    return number(a) == current
+    return parse_number(a) == current
 
 
 def _unreadable(value: str) -> str | None:
     """Why `value` is no number this engine reads (`2**4000000000`: beyond a float), or None.
     It is read, never evaluated (loop/untrusted.py)."""
     try:
-        number(value)
+        parse_number(value)
     except ValueError as exc:
         return f"{value[:40]!r} is not a number this engine reads: {exc}"
     return None

@@ -4,30 +4,22 @@ Pure text in, `Edit`s out. Models wrap edits in prose and markdown fences, forge
 file name, put it in the fence's info string, or drift from the format we asked for;
 all three formats are accepted so a good idea is not lost to formatting. What cannot be
 parsed safely (an unterminated block, a deleted file) becomes a `problem`, never a guess.
-`loop.edits.edits` is the public face of this module."""
+`loop.edits.edits` is the public face of this module; the description is
+`loop.edits.describe`'s."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+from loop.edits.describe import description
 from loop.edits.names import (FENCE_RE, label_above, names_above, path_in_info, path_in_prose,
                              path_label)
 from loop.edits.thinking import split_thinking
-from loop import untrusted
 
 SEARCH_RE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
 DIVIDER_RE = re.compile(r"^\s*={5,9}\s*$")
 REPLACE_RE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$")
 HUNK_RE = re.compile(r"^@@+\s*-(\d+)(?:,\d+)?\s+\+(\d+)(?:,\d+)?\s*@@+.*$|^@@+.*$")
-DESCRIPTION_RE = re.compile(
-    r"^\W*(?:\d+[.)]\s*)?\W*(description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$",
-    re.IGNORECASE)
-# what models put before a description: list markers ('1.', '-', '*'), quotes, emphasis,
-# heading marks, and the label itself ('Description:', '**Description:**')
-LEAD_RE = re.compile(r"^(?:\s*(?:(?:[-*+>#•]+|\d+[.)])(?=\s)|[\"'`“‘]+|\*\*|__)\s*)+")
-LABEL_RE = re.compile(r"^(?:description|hypothesis|idea|change)\s*[*_`]*\s*[:：-]\s*[*_`]*\s*",
-                      re.IGNORECASE)
-DESCRIPTION_MAX = 120
 
 
 @dataclass(frozen=True)
@@ -74,7 +66,7 @@ def parse_reply(text: str) -> ParsedReply:
     _parse_whole_files(lines, used, fences, found, problems)
     found.sort(key=lambda item: item[0])
     edits = [_renumber(e, i + 1) for i, (_, e) in enumerate(found)]
-    return ParsedReply(_description(lines, used, fences), edits, problems)
+    return ParsedReply(description(_prose(lines, used, fences)), edits, problems)
 
 
 def _renumber(edit: Edit, index: int) -> Edit:
@@ -361,49 +353,9 @@ def _parse_whole_files(lines, used, fences, found, problems) -> None:
             used[j] = True
 
 
-# -- the description ----------------------------------------------------------------------
-
-def _description(lines, used, fences) -> str | None:
-    """The 'Description: ...' line, else the first sentence of prose."""
+def _prose(lines, used, fences) -> list[str]:
+    """The reply's lines outside every edit and every fence."""
     in_fence: set[int] = set()
     for f in fences:
         in_fence.update(range(f.open, f.end + 1))
-    prose = [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]
-    labelled: dict[str, str] = {}   # label -> its first line's text
-    for line in prose:
-        m = DESCRIPTION_RE.match(line.strip())
-        if m and m.group(2).strip(" *_`"):
-            labelled.setdefault(m.group(1).lower(), m.group(2))
-    if labelled:   # `Description:` is the subject even below a `Hypothesis:` line
-        return clean_description(labelled.get("description") or next(iter(labelled.values())))
-    for line in prose:
-        text = clean_description(line.strip(), limit=10_000)
-        if re.fullmatch(r"(?:description|hypothesis|idea|change)s?:?", text, re.IGNORECASE):
-            continue       # a heading ('### Description'): the text is on the next line
-        if len(text) >= 8 and not path_label(text) and not text.endswith(":"):
-            return one_line(re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0])
-        if len(text) >= 8 and text.endswith(":") and " " in text:
-            return one_line(text.rstrip(":"))
-    return None
-
-
-def clean_description(text: str, limit: int = DESCRIPTION_MAX) -> str:
-    """The description as it is recorded and becomes the commit subject: no list marker,
-    quote, emphasis or `Description:` label before it (`1. Description: ...`,
-    `**Description:** ...`), nor a closing quote after it; one line."""
-    text = text.strip()
-    for _ in range(4):   # '1. **Description:** "..."' peels in layers
-        peeled = LABEL_RE.sub("", LEAD_RE.sub("", text)).strip()
-        if peeled == text:
-            break
-        text = peeled
-    text = one_line(text, limit)
-    return text.rstrip("\"'`”’ ").strip() if text[-1:] in "\"'`”’" else text
-
-
-def one_line(text: str, limit: int = DESCRIPTION_MAX) -> str:
-    """Collapse whitespace, drop markdown emphasis, cut to `limit` characters; control
-    characters written out visibly (loop/untrusted.py)."""
-    text = untrusted.one_line(text, limit=1 << 30)
-    text = re.sub(r"\s+", " ", text.replace("**", "").replace("`", "")).strip(" *_")
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+    return [l for k, l in enumerate(lines) if not used[k] and k not in in_fence]

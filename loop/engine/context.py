@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from loop.judge import judge as judging
-from loop.state.journal import Record
+from loop.record import Record
 from loop.proposers.base import Attempt, Context, Proposal, Redo
 from loop.proposers.tried import ChangeKey, key_of_patch
 from loop.untrusted import DESCRIPTION_MAX, REASON_MAX, canonical_path, clean, one_line

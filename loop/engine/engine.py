@@ -20,11 +20,12 @@ from pathlib import Path
 from dataclasses import dataclass, replace
 
 from loop.judge import judge as judging
-from loop.run.backends import grader_folder
+from loop.run.backends.base import grader_folder
 from loop.setup.config import Config
 from loop.run.faults import disk_full_message, is_disk_full, log_says_disk_full
 from loop.repo.gitsafe import DiskFull, GitError, RefSnapshot
-from loop.state.journal import Record, TagLock, record_dict
+from loop.record import Record, record_dict
+from loop.repo.taglock import TagLock
 from loop.edits.hunks import hunks
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
 from loop.engine.parts import Parts, locate, open_parts, state_dir

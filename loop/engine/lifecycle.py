@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from loop.state.journal import Record
+from loop.record import Record
 from loop.judge.judge import KEEP, RERUN, Verdict
 from loop.words import STOPPED, RunKey, RunKind, Status
 

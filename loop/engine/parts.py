@@ -14,20 +14,23 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.run import grading, sandbox
-from loop.run.backends import Backend, make_backend
+from loop.run.backends import make_backend
+from loop.run.backends.base import Backend
 from loop.setup.config import Config
 from loop.engine.context import PromptContext
 from loop.state.integrity import StateGuard
 from loop.state.journal import Journal, State as JournalState, replay
 from loop.setup.preflight import check_run_command, check_same_task, check_task_committed
 from loop.ui.progress import Progress
-from loop.proposers.base import make_proposer
+from loop.proposers.registry import make_proposer
 from loop.engine.records import RecordSink
 from loop.run.process import Limits
 from loop.engine.scheduler import ProposalQueue, Scheduler
 from loop.judge.scoreboard import Scoreboard
 from loop.setup.task import Task, load_task, with_budget
-from loop.state.tracking import Tracker, resolve_uri, results_text, store_paths
+from loop.state.results import results_text
+from loop.state.store import resolve_uri, store_paths
+from loop.state.tracking import Tracker
 from loop.words import UNPROTECTED
 from loop.repo.workspace import Workspace, worktree_path
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from loop.state.journal import Journal, Record
+from loop.state.journal import Journal
+from loop.record import Record
 from loop.proposers.base import Proposal
 from loop.run.runner import read_tail
-from loop.state.tracking import append_result, write_results
+from loop.state.results import append_result, write_results
 from loop.words import BASELINE, RunKey, kept_changes
 
 # a candidate's runs are numbered below the best's runs (loop/words.py): its logs stop there

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
-from loop.state.journal import Record
+from loop.record import Record
 from loop.engine.parts import Parts
 from loop.run.process import kill_marked
 from loop.run.spec import RUN_ID_ENV

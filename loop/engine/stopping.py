@@ -5,7 +5,8 @@ The rule is loop/run/early_stop.py's; this only picks what the engine knows (the
 settings, the scoreboard's curves of the best, the candidate's diff)."""
 from __future__ import annotations
 
-from loop.run.early_stop import Band, Settings, StopRule, parse_settings, schedule_names
+from loop.run.early_stop import Band, StopRule, schedule_names
+from loop.setup.stop_settings import Settings, parse_settings
 
 
 def settings_of(task) -> Settings | None:

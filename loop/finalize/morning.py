@@ -27,7 +27,8 @@ from loop.run import grading
 from loop.run.backends import make_backend
 from loop.setup.config import Config
 from loop.setup.task import load_task, with_budget
-from loop.state.journal import Journal, TagLock, replay
+from loop.state.journal import Journal, replay
+from loop.repo.taglock import TagLock
 from loop.ui.progress import Progress
 from loop.words import plural
 
@@ -100,14 +101,29 @@ class Morning:
         night_run_s = _mean_run_s(night.records)
         comps, versions = self._comparisons(base, final, states, found, units, kept)
         self._say_cost(kept, comps, night_run_s)
-
         sched = self._scheduler()
+        bench = self._bench(sched)
+        measured = self._measure(bench, sched, comps, kept, units, versions, base, states,
+                                 found)
+        if measured is None:
+            return 130
+        self._finish(start, kept, comps, bench, *measured)
+        return 0
+
+    def _bench(self, sched) -> Bench:
+        """Where the runs are made and journalled (finalize.jsonl: a restart repeats none)."""
         bench = Bench(Journal(self.site.dir / "finalize.jsonl"), sched, self.direction,
                       self.config.seed, self.site.dir / "finalize" / "logs",
                       f"finalize-{self.site.tag}", self.out)
         if bench.earlier:
             self.out(f"finalize: resuming: {plural(bench.earlier, 'run')} already in "
                      f"{bench.journal.path.name}, not made again")
+        return bench
+
+    def _measure(self, bench, sched, comps, kept, units, versions, base, states, found):
+        """Measure the comparisons, give the verdicts, write the branch and check it (a
+        dropped change re-added while the branch is worse): (tip, notes, last check, all
+        checks), or None when interrupted. The worktree is restored either way."""
         budget = budget_check(bench, self.max_runs, self.max_wall_s)
         conf = self.config.judge.confidence
         try:
@@ -125,10 +141,14 @@ class Morning:
             sched.cancel(lambda j: True)
             self.out("finalize: interrupted; run the same command to go on (no run is "
                      "made twice)")
-            return 130
+            return None
         finally:
             sched.backend.close()
             self.ws.restore()
+        return tip, notes, check, checks
+
+    def _finish(self, start, kept, comps, bench, tip, notes, check, checks) -> None:
+        """The report written and printed, the journal's `done`, the MLflow record."""
         gain = comps[0]
         report = write_report(self.site.dir, self.site.tag, self.metric, kept, gain, check,
                               f"autoresearch/{self.site.tag}-final", bench.runs, notes)
@@ -139,7 +159,6 @@ class Morning:
         uri, experiment = tracked.where(self.config, start, self.site.user_task.name)
         tracked.record(uri, experiment, self.site.tag, self.site.dir, self.metric, kept, comps,
                        checks, bench, self.out)
-        return 0
 
     def _subject(self, sha: str, by_commit) -> str:
         rec = by_commit.get(sha)

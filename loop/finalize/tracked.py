@@ -12,7 +12,7 @@ import math
 import time
 from pathlib import Path
 
-from loop.state.tracking import artifact_location, create_store, quiet_mlflow, resolve_uri
+from loop.state.store import artifact_location, create_store, quiet_mlflow, resolve_uri
 
 TAG = "autoresearch.finalize"       # not autoresearch.tag: the night's start ends its orphans
 

@@ -8,7 +8,7 @@ import math
 from statistics import fmean
 
 from loop.judge import judge as judging
-from loop.state.journal import Record
+from loop.record import Record
 from loop.judge.stats import pooled_sd
 from loop.words import BASELINE  # noqa: F401  (re-exported: older imports)
 

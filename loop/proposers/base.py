@@ -1,4 +1,7 @@
-"""The proposer contract: `propose(context) -> Proposal`. Proposers never touch git."""
+"""The proposer contract: `propose(context) -> Proposal`. Proposers never touch git.
+
+The types every proposer shares; it imports no proposer (the factory is
+loop/proposers/registry.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,23 +86,3 @@ class Proposer(Protocol):
 class ProposerFatal(Exception):
     """The proposer cannot go on (bad key, unknown model): stop the loop, say why."""
 
-
-def make_proposer(config, seed: int = 0) -> Proposer:
-    """Build the proposer named by a ProposerConfig."""
-    if config.kind == "mutate":
-        from loop.proposers.mutate import MutateProposer
-        return MutateProposer(seed=seed)
-    if config.kind == "tune":
-        from loop.proposers.tune import TuneProposer
-        return TuneProposer(seed=seed, sampler=config.sampler)
-    if config.kind == "llm":
-        from loop.proposers.llm import LLMProposer
-        return LLMProposer(config)
-    if config.kind == "hybrid":      # the LLM's code changes, the tuner's constants
-        from loop.proposers.hybrid import HybridProposer
-        from loop.proposers.llm import LLMProposer
-        from loop.proposers.tune import TuneProposer
-        return HybridProposer(LLMProposer(config), TuneProposer(seed=seed,
-                                                                sampler=config.sampler),
-                              config.llm_every)
-    raise ValueError(f"unknown proposer kind {config.kind!r}")

@@ -19,6 +19,8 @@ import threading
 import time
 
 from loop.proposers.base import ProposerFatal
+from loop.proposers.completion import Garbled, check_completion
+from loop.proposers.stream import Cancelled
 
 FIRST_PAUSE_S, MAX_PAUSE_S = 1.0, 60.0
 
@@ -65,18 +67,17 @@ def check(client, model: str | None, base_url: str | None) -> str:
 def _check_by_request(client, model: str | None, where: str, why: str = "") -> str:
     """One token of `model`; `why`: what made the models list no answer (said on failure)."""
     import openai
-    from loop.proposers.llm import _check_completion, _Garbled
     try:
         response = client.chat.completions.create(
             model=model, max_tokens=1, messages=[{"role": "user", "content": "ping"}])
-        _check_completion(response)
+        check_completion(response)
     except openai.APIConnectionError as exc:
         raise ProposerFatal(f"the LLM endpoint {where} is unreachable ({exc})") from None
     except openai.APIStatusError as exc:
         raise ProposerFatal(f"the LLM endpoint {where} refused a 1-token request for model "
                             f"'{model}' ({exc.status_code}: {exc.message}){why}") from None
-    except (_Garbled, ValueError, AttributeError, TypeError) as exc:
-        what = str(exc) if isinstance(exc, _Garbled) else _garbled(exc)
+    except (Garbled, ValueError, AttributeError, TypeError) as exc:
+        what = str(exc) if isinstance(exc, Garbled) else _garbled(exc)
         raise NoCompletion(f"the LLM endpoint {where} answers no completion: a 1-token "
                            f"request for model '{model}' got {what}{why}; is --base-url "
                            f"an OpenAI-compatible API (it usually ends in /v1)?") from None
@@ -100,7 +101,6 @@ def wait_until_back(client, base_url: str | None, patience_s: float, since: floa
     """Return once the endpoint lists its models again; ProposerFatal when `patience_s`
     seconds have passed since the outage began (`since`, a time.monotonic()); Cancelled at
     once when `cancelled` is set (the loop stops)."""
-    from loop.proposers.stream import Cancelled
     cancelled = cancelled or threading.Event()
     pause, told = FIRST_PAUSE_S, False
     while True:

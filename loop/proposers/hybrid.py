@@ -18,7 +18,7 @@ column, the iteration's MLflow tag `proposer`, the journal."""
 from __future__ import annotations
 
 from loop.proposers.base import Context, Proposal, Proposer
-from loop.proposers.mutate import SpaceExhausted
+from loop.proposers.axes import SpaceExhausted
 
 LLM, TUNE = "llm", "tune"
 

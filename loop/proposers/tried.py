@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from loop.edits.parse import clean_description
+from loop.edits.describe import clean_description
 from loop.proposers.base import Attempt
 
 # `LR = 3e-3`, `lr: float = 3e-3`, and a YAML setting `lr: 0.003` (a flags or config file)

@@ -38,9 +38,9 @@ from typing import Any
 
 from loop.errors import UsageError
 from loop.proposers import change as recorded
+from loop.proposers.axes import Axis, SpaceExhausted, apply_setting, axes_of, describe
 from loop.proposers.base import Attempt, Context, Proposal
 from loop.proposers.epochs import read_keep
-from loop.proposers.mutate import SpaceExhausted, _apply, _Axis, _axes, describe
 from loop.setup.search_space import constants, implied, number, parse_space, valid
 
 SAMPLERS = ("tpe", "cmaes")
@@ -67,7 +67,7 @@ class _Codec:
     """One constant as an Optuna parameter: its distribution, and value <-> parameter.
     pow2 constants are searched by exponent (so CMA-ES sees an ordered integer)."""
 
-    def __init__(self, optuna, axis: _Axis, pow2: bool):
+    def __init__(self, optuna, axis: Axis, pow2: bool):
         self.axis, self.pow2 = axis, pow2
         d = optuna.distributions
         if pow2:
@@ -103,7 +103,12 @@ class _Codec:
 def _codecs(optuna, files: dict[str, str], space: dict) -> dict[str, _Codec]:
     """The searched constants (mutate's axes: the declared ones, else every one), by name."""
     return {a.name: _Codec(optuna, a, "**" in a.old or getattr(space.get(a.name), "kind", "")
-                           == "pow2") for a in _axes(files, space)}
+                           == "pow2") for a in axes_of(files, space)}
+
+
+def make(config, seed: int = 0) -> TuneProposer:
+    """The `tune` kind of loop/proposers/registry.py."""
+    return TuneProposer(seed=seed, sampler=config.sampler)
 
 
 class TuneProposer:
@@ -161,7 +166,7 @@ class TuneProposer:
             self._pending[description] = point
         new_files: dict[str, str] = {}
         for path, name, old, new in changes:
-            new_files[path] = _apply(new_files.get(path, files[path]), path, name, old, new)
+            new_files[path] = apply_setting(new_files.get(path, files[path]), path, name, old, new)
         settings = tuple(recorded.Setting(*c) for c in changes + pinned)
         return Proposal(description, files=new_files, change=recorded.Change(settings=settings))
 

@@ -119,10 +119,34 @@ class Git:
             self.before()
         return run_git(args, self.cwd, self.env, check=False).returncode == 0
 
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args: self(name.replace("_", "-"), *args)
+    # The subcommands the engine runs, typed: a mistyped one is the type checker's error, not
+    # a git call that fails at night (a catch-all __getattr__ accepted any name).
+    def branch(self, *args: str) -> str:
+        return self("branch", *args)
+
+    def diff(self, *args: str) -> str:
+        return self("diff", *args)
+
+    def log(self, *args: str) -> str:
+        return self("log", *args)
+
+    def ls_files(self, *args: str) -> str:
+        return self("ls-files", *args)
+
+    def ls_tree(self, *args: str) -> str:
+        return self("ls-tree", *args)
+
+    def rev_list(self, *args: str) -> str:
+        return self("rev-list", *args)
+
+    def rev_parse(self, *args: str) -> str:
+        return self("rev-parse", *args)
+
+    def status(self, *args: str) -> str:
+        return self("status", *args)
+
+    def worktree(self, *args: str) -> str:
+        return self("worktree", *args)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from loop.repo.commits import CommitFacts, numstat_and_patch
 from loop.repo.exclude import exclude, exclude_path
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
 from loop.repo.refs import detached_head, head_is_branch, loose_ref
-from loop.state.journal import tag_active
+from loop.repo.taglock import tag_active
 from loop.untrusted import clean
 
 FALLBACK_AUTHOR = ("autoresearch", "autoresearch@localhost")

@@ -20,7 +20,7 @@ from pathlib import Path
 from loop.errors import UsageError
 from loop.repo.gitsafe import run_git
 from loop.repo.workspace import Workspace, git_toplevel, worktree_path
-from loop.run.backends import grader_folder, run_in_folder
+from loop.run.backends.base import grader_folder, run_in_folder
 from loop.run.grading import Guard, copy_task
 from loop.run.process import Limits
 from loop.run.runner import OK, RunResult

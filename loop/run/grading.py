@@ -26,21 +26,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.repo.gitsafe import run_git
 from loop.run.runner import CRASH, NO_METRIC
 from loop.setup.task import Task
+from loop.setup.taskfiles import COPY_SKIP, SKIP
 
-SKIP = {".git", "__pycache__", ".autoresearch"}
-# Never in a plain copy of a task folder (check-task outside git): environments, caches and
-# run state, which a checkout of HEAD would not hold either (a virtualenv of any name, one
-# holding pyvenv.cfg, or a conda env, holding conda-meta/, is skipped too)
-COPY_SKIP = (*SKIP, ".venv", "venv", "node_modules", ".cache", ".mypy_cache", ".pytest_cache",
-             ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", "mlflow.db", "mlruns",
-             "mlartifacts")
 FULL_HASH_BYTES = 256 * 2**20   # private files larger than this are checked by size + mtime
 READ_ONLY_FULL_BYTES = 8 * 2**20  # read_only data (training shards: GBs) over this: size + mtime
 
@@ -118,11 +112,11 @@ class Guard:
         for path in self.held_out:
             if repo_root is not None:
                 _check_untracked(path, repo_root)
-        self.held_out_digest = [_digest_path(p) for p in self.held_out]
+        self.held_out_digest = [digest_path(p) for p in self.held_out]
         self.read_only = [Path(p) for p in task.read_only]
-        self.read_only_digest = [_digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
+        self.read_only_digest = [digest_path(p, READ_ONLY_FULL_BYTES) for p in self.read_only]
         self.inputs = task.input_links      # the links no run may replace or write through
-        self.inputs_digest = [_digest_path(Path(t), READ_ONLY_FULL_BYTES)
+        self.inputs_digest = [digest_path(Path(t), READ_ONLY_FULL_BYTES)
                               for _, t in self.inputs]
 
     @classmethod
@@ -157,16 +151,16 @@ class Guard:
         if rel:
             return f"replaced the input {rel} (a link to your checkout's data)"
         for (rel, target), digest in zip(self.inputs, self.inputs_digest):
-            if _digest_path(Path(target), READ_ONLY_FULL_BYTES) != digest:
+            if digest_path(Path(target), READ_ONLY_FULL_BYTES) != digest:
                 return f"changed the input {rel} ({target}) since the loop started"
         return None
 
     def check_private(self) -> str | None:
         for path, digest in zip(self.held_out, self.held_out_digest):
-            if _digest_path(path) != digest:
+            if digest_path(path) != digest:
                 return f"the held-out data {path} changed since the loop started"
         for path, digest in zip(self.read_only, self.read_only_digest):
-            if _digest_path(path, READ_ONLY_FULL_BYTES) != digest:
+            if digest_path(path, READ_ONLY_FULL_BYTES) != digest:
                 return f"the read-only data {path} changed since the loop started"
         if self.private is None:
             return None
@@ -205,7 +199,7 @@ class Guard:
         return None
 
 
-def _digest_path(path: Path, full_bytes: int = FULL_HASH_BYTES) -> str | None:
+def digest_path(path: Path, full_bytes: int = FULL_HASH_BYTES) -> str | None:
     """A held-out or read-only file's or folder's digest; None when it is gone."""
     if path.is_dir() and not path.is_symlink():
         return digest_tree(path, full_bytes)
@@ -217,8 +211,7 @@ def _check_untracked(private: Path, repo_root: Path) -> None:
     worktree and commit the experiment sees."""
     if private != repo_root and repo_root not in private.parents:
         return
-    out = subprocess.run(["git", "ls-files", "--", str(private)], cwd=repo_root,
-                         capture_output=True, text=True)
+    out = run_git(["ls-files", "--", str(private)], repo_root, check=False)
     if out.stdout.strip():
         raise UsageError(f"private folder {private} holds files tracked by git "
                          f"({out.stdout.split()[0]}): they would be in the experiment's "

@@ -18,28 +18,16 @@ stops with a line saying so; use a port >= 1024 (a local forward, or the provide
 alternative port). Only TCP is forwarded (no UDP, no DNS)."""
 from __future__ import annotations
 
-import ipaddress
-import re
 import socket
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from loop.setup.endpoints import is_ip, parse
+
 ENV = "AUTORESEARCH_NETWORK"      # the endpoints a step may reach, space-separated
 CHUNK = 1 << 16
-
-
-def parse(value: str) -> tuple[str, int]:
-    """`host:port` -> (host, port); ValueError with the reason."""
-    m = re.fullmatch(r"([A-Za-z0-9.\-]+):(\d{1,5})", str(value).strip())
-    if not m or not 0 < int(m.group(2)) < 65536:
-        raise ValueError(f"'{value}' is not host:port (e.g. 127.0.0.1:8000)")
-    host = m.group(1)
-    if _is_ip(host) and not ipaddress.ip_address(host).is_loopback:
-        raise ValueError(f"'{value}': name a remote endpoint by its host name, or use a "
-                         f"loopback address (the sandbox has no route to other addresses)")
-    return host, int(m.group(2))
 
 
 def endpoints_from(env: dict) -> list[str]:
@@ -50,22 +38,14 @@ def inside_addresses(endpoints: list[str]) -> dict[str, str]:
     """Where each endpoint listens inside the sandbox: a loopback address stays itself,
     `localhost` is 127.0.0.1, each other host name gets 127.0.0.2, 127.0.0.3, ..."""
     names = sorted({parse(e)[0] for e in endpoints} - {"localhost"}
-                   - {h for h in (parse(e)[0] for e in endpoints) if _is_ip(h)})
+                   - {h for h in (parse(e)[0] for e in endpoints) if is_ip(h)})
     mapped = {name: f"127.0.0.{i + 2}" for i, name in enumerate(names)}
     out = {}
     for e in endpoints:
         host, port = parse(e)
-        addr = "127.0.0.1" if host == "localhost" else host if _is_ip(host) else mapped[host]
+        addr = "127.0.0.1" if host == "localhost" else host if is_ip(host) else mapped[host]
         out[e] = f"{addr}:{port}"
     return out
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
 
 
 class Bridge:
@@ -94,7 +74,7 @@ class Bridge:
         (self.folder / "bridge.py").write_text(BRIDGE_PY)
         self.hosts_file = None
         names = {parse(e)[0]: self.inside[e].rsplit(":", 1)[0] for e in self.endpoints
-                 if not _is_ip(parse(e)[0]) and parse(e)[0] != "localhost"}
+                 if not is_ip(parse(e)[0]) and parse(e)[0] != "localhost"}
         if names:
             self.hosts_file = self.folder / "hosts"
             self.hosts_file.write_text("127.0.0.1 localhost\n::1 localhost\n" + "".join(

@@ -99,6 +99,26 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
+    argv, bridge = _confined_argv(command, cwd, env, limits, boxed, scratch, compiled,
+                                  writable, hidden, readonly)
+    start = time.monotonic()
+    try:
+        with open(log_path, "ab" if append else "wb") as log:
+            output = CappedLog(log, int(limits.log_cap_mb * 2**20), patterns or {}, watch)
+            returncode, timed_out, stopped = _spawn_and_wait(argv, cwd, env, output,
+                                                             start + timeout_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if bridge:
+            bridge.close()
+    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped)
+
+
+def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,
+                   scratch: Path, compiled: list[Path], writable, hidden, readonly
+                   ) -> tuple[list[str], netbridge.Bridge | None]:
+    """The argv that runs `command` in the sandbox (where there is one) under the reaper,
+    and the network bridge to the task's declared endpoints (None: none), to close after."""
     shell = ["/bin/sh", "-c", command]
     bridge = None
     if boxed and netbridge.endpoints_from(env):   # the task's declared endpoints, no others
@@ -118,43 +138,42 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
             *shell]
     argv = memory_cap(limits.memory_limit_gb) + argv
-    start = time.monotonic()
+    return argv, bridge
+
+
+def _spawn_and_wait(argv: list[str], cwd: Path, env: dict, output: CappedLog,
+                    deadline: float) -> tuple[int | None, bool, str]:
+    """Start `argv` in a new session, its output pumped into `output`, and wait: (exit
+    status or None when killed, whether the time box killed it, why the watcher did)."""
     read_fd, write_fd = os.pipe()
     try:
-        with open(log_path, "ab" if append else "wb") as log:
-            output = CappedLog(log, int(limits.log_cap_mb * 2**20), patterns or {}, watch)
-            try:
-                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=write_fd,
-                                        stderr=write_fd, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
-            except BaseException:
-                os.close(read_fd)
-                raise
-            finally:
-                os.close(write_fd)
-            pump = Pump(read_fd, output)
-            pump.start()
-            stopped = ""
-            try:
-                returncode, timed_out = _wait(proc, start + timeout_s, output), False
-                if returncode is None:       # the watcher asked for it: killed as at the box
-                    stopped = output.stop_reason
-                    kill_tree(proc)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc)
-                returncode, timed_out = None, True
-            except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
-                kill_tree(proc)
-                raise
-            finally:
-                _kill_group(proc.pid, signal.SIGKILL)  # stragglers the leader left running
-                pump.stop()
-                output.close()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=write_fd,
+                                stderr=write_fd, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    except BaseException:
+        os.close(read_fd)
+        raise
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        if bridge:
-            bridge.close()
-    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped)
+        os.close(write_fd)
+    pump = Pump(read_fd, output)
+    pump.start()
+    stopped = ""
+    try:
+        returncode, timed_out = _wait(proc, deadline, output), False
+        if returncode is None:       # the watcher asked for it: killed as at the box
+            stopped = output.stop_reason
+            kill_tree(proc)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        returncode, timed_out = None, True
+    except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
+        kill_tree(proc)
+        raise
+    finally:
+        _kill_group(proc.pid, signal.SIGKILL)  # stragglers the leader left running
+        pump.stop()
+        output.close()
+    return returncode, timed_out, stopped
 
 
 def _wait(proc: subprocess.Popen, deadline: float, output: CappedLog) -> int | None:

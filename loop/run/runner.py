@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.run.early_stop import Watcher
-from loop.run.process import data_cache, describe_exit, execute
-from loop.run.spec import RunSpec
+from loop.run.process import Ended, data_cache, describe_exit, execute
+from loop.run.spec import GradeStep, RunSpec
 from loop.words import STOPPED   # a candidate's run ended early, clearly worse than the best
 
 OK, CRASH, TIMEOUT, DIVERGED, NO_METRIC = "ok", "crash", "timeout", "diverged", "no_metric"
@@ -156,17 +156,34 @@ def run_experiment(spec: RunSpec,
                              None if memory is None else memory / 1024.0, log_path, stopped[1])
     step = spec.grade if returncode == 0 and not timed_out else None
     if step is not None:
-        grade = execute(step.command, step.folder, step.env, step.timeout_s, spec.grade_log,
-                        patterns=patterns, limits=limits,
-                        writable=[*artifacts, step.folder],
-                        readonly=[*spec.hidden, *spec.software], own_compile_cache=True)
+        grade = _grade(spec, step, artifacts)
         returncode, timed_out = grade.returncode, grade.timed_out
         wall += grade.wall_s
         metric = grade.output.value("metric")
         memory = memory if memory is not None else grade.output.value("memory")
-        with open(log_path, "a") as log:       # one log per run, the grader's part marked
-            log.write(f"\n=== evaluate: {step.command} ===\n"
-                      f"{read_tail(spec.grade_log, 2 * 2**20)}")
+    status, detail = _verdict(spec, step, train, returncode, timed_out, metric)
+    return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
+                     None if memory is None else memory / 1024.0, log_path, detail, curve)
+
+
+def _grade(spec: RunSpec, step: GradeStep, artifacts: list) -> Ended:
+    """The grading step, confined as run_experiment says; its output appended to the run's
+    log, marked."""
+    grade = execute(step.command, step.folder, step.env, step.timeout_s, spec.grade_log,
+                    patterns=spec.patterns, limits=spec.limits,
+                    writable=[*artifacts, step.folder],
+                    readonly=[*spec.hidden, *spec.software], own_compile_cache=True)
+    with open(spec.log_path, "a") as log:       # one log per run, the grader's part marked
+        log.write(f"\n=== evaluate: {step.command} ===\n"
+                  f"{read_tail(spec.grade_log, 2 * 2**20)}")
+    return grade
+
+
+def _verdict(spec: RunSpec, step: GradeStep | None, train: Ended, returncode: int | None,
+             timed_out: bool, metric: float | None) -> tuple[str, str]:
+    """The run's status and why, from how its last step ended and what it printed: the
+    grader's error, the handed-over exception, the memory limit named where they apply."""
+    log_path, limits = spec.log_path, spec.limits
     status, detail = classify(returncode, timed_out, metric)
     if status == TIMEOUT and step is None and spec.on_timeout == "last" and metric is not None:
         status, detail = at_the_box(spec.metric_name, metric, *train.output.line_of("metric"))
@@ -182,8 +199,7 @@ def run_experiment(spec: RunSpec,
     if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"
-    return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
-                     None if memory is None else memory / 1024.0, log_path, detail, curve)
+    return status, detail
 
 
 def _mentions_oom(log_path: Path) -> bool:

@@ -14,9 +14,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from loop.run.grading import COPY_SKIP
+from loop.repo.gitsafe import run_git
 from loop.run.sandbox import emptied_folders
 from loop.setup.interpreter import environment, of_command, uv_environment
+from loop.setup.taskfiles import COPY_SKIP
 
 # A line that says something was not found
 ERROR_LINE = re.compile(r"no such file|not found|does not exist|no module named|can't open|"
@@ -111,9 +112,7 @@ def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
 
 
 def _ignored(repo_root: Path, rel: str) -> bool:
-    import subprocess
-    return subprocess.run(["git", "check-ignore", "-q", "--", rel], cwd=repo_root,
-                          capture_output=True).returncode == 0
+    return run_git(["check-ignore", "-q", "--", rel], repo_root, check=False).returncode == 0
 
 
 def sandbox_hidden(log_text: str, mirrors: Iterable[Path]) -> list[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
+from typing import Any
 
 from loop.errors import ConfigError
 from loop.setup.schema import build, load_yaml
@@ -110,6 +111,19 @@ class SlurmConfig:
                                           # crash saying so (default: waits)
 
 
+# A command-line flag (its argparse dest) -> the config key it sets, `section.key` when nested.
+FLAG_KEYS = {
+    "task": "task", "tag": "tag", "iterations": "iterations", "seed": "seed",
+    "time_budget_s": "time_budget_s", "max_wall_s": "max_wall_s", "sandbox": "sandbox",
+    "workers": "workers", "devices": "devices", "backend": "backend",
+    "proposer_kind": "proposer.kind", "proposer_model": "proposer.model",
+    "proposer_sampler": "proposer.sampler", "proposer_llm_every": "proposer.llm_every",
+    "proposer_base_url": "proposer.base_url", "proposer_concurrency": "proposer.concurrency",
+    "proposer_timeout_s": "proposer.timeout_s", "proposer_max_tokens": "proposer.max_tokens",
+    "judge_rule": "judge.rule",
+}
+
+
 @dataclass
 class Config:
     task: str = "experiments/tinylm"
@@ -140,24 +154,46 @@ class Config:
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
-    def with_overrides(self, **flags) -> Config:
-        """Apply CLI flags (None = not given). Nested keys use '<section>_<key>'."""
+    def with_overrides(self, flags: Mapping[str, Any] | None = None, **named: Any) -> Config:
+        """Apply command-line flags, each to the key FLAG_KEYS names for it (None = not
+        given). `flags`: the parsed arguments (`vars(args)`), whose other entries (the
+        command, --config) are no config key and are left alone; `named`: flags by name."""
+        unknown = sorted(set(named) - set(FLAG_KEYS))
+        if unknown:
+            raise TypeError(f"with_overrides: no command-line flag {', '.join(unknown)}")
+        given = {**(flags or {}), **named}
         cfg = dataclasses.replace(self, proposer=dataclasses.replace(self.proposer),
                                   judge=dataclasses.replace(self.judge),
                                   tracking=dataclasses.replace(self.tracking))
-        for key, value in flags.items():
-            if value is None:
+        for flag, key in FLAG_KEYS.items():
+            if given.get(flag) is None:
                 continue
-            section, _, sub = key.partition("_")
-            if section in ("proposer", "judge", "tracking") and sub:
-                setattr(getattr(cfg, section), sub, value)
-            else:
-                setattr(cfg, key, value)
+            *sections, name = key.split(".")
+            target = cfg
+            for section in sections:
+                target = getattr(target, section)
+            setattr(target, name, given[flag])
         validate(cfg, "command line")
         return cfg
 
 
 def validate(cfg: Config, where: str) -> None:
+    """Raise ConfigError, naming `where` and the key, at the first bad value (in this
+    order); normalise `devices` ("0,1" -> ("0", "1"))."""
+    _check_kinds(cfg, where)
+    _check_judge(cfg, where)
+    _check_limits(cfg, where)
+    _check_proposer(cfg, where)
+    _check_machine(cfg, where)
+    if cfg.devices is not None:
+        cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
+                            if d.strip())
+    if cfg.tag is not None and not _valid_tag(cfg.tag):
+        raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
+
+
+def _check_kinds(cfg: Config, where: str) -> None:
+    """The named choices: proposer.kind, proposer.sampler, judge.rule."""
     if cfg.proposer.kind not in PROPOSER_KINDS:
         raise ConfigError(f"{where}: proposer.kind must be one of {', '.join(PROPOSER_KINDS)}, "
                           f"got '{cfg.proposer.kind}'")
@@ -167,6 +203,10 @@ def validate(cfg: Config, where: str) -> None:
     if cfg.judge.rule not in JUDGE_RULES:
         raise ConfigError(f"{where}: judge.rule must be one of {', '.join(JUDGE_RULES)}, "
                           f"got '{cfg.judge.rule}'")
+
+
+def _check_judge(cfg: Config, where: str) -> None:
+    """The judge's numbers."""
     j = cfg.judge
     if j.baseline_runs < 1 or j.confirm_runs < 0 or j.remeasure_every < 0:
         raise ConfigError(f"{where}: judge.baseline_runs must be >= 1, judge.confirm_runs and "
@@ -181,6 +221,10 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: judge.keep_runs must be >= 1, judge.refresh_every >= 0")
     if j.simplicity_weight < 0 or j.min_delta < 0:
         raise ConfigError(f"{where}: judge.simplicity_weight and judge.min_delta must be >= 0")
+
+
+def _check_limits(cfg: Config, where: str) -> None:
+    """Counts, budgets and waits: finite, and in range."""
     if cfg.iterations < 0:
         raise ConfigError(f"{where}: iterations must be >= 0")
     for name in ("time_budget_s", "max_wall_s", "max_cost_usd", "memory_limit_gb"):
@@ -200,6 +244,10 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: proposer.max_tokens must be >= 1")
     if cfg.max_consecutive_failures < 1:
         raise ConfigError(f"{where}: max_consecutive_failures must be >= 1")
+
+
+def _check_proposer(cfg: Config, where: str) -> None:
+    """The LLM proposer's format and model."""
     if cfg.proposer.edit_format not in EDIT_FORMATS:
         raise ConfigError(f"{where}: proposer.edit_format must be one of "
                           f"{', '.join(EDIT_FORMATS)}, got '{cfg.proposer.edit_format}'")
@@ -209,6 +257,10 @@ def validate(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: proposer.kind is {cfg.proposer.kind} but no "
                           f"proposer.model is set "
                           f"(use --model M or proposer.model in the config)")
+
+
+def _check_machine(cfg: Config, where: str) -> None:
+    """Where and how runs execute: sandbox, memory, slots, backend, Slurm."""
     if cfg.sandbox not in SANDBOX_MODES:
         raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOX_MODES)}, "
                           f"got '{cfg.sandbox}'")
@@ -226,11 +278,6 @@ def validate(cfg: Config, where: str) -> None:
             or (sl.pending_limit_s is not None and sl.pending_limit_s <= 0):
         raise ConfigError(f"{where}: slurm.gpus_per_run must be >= 0, slurm.cpus_per_run "
                           f">= 1, slurm.mem_gb and slurm.pending_limit_s > 0")
-    if cfg.devices is not None:
-        cfg.devices = tuple(d.strip() for item in cfg.devices for d in str(item).split(",")
-                            if d.strip())
-    if cfg.tag is not None and not _valid_tag(cfg.tag):
-        raise ConfigError(f"{where}: tag '{cfg.tag}' must be letters, digits, '.', '_' or '-'")
 
 
 def _valid_tag(tag: str) -> bool:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
 from pathlib import Path
 
 from loop.errors import TaskError
+from loop.setup.taskfiles import list_files
 
 GLOB_CHARS = set("*?[")
 
@@ -81,8 +81,7 @@ def changed_link(folder: Path, entries) -> str | None:
 
 def _guarded_files(task, origin: Path) -> list[str]:
     """The editable and protected files of the task folder in `origin` (listed once)."""
-    from loop.setup.task import _list_files
-    return [f for f in _list_files(origin) if task.is_editable(f) or task.is_protected(f)]
+    return [f for f in list_files(origin) if task.is_editable(f) or task.is_protected(f)]
 
 
 def _not_editable(task, name: str, files: list[str], where: str) -> None:
@@ -109,8 +108,8 @@ def _uncommitted(origin: Path, rel: str) -> list[str]:
 
 
 def _tracked(origin: Path, rel: str) -> list[str]:
-    done = subprocess.run(["git", "ls-files", "-z", "--", rel], cwd=origin,
-                          capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    done = run_git(["ls-files", "-z", "--", rel], origin, check=False)
     return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
 
 
@@ -124,45 +123,3 @@ def _maker(origin: Path, pattern: str) -> str:
             if (origin / script).is_file():
                 return f" (make it first: `python {script.as_posix()}`)"
     return " (make it first, or remove it from inputs)"
-
-
-# -- init's guess --------------------------------------------------------------------------------
-DATA_SUFFIXES = (".bin", ".npy", ".npz", ".pkl", ".pickle", ".txt", ".csv", ".tsv", ".parquet",
-                 ".arrow", ".json", ".jsonl", ".h5", ".hdf5", ".tfrecord", ".idx", ".model")
-# ignored folders a run writes or a tool keeps, never its input
-NOT_INPUTS = {"out", "outs", "output", "outputs", "ckpt", "ckpts", "checkpoint", "checkpoints",
-              "runs", "logs", "wandb", "mlruns", "lightning_logs", "results", ".autoresearch"}
-
-
-def guess_inputs(plan, sources, given: list[str] | None) -> None:
-    """plan.inputs: `--inputs` as given, else the ignored files and folders of the task
-    folder that the script (its local modules, its settings file) names in string literals
-    (`os.path.join('data', dataset, 'train.bin')`): a folder whose first part it names,
-    holding data by its suffix or by a name it names; grouped by their folder."""
-    from loop.setup.plan import Guess
-    flag = "--inputs PATH"
-    if given is not None:
-        plan.inputs = list(dict.fromkeys(given))
-        plan.guesses["inputs"] = Guess("--inputs", True, flag)
-        return
-    import ast
-    from loop.run.grading import COPY_SKIP
-    named = {n.value.strip("/") for src in sources for n in ast.walk(src.tree)
-             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.strip()}
-    done = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored",
-                           "--exclude-standard", "--directory", "--", "."], cwd=plan.root,
-                          capture_output=True, text=True)
-    found: dict[str, None] = {}
-    for entry in done.stdout.split("\0") if done.returncode == 0 else []:
-        parts = entry.rstrip("/").split("/")
-        if not entry or parts[0] not in named or set(parts) & (NOT_INPUTS | set(COPY_SKIP)):
-            continue
-        if entry.endswith("/"):                      # a folder git ignores whole
-            found[entry.rstrip("/")] = None
-        elif parts[-1] in named or parts[-1].endswith(DATA_SUFFIXES):
-            found["/".join(parts[:-1]) or parts[0]] = None
-    plan.inputs = sorted(found)
-    if plan.inputs:
-        tops = sorted(named & {p.split("/")[0] for p in found})
-        plan.guesses["inputs"] = Guess(f"ignored data {plan.script} names ({', '.join(tops)})",
-                                       False, flag)

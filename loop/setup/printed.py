@@ -8,7 +8,7 @@ opening the line (any name), else a metric name of the line (`val loss`, `test a
 split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
 Average loss:` is `test_average_loss`), never the words of a sentence (`new top score of
 {score}` shows no metric). It must not decide which metric is the objective
-(metric_choice does) nor write patterns (shapes.pattern_for does)."""
+(loop/init/metric_choice.py does) nor write patterns (shapes/base.py pattern_for does)."""
 from __future__ import annotations
 
 import ast

@@ -15,19 +15,13 @@ import math
 import re
 from dataclasses import dataclass
 
+from loop.edits.constant_lines import CONSTANT
 from loop.setup import settings
 from loop.untrusted import bounded_power, parse_number
 
-# An UPPER_CASE module-level constant assigned a plain number, e.g. `LEARNING_RATE = 3e-3  # ..`
-CONSTANT = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
-                      r"(?P<value>[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
-                      r"(?P<rest>\s*(?:#.*)?)$", re.M)
 # `learning_rate = 6e-4`: a module-level setting of any case (nanoGPT's style); a constant of
 # the search space only when task.yaml's `search_space` names it
 SETTING = re.compile(CONSTANT.pattern.replace("[A-Z][A-Z0-9_]*", r"[A-Za-z_]\w*"), re.M)
-# `TOTAL_BATCH_SIZE = 2**19  # ...`: a constant written as a power of two
-POWER = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
-                   r"(?P<value>2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
 # `assert cfg.n_embd % cfg.n_head == 0` (any expression ending in a name, on either side)
 ASSERT_DIVIDES = re.compile(r"assert\s+[\w.]*?(\w+)\s*%\s*[\w.]*?(\w+)\s*==\s*0\b")
 # `n_embd: int = N_EMBD` (a dataclass field or attribute standing for a constant)

@@ -1,9 +1,8 @@
 """What a task is: a folder with task.yaml, its editable and protected files, how to run
-and grade it, and the metric to optimize. Loading a task runs nothing."""
+and grade it, and the metric to optimize (loop/setup/metric.py). Loading a task runs nothing;
+its checks, one line each, are loop/setup/task_checks.py."""
 from __future__ import annotations
 
-import fnmatch
-import math
 import os
 import re
 import shlex
@@ -12,40 +11,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 
-from loop.untrusted import canonical_path
 from loop.errors import TaskError
 from loop.setup import time_box
+from loop.setup.graders import HANDOVER, LM
 from loop.setup.interpreter import resolve_command
+from loop.setup.metric import Metric, throughput_regex
 from loop.setup.schema import build, load_yaml
+from loop.setup.task_checks import validate
+from loop.setup.taskfiles import TASK_FILE, list_files, matches
+from loop.untrusted import canonical_path
 
-TASK_FILE = "task.yaml"
-DIRECTIONS = ("minimize", "maximize")
-NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))"
 
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    direction: str = "minimize"
-    pattern: str = ""  # regex with one group; default: a line "<name>: <number>"
-
-    def __post_init__(self):
-        if not self.pattern:
-            object.__setattr__(self, "pattern",
-                               rf"^\s*{re.escape(self.name)}\s*[:=]\s*{NUMBER}\s*$")
-
-    def better(self, a: float, b: float) -> bool:
-        """True when a is strictly better than b in this metric's direction."""
-        return a < b if self.direction == "minimize" else a > b
-
-    def improvement(self, candidate: float, best: float) -> float:
-        """How much better candidate is than best (positive = better), direction-aware."""
-        return best - candidate if self.direction == "minimize" else candidate - best
 
 
 @dataclass(frozen=True)
 class Grader:
-    """A protected grader the engine provides (loop/run/graders/); `lm`: a language model the
+    """A protected grader the engine provides (loop/setup/graders.py); `lm`: a language model the
     script hands over as a torch.export program, scored by protected code (docs/tasks.md)."""
     kind: str
     script: str                         # the (editable) training script, run via the handover
@@ -119,7 +100,6 @@ class Task:
         """What the training step runs: `run`, or the script through the lm handover."""
         if self.grader is None:
             return self.run
-        from loop.run.graders import HANDOVER
         g = self.grader
         return (f"{g.python} {shlex.quote(str(HANDOVER))} --eval-function "
                 f"{shlex.quote(g.eval_function)} --input-shape {_shape(g.input_shape)} "
@@ -130,7 +110,6 @@ class Task:
         """What the grading step runs: `evaluate`, the lm grader, or nothing."""
         if self.grader is None:
             return self.evaluate
-        from loop.run.graders import LM
         g = self.grader
         protected = " ".join(shlex.quote(p) for p in self.protected)
         return (f"{g.python} {shlex.quote(str(LM))} --eval-function "
@@ -156,17 +135,17 @@ class Task:
 
     # -- files -----------------------------------------------------------------
     def is_editable(self, rel: str) -> bool:
-        return _matches(rel, self.editable) and not self.is_protected(rel)
+        return matches(rel, self.editable) and not self.is_protected(rel)
 
     def is_protected(self, rel: str) -> bool:
-        return _matches(rel, self.protected) or rel == TASK_FILE
+        return matches(rel, self.protected) or rel == TASK_FILE
 
     def editable_files(self, folder: Path | None = None) -> list[str]:
         """Editable files present in `folder` (default: the task folder), relative paths."""
-        return [p for p in _list_files(folder or self.root) if self.is_editable(p)]
+        return [p for p in list_files(folder or self.root) if self.is_editable(p)]
 
     def protected_files(self, folder: Path | None = None) -> list[str]:
-        return [p for p in _list_files(folder or self.root) if self.is_protected(p)]
+        return [p for p in list_files(folder or self.root) if self.is_protected(p)]
 
     @property
     def private_dir(self) -> Path | None:
@@ -183,7 +162,7 @@ class Task:
             return str(exc)
         folded = rel.casefold()
         if self.is_protected(rel) or folded == TASK_FILE \
-                or _matches(folded, [g.casefold() for g in self.protected]):
+                or matches(folded, [g.casefold() for g in self.protected]):
             return f"{rel}: protected file (the harness and grader may not be edited)"
         if not self.is_editable(rel):
             return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
@@ -208,20 +187,6 @@ def with_budget(task: Task, seconds: float | None) -> Task:
 
 def _shape(shape) -> str:
     return "x".join(str(n) for n in shape)
-
-
-def _matches(rel: str, globs) -> bool:
-    return any(fnmatch.fnmatchcase(rel, g) or rel == g.rstrip("/") for g in globs)
-
-
-def _list_files(folder: Path) -> list[str]:
-    skip = {".git", "__pycache__", ".autoresearch"}
-    out = []
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder)
-        if p.is_file() and not skip.intersection(rel.parts):
-            out.append(rel.as_posix())
-    return out
 
 
 def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
@@ -273,7 +238,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
         from loop.setup.caches import resolve as resolve_caches
         task = _replace(task, caches=resolve_caches(task.caches, folder, where, _expand))
     task = _interpreters(task, folder, Path(origin or folder).resolve(), where)
-    _validate(task, where)
+    validate(task, where)
     if task.inputs:         # resolved in the user's checkout, which the links point into
         from loop.setup.inputs import links
         task = _replace(task, input_links=links(task.inputs, Path(origin or folder).resolve(),
@@ -326,232 +291,6 @@ _Frozen = TypeVar("_Frozen", "Task", "Grader")
 def _replace(obj: _Frozen, **changes) -> _Frozen:
     from dataclasses import replace
     return replace(obj, **changes)
-
-
-def _validate(task: Task, where: str) -> None:
-    if task.metric.direction not in DIRECTIONS:
-        raise TaskError(f"{where}: metric.direction must be minimize or maximize, "
-                        f"got '{task.metric.direction}'")
-    try:
-        groups = re.compile(task.metric.pattern, re.M).groups
-    except re.error as exc:
-        raise TaskError(f"{where}: metric.pattern is not a valid regex: {exc}") from None
-    if groups < 1:
-        raise TaskError(f"{where}: metric.pattern needs one capture group for the number")
-    if not task.run.strip():
-        raise TaskError(f"{where}: 'run' is empty")
-    if not (math.isfinite(task.time_budget_s) and math.isfinite(task.grace_s)):
-        raise TaskError(f"{where}: time_budget_s and grace_s must be finite numbers")
-    if task.time_budget_s <= 0 or task.grace_s < 0:
-        raise TaskError(f"{where}: time_budget_s must be > 0 and grace_s >= 0")
-    if not (0 < task.grade_timeout_s < math.inf):
-        raise TaskError(f"{where}: grade_timeout_s must be a number of seconds > 0, "
-                        f"got {task.grade_timeout_s}")
-    if task.budget_constant and not re.fullmatch(r"[\w./-]+\.py:[A-Za-z_]\w*",
-                                                 task.budget_constant):
-        raise TaskError(f"{where}: budget_constant must read FILE.py:NAME, got "
-                        f"'{task.budget_constant}'")
-    if not task.editable:
-        raise TaskError(f"{where}: 'editable' lists no files")
-    files = _list_files(task.root)
-    for key, globs in (("editable", task.editable), ("protected", task.protected)):
-        for g in globs:
-            if not any(_matches(f, [g]) for f in files):
-                raise TaskError(f"{where}: {key} file '{g}' not found in {task.root}")
-    if _matches(TASK_FILE, task.editable):    # its metric and commands define the grading
-        raise TaskError(f"{where}: editable names {TASK_FILE}, which is always protected; "
-                        f"list only the files the loop may change")
-    overlap = [f for f in files if _matches(f, task.editable) and _matches(f, task.protected)]
-    if overlap:
-        raise TaskError(f"{where}: '{overlap[0]}' is both editable and protected")
-    _validate_grading(task, where, files)
-    time_box.check_on_timeout(task, where)
-    _validate_search(task, where)
-
-
-def throughput_regex(pattern: str) -> str:
-    """`num_steps`, `num_steps:` or a regex with one group -> the regex."""
-    if not pattern or re.fullmatch(r"[A-Za-z_][\w.]*\s*[:=]?", pattern.strip()):
-        name = pattern.strip().rstrip(":=").strip()
-        return rf"^\s*{re.escape(name)}\s*[:=]\s*{NUMBER}" if name else ""
-    return pattern
-
-
-def _validate_progress(task: Task, where: str) -> None:
-    """`progress_pattern` reads a loss; `early_stop` is well formed and has a pattern."""
-    from loop.run import early_stop
-    if task.progress_pattern:
-        problem = early_stop.check_pattern(task.progress_pattern)
-        if problem:
-            raise TaskError(f"{where}: progress_pattern {problem}")
-    try:
-        on = early_stop.parse_settings(task.early_stop, where)
-    except ValueError as exc:
-        raise TaskError(str(exc)) from None
-    if on and not task.progress_pattern:
-        raise TaskError(f"{where}: early_stop needs progress_pattern: the line each run "
-                        f"prints with its share of the budget and its loss")
-
-
-def _validate_search(task: Task, where: str) -> None:
-    """`throughput_pattern` compiles with one group; `search_space` names constants the
-    editable files define, with ranges that are not empty."""
-    from loop.setup.search_space import SpaceError, constants, parse_space
-    from loop.setup.settings import kind_of
-    _validate_progress(task, where)
-    if task.throughput_pattern:
-        try:
-            groups = re.compile(throughput_regex(task.throughput_pattern), re.M).groups
-        except re.error as exc:
-            raise TaskError(f"{where}: throughput_pattern is not a valid regex: {exc}") from None
-        if groups < 1:
-            raise TaskError(f"{where}: throughput_pattern needs one capture group")
-    _validate_flags(task, where)
-    if not task.search_space:
-        return
-    files = {rel: (task.root / rel).read_text(errors="replace")
-             for rel in task.editable_files() if kind_of(rel)}
-    try:
-        parse_space(task.search_space, where, set(constants(files, task.search_space)))
-    except SpaceError as exc:
-        raise TaskError(str(exc)) from None
-
-
-def _validate_flags(task: Task, where: str) -> None:
-    """`flags`: an editable YAML file of the task folder, `name: value` lines."""
-    if not task.flags:
-        return
-    from loop.setup.flags import FlagsError, read
-    rel = task.flags
-    if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.endswith((".yaml", ".yml")):
-        raise TaskError(f"{where}: flags: '{rel}' must be a .yaml file inside the task folder")
-    if task.grader is not None:
-        raise TaskError(f"{where}: flags: the lm grader runs the script through its handover, "
-                        f"without arguments; give its settings in the script instead")
-    if not task.is_editable(rel) or task.is_protected(rel):
-        raise TaskError(f"{where}: flags: {rel} must be editable (list it under `editable`): "
-                        f"it holds the settings a search changes")
-    path = task.root / rel
-    if not path.is_file():
-        raise TaskError(f"{where}: flags: {rel} does not exist in {task.root}")
-    try:
-        read(path.read_text(errors="replace"), rel)
-    except FlagsError as exc:
-        raise TaskError(f"{where}: flags: {exc}") from None
-
-
-def _validate_grading(task: Task, where: str, files: list[str]) -> None:
-    """The keys of protected grading: the grader, its artifact, its held-out data."""
-    for word in task.evaluate.split():
-        if word in files and task.is_editable(word):
-            raise TaskError(f"{where}: evaluate runs '{word}', which is editable: a grader "
-                            f"must be a protected file")
-    art = Path(task.artifact)
-    if task.artifact and (art.is_absolute() or ".." in art.parts or task.artifact.startswith("~")):
-        raise TaskError(f"{where}: artifact must be a file name inside "
-                        f"$AUTORESEARCH_ARTIFACT_DIR, got '{task.artifact}'")
-    for key in ("grader_env", "pass_env"):
-        for name in getattr(task, key):
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise TaskError(f"{where}: {key}: '{name}' is not an environment variable name")
-    _validate_grader(task, where, files)
-    _validate_held_out(task, where)
-    _validate_read_only(task, where)
-    for key in ("network", "grader_network"):
-        for value in getattr(task, key):
-            from loop.run.netbridge import parse
-            try:
-                parse(value)
-            except ValueError as exc:
-                raise TaskError(f"{where}: {key}: {exc}") from None
-    if not task.private:
-        return
-    private, root = Path(task.private), task.root.resolve()
-    if not private.exists():
-        raise TaskError(f"{where}: private folder not found: {private}")
-    if not private.is_dir():
-        raise TaskError(f"{where}: private: {private} is not a folder")
-    if private == root or root in private.parents:
-        raise TaskError(f"{where}: private folder {private} is inside the task folder; held-out "
-                        f"data must live outside it (the experiment runs in a copy of the task "
-                        f"folder)")
-    if private in root.parents:
-        raise TaskError(f"{where}: the task folder is inside the private folder {private}; "
-                        f"held-out data must live outside the experiment's reach")
-    if task.private in task.run or any(task.private in str(v) for v in task.env.values()):
-        raise TaskError(f"{where}: the private folder appears in 'run' or 'env': only the "
-                        f"evaluate step may know where it is")
-
-
-def _validate_grader(task: Task, where: str, files: list[str]) -> None:
-    """A `grader:` block: a known kind, an editable script, a protected module, a call that
-    parses, a (batch, seq) shape; `evaluate` and `artifact` belong to the other mode."""
-    from loop.run.graders import KINDS
-    g = task.grader
-    if g is None:
-        return
-    if g.kind not in KINDS:
-        raise TaskError(f"{where}: grader.kind must be one of {', '.join(KINDS)}, got "
-                        f"'{g.kind}'")
-    if task.evaluate:
-        raise TaskError(f"{where}: give either 'evaluate' or 'grader', not both")
-    if not g.python.strip():
-        raise TaskError(f"{where}: grader.python is empty")
-    if g.script not in files:
-        raise TaskError(f"{where}: grader.script '{g.script}' not found in {task.root}")
-    if not task.is_editable(g.script):
-        raise TaskError(f"{where}: grader.script '{g.script}' must be an editable file (it is "
-                        f"the training script)")
-    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*", g.eval_function):
-        raise TaskError(f"{where}: grader.eval_function must be module.function, got "
-                        f"'{g.eval_function}'")
-    module_file = g.module.replace(".", "/") + ".py"
-    if module_file not in files:
-        raise TaskError(f"{where}: grader.eval_function: module file '{module_file}' not "
-                        f"found in {task.root}")
-    if not task.is_protected(module_file):
-        raise TaskError(f"{where}: grader.eval_function lives in '{module_file}', which is "
-                        f"not protected: the evaluation must be a protected file")
-    try:
-        compile(g.eval_call, "eval_call", "eval")
-    except SyntaxError as exc:
-        raise TaskError(f"{where}: grader.eval_call is not a Python expression: "
-                        f"{exc.msg}") from None
-    if not re.search(r"\bmodel\b", g.eval_call):
-        raise TaskError(f"{where}: grader.eval_call must pass `model` (the graded model)")
-    if len(g.input_shape) != 2 or min(g.input_shape) < 1:
-        raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
-                        f"integers, got {list(g.input_shape)}")
-
-
-def _outside_the_task(task: Task, key: str, where: str, overlap_hint: str) -> None:
-    """`held_out` or `read_only` paths exist and live outside the task folder."""
-    root = task.root.resolve()
-    for value in getattr(task, key):
-        path = Path(value)
-        if not path.exists():
-            raise TaskError(f"{where}: {key}: {path} not found (prepare the data first)")
-        if path == root or root in path.parents or path in root.parents:
-            raise TaskError(f"{where}: {key}: {path} overlaps the task folder; {overlap_hint}")
-
-
-def _validate_read_only(task: Task, where: str) -> None:
-    _outside_the_task(task, "read_only", where,
-                      "list files of the task folder under 'protected'")
-
-
-def _validate_held_out(task: Task, where: str) -> None:
-    """Held-out paths exist, live outside the task folder, and appear nowhere the training
-    step is told about (its command and env)."""
-    if task.held_out and not task.protected_metric:
-        raise TaskError(f"{where}: held_out needs a protected grader ('grader' or 'evaluate'): "
-                        f"hidden data nobody grades on would only break the run")
-    _outside_the_task(task, "held_out", where,
-                      "held-out data must live outside it and outside git")
-    for value in task.held_out:
-        if value in task.run or any(value in str(v) for v in task.env.values()):
-            raise TaskError(f"{where}: held_out: {Path(value)} appears in 'run' or 'env': only "
-                            f"the grader may know where it is")
 
 
 def find_tasks(experiments: Path) -> list[Task]:

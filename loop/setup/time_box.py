@@ -1,6 +1,5 @@
 """The time box of a task's training step: the grace beyond the budget (`grace_s`, a number
-or `auto`), and what a run stopped by it counts as (`on_timeout`). Also what `init` reads
-from a script to choose them: whether it prints its metric inside its training loop.
+or `auto`), and what a run stopped by it counts as (`on_timeout`).
 
 `grace_s: auto` is derived from the budget, at load and again whenever the budget is
 overridden (--time-budget), so the two move together: 120 s + half the budget for a task
@@ -9,10 +8,9 @@ start-up, the first steps and the final evaluation come on top of its budget), e
 budget, at least 30 s. A number is kept as written.
 
 `on_timeout`: `fail` (a run killed at the box is a timeout, no metric) or `last` (it is
-scored from the last metric it printed: loop/run/runner.py). Runs nothing."""
+scored from the last metric it printed: loop/run/runner.py). Runs nothing. What `init` reads
+of a script to choose them is loop/init/time_box.py."""
 from __future__ import annotations
-
-import ast
 
 from loop.errors import TaskError
 
@@ -56,31 +54,3 @@ def check_on_timeout(task, where: str) -> None:
                         f"grader's, and a run killed at the time box may leave its model "
                         f"half-written: have the script stop itself at "
                         f"${BUDGET_VARIABLE} instead")
-
-
-# -- what init reads -------------------------------------------------------------------------
-def prints_in_loop(tree: ast.Module, printed) -> bool:
-    """Whether a print of the metric (`printed(node)` is true for it) runs inside a `for` or
-    `while` body: directly, or in a function the script calls inside one (an `evaluate()`
-    called every N steps). So the script prints its metric periodically, not once at the
-    end."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-
-    def enclosing(node) -> tuple[bool, str]:
-        """(inside a loop, else the name of the function it is in, or "")."""
-        while node in parents:
-            node = parents[node]
-            if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
-                return True, ""
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return False, node.name
-        return False, ""
-
-    looped_calls = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Name) and enclosing(node)[0]}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and printed(node):
-            inside, function = enclosing(node)
-            if inside or function in looped_calls:
-                return True
-    return False

@@ -8,114 +8,11 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from loop.errors import UsageError
-from loop.words import Status
-
-
-@dataclass
-class Record:
-    """One finished iteration: everything results.tsv, MLflow and `status` show."""
-    iteration: int
-    status: str                  # keep|discard|crash|timeout|diverged|no_metric|bad_edit
-    description: str
-    metric: float | None = None  # the candidate's value (mean over its runs)
-    samples: list = field(default_factory=list)
-    best_before: float | None = None
-    best_after: float | None = None
-    delta: float | None = None   # improvement over best_before (positive = better)
-    reason: str = ""
-    commit: str = ""             # the kept commit or the attempt commit ("" if nothing ran)
-    attempt_ref: str = ""
-    parent: str = ""
-    run_id: str = ""
-    memory_gb: float | None = None
-    wall_s: float = 0.0
-    lines_added: int = 0
-    lines_removed: int = 0
-    program_sha: str = ""
-    seed: int = 0
-    stats: dict = field(default_factory=dict)
-    pairs: list = field(default_factory=list)  # [candidate, best] runs made side by side
-    throughput: list = field(default_factory=list)  # per run, from task.throughput_pattern
-    curves: list = field(default_factory=list)  # per run in samples, its progress_pattern
-                                                # curve [[share of budget, loss], ...]
-    usage: dict = field(default_factory=dict)
-    time: float = 0.0
-    proposer: str = ""           # who proposed it: mutate | tune | llm ("" for the baseline)
-
-    @property
-    def kept(self) -> bool:
-        return self.status == Status.KEEP
-
-
-class TagLock:
-    """One engine per tag: a second `run` of a running tag is refused, not interleaved.
-    Other engines look at it too (`tag_active`): a tag whose engine runs moves its own refs."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._file: IO[str] | None = None
-
-    def acquire(self) -> None:
-        import fcntl
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+")
-        for attempt in range(LOCK_TRIES):
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                # another engine's look (`tag_active`) holds it for an instant: try again
-                if attempt + 1 < LOCK_TRIES:
-                    time.sleep(LOCK_WAIT_S)
-                    continue
-                f.seek(0)
-                holder = f.read().strip() or "another process"
-                f.close()
-                raise UsageError(f"tag '{self.path.parent.name}' is already running "
-                                 f"({holder}); stop it first or use another --tag") from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}")
-        f.flush()
-        self._file = f
-
-    def release(self) -> None:
-        if self._file:
-            # emptied (so its time says when the engine stopped, see `tag_active`), then
-            # closing drops the lock
-            self._file.truncate(0)
-            self._file.close()
-            self._file = None
-
-
-LOCK_TRIES, LOCK_WAIT_S = 20, 0.05
-CLOCK_SLACK_S = 1.0     # a file's time may trail time.time() by a clock tick
-
-
-def tag_active(state_dir: Path, since: float) -> bool:
-    """Whether an engine runs the tag whose state folder is `state_dir`, or started or
-    stopped there since `since` (a time.time()): its refs may have moved by its own hand
-    meanwhile. Looks without taking the lock from anyone (a shared lock held for an instant;
-    `acquire` waits that out)."""
-    import fcntl
-    try:
-        f = open(Path(state_dir) / "lock", "rb")
-    except OSError:
-        return False                 # no engine ever ran that tag in this checkout
-    with f:
-        if os.fstat(f.fileno()).st_mtime >= since - CLOCK_SLACK_S:
-            return True              # taken or let go within the window
-        try:
-            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True              # held: that engine is running
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
+from loop.record import Record
 
 
 class JournalDamaged(UsageError):
@@ -281,6 +178,3 @@ def replay(events: list[dict]) -> State:
     state.untracked = [r.iteration for r in state.records if r.iteration not in tracked]
     return state
 
-
-def record_dict(rec: Record) -> dict:
-    return asdict(rec)

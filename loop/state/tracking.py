@@ -1,11 +1,12 @@
-"""Projections of the journal: MLflow runs and results.tsv. Decides nothing.
+"""The MLflow projection of the journal: one run per iteration, written in the background,
+never in the loop's way. Decides nothing.
 
 MLflow layout: one experiment per task (`autoresearch/<task>`), one parent run per tag,
-one nested run per iteration (named `iter-0007`)."""
+one nested run per iteration (named `iter-0007`). results.tsv is loop/state/results.py's;
+the store's URI and opening loop/state/store.py's."""
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 import threading
@@ -13,91 +14,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from statistics import pstdev
 from typing import Any
 
-from loop.state.journal import Record
+from loop.record import Record
+from loop.state.store import artifact_location, create_store, quiet_mlflow
 from loop.untrusted import one_line
-
-TSV_EXTRA = ["iteration", "gain", "runs", "spread", "reason", "wall_s", "attempt_ref",
-             "mlflow_run_id", "throughput", "proposal_s", "proposer"]
-
-
-def _fmt(x, digits=6) -> str:
-    if x is None:
-        return ""
-    if isinstance(x, float):
-        return "nan" if math.isnan(x) else f"{x:.{digits}f}"
-    return str(x)
-
-
-def tsv_row(rec: Record) -> list[str]:
-    runs = len(rec.samples) + rec.stats.get("stopped_runs", 0)   # a stopped run ran too
-    spread = pstdev(rec.samples) if len(rec.samples) > 1 else None
-    clean = lambda s: one_line(s, 4000)  # noqa: E731 - tabs, newlines, ESC would break rows
-    return [rec.commit[:7], _fmt(rec.metric),
-            _fmt(rec.memory_gb, 1), rec.status,         # blank: not measured (a failure)
-            clean(rec.description), str(rec.iteration), _fmt(rec.delta), str(runs),
-            _fmt(spread), clean(rec.reason), _fmt(rec.wall_s, 1), rec.attempt_ref, rec.run_id,
-            ",".join("" if x is None else f"{x:g}" for x in rec.throughput),  # per run
-            _fmt(rec.usage.get("proposal_s"), 1),      # blank: nothing was proposed
-            rec.proposer]
-
-
-def results_text(metric_name: str, records: list[Record]) -> str:
-    header = ["commit", metric_name, "memory_gb", "status", "description", *TSV_EXTRA]
-    lines = ["\t".join(header)] + ["\t".join(tsv_row(r)) for r in records]
-    return "\n".join(lines) + "\n"
-
-
-def write_results(path: Path, metric_name: str, records: list[Record]) -> None:
-    """Rewrite results.tsv from the records (atomically: a crash never leaves half a file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.")
-    with os.fdopen(fd, "w") as f:
-        f.write(results_text(metric_name, records))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)    # mkstemp's 0600 would hide the file from the group
-    os.replace(tmp, path)
-
-
-def append_result(path: Path, metric_name: str, rec: Record, all_records: list[Record]) -> None:
-    if not path.exists():
-        write_results(path, metric_name, all_records)
-        return
-    with open(path, "a") as f:
-        f.write("\t".join(tsv_row(rec)) + "\n")
-
-
-def resolve_uri(uri: str | None) -> str:
-    """The store's URI without importing MLflow: the given one, else $MLFLOW_TRACKING_URI,
-    else MLflow's default (mlflow.db in the working directory), made absolute."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
-    path = sqlite_path(uri)
-    if path is not None and not path.is_absolute():
-        uri = f"sqlite:///{Path.cwd() / path}"
-    elif "://" not in uri:               # a plain folder: MLflow's file store
-        uri = str(Path(uri).resolve())
-    return uri
-
-
-def sqlite_path(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///"):
-        return None
-    rest = uri[len("sqlite:///"):].split("?", 1)[0]
-    return Path(rest) if rest not in ("", ":memory:") else None
-
-
-def store_paths(uri: str) -> list[Path]:
-    """What a local store puts on disk: the database (and its journal) and the artifacts."""
-    path = sqlite_path(uri)
-    if path is None:
-        return [Path(uri)] if "://" not in uri else []
-    return [path, path.with_name(path.name + "-journal"), path.parent / ARTIFACTS_DIR]
-
-
-ARTIFACTS_DIR = "mlartifacts"
-HTTP_TIMEOUT_S = 20            # one request to a tracking server (MLflow's default: 120 s)
 
 
 class Tracker:
@@ -407,63 +328,3 @@ def _summary(labels: list[str]) -> str:
     parts = ([("iteration " if len(numbers) == 1 else "iterations ") + ", ".join(numbers[:12])
               + (", ..." if len(numbers) > 12 else "")] if numbers else []) + others
     return " and ".join(parts)
-
-
-def quiet_mlflow() -> None:
-    """MLflow, SQLAlchemy and Alembic log errors and table creation on the console, and
-    MLflow prints `View run ... at: http://...` for each run a server ends; the tracker says
-    in one line what matters to the loop instead. A user's own setting of these wins."""
-    import logging
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")   # the tracker retries
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_TIMEOUT_S))
-    for name in ("mlflow", "alembic", "sqlalchemy"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    import mlflow  # noqa: F401  (configures its loggers on import; ours apply after)
-    for name in ("mlflow", "alembic", "sqlalchemy"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.CRITICAL)
-        logger.propagate = False
-
-
-def create_store(uri: str) -> None:
-    """A new SQLite store is created beside its final path and moved into place only once
-    MLflow has finished its (non-transactional) schema creation: a kill midway leaves a
-    stray temp file, never a half-made store. Two nights starting at once on a new store
-    each make one; the first in place is the store, the other's is dropped (a store in use
-    is never replaced), and neither removes the other's temp file while it is being made."""
-    path = sqlite_path(uri)
-    if path is None or path.exists():
-        return
-    from mlflow.tracking import MlflowClient
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.creating-*"):
-        if not _alive(stale.name.rsplit(".creating-", 1)[1].split("-", 1)[0]):
-            stale.unlink(missing_ok=True)       # left by a start that was killed
-    tmp = path.with_name(f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    MlflowClient(f"sqlite:///{tmp}").search_experiments(max_results=1)
-    try:
-        os.link(tmp, path)                      # fails if another start placed one first
-    except FileExistsError:
-        pass
-    except OSError:                             # no hard links on this filesystem
-        if not path.exists():
-            os.replace(tmp, path)
-    tmp.unlink(missing_ok=True)
-
-
-def _alive(pid: str) -> bool:
-    """Whether the process numbered `pid` still runs."""
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True                             # someone else's, alive
-    return True
-
-
-def artifact_location(uri: str) -> str | None:
-    """Artifacts next to a local store, not in the working directory (MLflow's default)."""
-    path = sqlite_path(uri)
-    return (path.parent / ARTIFACTS_DIR).as_uri() if path is not None else None

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop.repo.gitsafe import run_git
 from loop.run import sandbox
 from loop.run.process import experiment_env
 
@@ -155,7 +156,7 @@ def check_git_hardening() -> Check:
             (hooks / hook).chmod(0o755)
         (Path(tmp) / "monitor").write_text(f"#!/bin/sh\necho fsmonitor >> '{fired}'\n")
         (Path(tmp) / "monitor").chmod(0o755)
-        run = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True)  # noqa
+        run = lambda *a: run_git(a, repo, check=False)  # noqa: E731
         repo.mkdir()
         run("init", "-q", "-b", "main")
         (repo / "f.txt").write_text("x\n")

@@ -149,69 +149,95 @@ def figure(tag: str, metric: str, direction: str, rows: list[Row]):
     import matplotlib
     matplotlib.use("Agg")                       # no display on a server or in CI
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     try:
         measured = [r for r in rows if r.metric is not None]
-        base = _baseline(rows)
-        if base is not None and base.metric is not None and base.spread:
-            ax.axhspan(base.metric - base.spread, base.metric + base.spread, color=BAND_COLOR,
-                       alpha=BAND_ALPHA, lw=0, label="baseline noise (mean +- sd)")
+        _draw_band(ax, rows)
         low, high = _y_range(rows, direction)
-        discarded = [r for r in measured if r.status != "keep"]
-        inside = [r for r in discarded if low <= _value(r) <= high]
-        if inside:
-            ax.scatter([r.iteration for r in inside], [_value(r) for r in inside], s=30,
-                       color=DISCARD_COLOR, alpha=0.35, label="discarded", zorder=2)
-        # far-off values would flatten the story: drawn at the edge, pointing their way
-        for edge, marker, off in ((high, "^", lambda v: v > high), (low, "v", lambda v: v < low)):
-            out = [r.iteration for r in discarded if off(r.metric)]
-            if out:
-                ax.scatter(out, [edge] * len(out), s=40, marker=marker, color=DISCARD_COLOR,
-                           alpha=0.35, clip_on=False, zorder=2, label="discarded, off the scale")
+        _draw_discarded(ax, measured, low, high)
         ax.set_ylim(low, high)
-        best = _running_best(rows, direction)
-        steps = [(r.iteration, b) for r, b in zip(rows, best) if b is not None]
-        if steps:
-            ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color=BEST_COLOR,
-                    lw=2, label="best so far", zorder=3)
-        kept = [r for r in measured if r.status == "keep"]
-        ax.scatter([r.iteration for r in kept], [_value(r) for r in kept], s=110,
-                   color=KEPT_COLOR, edgecolors="black", linewidths=0.8, label="kept", zorder=4)
-        for r in kept:
-            text = r.description if len(r.description) <= 42 else r.description[:40] + "..."
-            ax.annotate(text, (r.iteration, r.metric), textcoords="offset points",
-                        xytext=(6, 8), fontsize=8, rotation=12, zorder=5)
-        failed = [r for r in rows if r.metric is None and r.status in FAILURES]
-        if failed:   # on the x axis: they have no metric to place them by
-            ax.scatter([r.iteration for r in failed], [0] * len(failed), marker="x", s=70,
-                       color=FAIL_COLOR, transform=ax.get_xaxis_transform(), clip_on=False,
-                       label="failed (crash, timeout, ...)", zorder=5)
-        # a discard that never ran (e.g. the loop stopped before it could be measured again)
-        # is no failure: a hollow mark on the axis, not a red cross
-        unrun = [r for r in rows if r.metric is None and r.status not in FAILURES]
-        if unrun:
-            ax.scatter([r.iteration for r in unrun], [0] * len(unrun), marker="o", s=40,
-                       facecolors="none", edgecolors=DISCARD_COLOR,
-                       transform=ax.get_xaxis_transform(), clip_on=False,
-                       label="discarded without a run", zorder=5)
-        ax.set_xlabel("iteration")
-        better = "lower" if direction == "minimize" else "higher"
-        ax.set_ylabel(f"{metric} ({better} is better)")
-        changes = [r for r in rows if r.description != BASELINE]
-        ax.set_title(f"autoresearch {tag}: {len(changes)} iterations after the baseline, "
-                     f"{sum(r.status == 'keep' for r in changes)} kept")
-        if rows:
-            ax.set_xlim(-0.5, max(r.iteration for r in rows) + 1.5)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # iterations are whole
-        ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        _draw_best_and_kept(ax, rows, measured, direction)
+        _draw_unmeasured(ax, rows)
+        _label(ax, tag, metric, direction, rows)
         fig.tight_layout()
     except BaseException:
         plt.close(fig)
         raise
     return fig
+
+
+def _draw_band(ax, rows: list[Row]) -> None:
+    """The baseline's noise: its mean +- sd, shaded."""
+    base = _baseline(rows)
+    if base is not None and base.metric is not None and base.spread:
+        ax.axhspan(base.metric - base.spread, base.metric + base.spread, color=BAND_COLOR,
+                   alpha=BAND_ALPHA, lw=0, label="baseline noise (mean +- sd)")
+
+
+def _draw_discarded(ax, measured: list[Row], low: float, high: float) -> None:
+    """Discarded runs: grey dots, and marks at the edge for those off the scale."""
+    discarded = [r for r in measured if r.status != "keep"]
+    inside = [r for r in discarded if low <= _value(r) <= high]
+    if inside:
+        ax.scatter([r.iteration for r in inside], [_value(r) for r in inside], s=30,
+                   color=DISCARD_COLOR, alpha=0.35, label="discarded", zorder=2)
+    # far-off values would flatten the story: drawn at the edge, pointing their way
+    for edge, marker, off in ((high, "^", lambda v: v > high), (low, "v", lambda v: v < low)):
+        out = [r.iteration for r in discarded if off(r.metric)]
+        if out:
+            ax.scatter(out, [edge] * len(out), s=40, marker=marker, color=DISCARD_COLOR,
+                       alpha=0.35, clip_on=False, zorder=2, label="discarded, off the scale")
+
+
+def _draw_best_and_kept(ax, rows: list[Row], measured: list[Row], direction: str) -> None:
+    """The best so far as a step line, each kept change a dot with its description."""
+    best = _running_best(rows, direction)
+    steps = [(r.iteration, b) for r, b in zip(rows, best) if b is not None]
+    if steps:
+        ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color=BEST_COLOR,
+                lw=2, label="best so far", zorder=3)
+    kept = [r for r in measured if r.status == "keep"]
+    ax.scatter([r.iteration for r in kept], [_value(r) for r in kept], s=110,
+               color=KEPT_COLOR, edgecolors="black", linewidths=0.8, label="kept", zorder=4)
+    for r in kept:
+        text = r.description if len(r.description) <= 42 else r.description[:40] + "..."
+        ax.annotate(text, (r.iteration, r.metric), textcoords="offset points",
+                    xytext=(6, 8), fontsize=8, rotation=12, zorder=5)
+
+
+def _draw_unmeasured(ax, rows: list[Row]) -> None:
+    """Iterations with no metric, on the x axis: failures as red crosses, discards that
+    never ran as hollow marks."""
+    failed = [r for r in rows if r.metric is None and r.status in FAILURES]
+    if failed:   # on the x axis: they have no metric to place them by
+        ax.scatter([r.iteration for r in failed], [0] * len(failed), marker="x", s=70,
+                   color=FAIL_COLOR, transform=ax.get_xaxis_transform(), clip_on=False,
+                   label="failed (crash, timeout, ...)", zorder=5)
+    # a discard that never ran (e.g. the loop stopped before it could be measured again)
+    # is no failure: a hollow mark on the axis, not a red cross
+    unrun = [r for r in rows if r.metric is None and r.status not in FAILURES]
+    if unrun:
+        ax.scatter([r.iteration for r in unrun], [0] * len(unrun), marker="o", s=40,
+                   facecolors="none", edgecolors=DISCARD_COLOR,
+                   transform=ax.get_xaxis_transform(), clip_on=False,
+                   label="discarded without a run", zorder=5)
+
+
+def _label(ax, tag: str, metric: str, direction: str, rows: list[Row]) -> None:
+    """Axes, title, limits, grid and legend."""
+    from matplotlib.ticker import MaxNLocator
+    ax.set_xlabel("iteration")
+    better = "lower" if direction == "minimize" else "higher"
+    ax.set_ylabel(f"{metric} ({better} is better)")
+    changes = [r for r in rows if r.description != BASELINE]
+    ax.set_title(f"autoresearch {tag}: {len(changes)} iterations after the baseline, "
+                 f"{sum(r.status == 'keep' for r in changes)} kept")
+    if rows:
+        ax.set_xlim(-0.5, max(r.iteration for r in rows) + 1.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # iterations are whole
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
 
 
 def _y_range(rows: list[Row], direction: str) -> tuple[float, float]:

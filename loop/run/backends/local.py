@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from loop.run.backends import failed, run_in_folder
+from loop.run.backends.base import failed, run_in_folder
 from loop.run.backends.devices import slot_envs
 from loop.run.process import kill_marked
 from loop.run.runner import CRASH
@@ -15,7 +15,9 @@ from loop.run.spec import JOB_ENV, RunJob
 
 class LocalBackend:
     def __init__(self, workspace, task, task_rel: str, guard, workers: int,
-                 slot_root: Path, devices: tuple[str, ...] | None = None, limits=None):
+                 slot_root: Path, devices: tuple[str, ...] | None = None, limits=None,
+                 slurm=None):
+        """`slurm`: the config's `slurm:` section, for that backend only."""
         self.task, self.task_rel, self.guard, self.limits = task, task_rel, guard, limits
         self.workspace = workspace
         envs = slot_envs(workers, devices)   # a bad device list stops before any worktree

@@ -89,7 +89,7 @@ def probe(needs: tuple[Need, ...]) -> dict:
     digests, creatable = [], []
     for need in needs:
         path = Path(need.path)
-        digests.append(grading._digest_path(path, need.full_bytes))
+        digests.append(grading.digest_path(path, need.full_bytes))
         creatable.append(os.path.lexists(path) or _creatable(path))
     return {"node": os.uname().nodename, "digests": digests, "creatable": creatable}
 

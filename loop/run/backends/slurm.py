@@ -4,7 +4,7 @@ The head (where `autoresearch run` runs) keeps git, the journal, the judge and M
 Ray. A job receives what a Ray task receives (the attempt commit's tree, the guard's digests,
 the data outside git it needs that its node does not see: loop/run/backends/reach.py, decided
 by one short probe job at start, shipped as one tar in the job folder) and runs the same
-function (`run_remote` of loop/run/backends/ray.py: `run_in_folder`, so the same run spec,
+function (`run_remote` of loop/run/backends/remote.py: `run_in_folder`, so the same run spec,
 sandbox, time box, reaping and protected grading) in a temporary folder on its node; its
 result comes back through submitit's pickles in the tag's slot folder, which the nodes must
 see (a shared file system, as submitit requires). Resources come from the config's `slurm:`
@@ -27,18 +27,17 @@ import hashlib
 import math
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from loop.repo.gitsafe import run_git
-from loop.run.backends import failed
+from loop.errors import UsageError
+from loop.run.backends.base import failed
 from loop.run.backends.devices import thread_env
-from loop.run.backends.ray import land, run_remote
 from loop.run.backends.reach import needs_of, pack, plan, probe
+from loop.run.backends.remote import RemoteBackend, land, run_remote
 from loop.run.runner import RunResult
 from loop.run.spec import RunJob
+from loop.setup.config import SlurmConfig
 
 RETRIES = 1          # a preempted job, or one whose node failed, is submitted once more
 MARGIN_S = 120.0     # the job's time limit beyond the run's own: start-up, transfers
@@ -116,11 +115,12 @@ def extra_lines(lines) -> dict:
     return out
 
 
-class SlurmBackend:
+class SlurmBackend(RemoteBackend):
+    kind = "slurm"
+
     def __init__(self, workspace, task, task_rel: str, guard, workers: int,
                  slot_root: Path, devices: tuple[str, ...] | None = None, limits=None,
                  slurm=None):
-        from loop.errors import UsageError
         try:
             import submitit
         except ImportError:
@@ -133,19 +133,14 @@ class SlurmBackend:
         if problem:      # without it submitit never learns a job ended without a result
             raise UsageError(f"--backend slurm needs Slurm accounting (slurmdbd): `sacct` "
                              f"fails here: {problem}")
-        from loop.setup.config import SlurmConfig
+        super().__init__(workspace, task, task_rel, guard, workers, limits)
         self.options = slurm or SlurmConfig()
-        self.workspace, self.task, self.task_rel, self.guard = workspace, task, task_rel, guard
-        self.limits, self.slots = limits, workers   # `devices`: Slurm places GPUs itself
         self.name = job_name(slot_root)
         cancel_by_name(self.name)       # what an engine killed before this one left queued
         self.folder = slot_root / "slurm"
         self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=0)
         self.executor.update_parameters(**sbatch_parameters(self.options, task, self.name))
         self.slot_env = thread_env(self.options.cpus_per_run or 1)
-        self._jobs: dict[str, Any] = {}             # our job id -> its submitit job
-        self._cancelled: set[str] = set()
-        self._lock = threading.Lock()
         needs = needs_of(task, guard)
         self.reach = plan(needs, [self._probe(needs)]) if needs else None
         self.data = self._ship(pack(self.reach)) if self.reach and self.reach.shipped else None
@@ -153,7 +148,6 @@ class SlurmBackend:
     def _probe(self, needs) -> dict:
         """`probe` in one short job on a node of the runs' kind (UsageError if it fails)."""
         import submitit
-        from loop.errors import UsageError
         executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=0)
         executor.update_parameters(**{**sbatch_parameters(self.options, self.task, self.name),
                                       "time": PROBE_MIN})
@@ -179,29 +173,8 @@ class SlurmBackend:
             partial.replace(path)
         return str(path)
 
-    def free(self) -> int:
-        with self._lock:
-            return self.slots - len(self._jobs)
-
-    def submit(self, job: RunJob, done) -> None:
-        archive = run_git(["archive", "--format=tar", job.commit, "--", self.task_rel or "."],
-                          self.workspace.repo_root, binary=True).stdout   # hardened git
-        with self._lock:
-            self._jobs[job.job_id] = None       # the slot is taken from now
-        threading.Thread(target=self._work, args=(job, archive, done), daemon=True,
-                         name=f"slurm-{job.job_id}").start()
-
-    def _work(self, job: RunJob, archive: bytes, done) -> None:
-        try:
-            result = self._run(job, archive)
-        except Exception as exc:      # an engine-side failure costs this run, not the loop
-            result = failed(job, f"slurm backend error: {type(exc).__name__}: {exc}")
-        with self._lock:
-            self._jobs.pop(job.job_id, None)
-            self._cancelled.discard(job.job_id)
-        done(job, result)
-
     def _run(self, job: RunJob, archive: bytes) -> RunResult:
+        """Submitted (again, once, when preempted or its node failed) until it lands."""
         tries = []
         for _ in range(1 + RETRIES):
             with self._lock:
@@ -270,16 +243,11 @@ class SlurmBackend:
                      sjob.paths.submission_file):
             Path(path).unlink(missing_ok=True)
 
-    def cancel(self, job_id: str) -> None:
-        with self._lock:
-            self._cancelled.add(job_id)
-            sjob = self._jobs.get(job_id)
-        if sjob is not None:
-            sjob.cancel(check=False)
+    def _kill(self, sjob) -> None:
+        sjob.cancel(check=False)
 
     def close(self, wait_s: float = 15.0) -> None:
-        for job_id in list(self._jobs):
-            self.cancel(job_id)
+        super().close(wait_s)
         cancel_by_name(self.name)
         if self.data:
             Path(self.data).unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 """What `autoresearch init` decided (a Plan), said back to the user, and written: task.yaml
-and autoresearch.yaml. The reading is loop/setup/onboard.py and loop/setup/shapes/."""
+and autoresearch.yaml. The reading is loop/init/onboard.py and loop/init/shapes/."""
 from __future__ import annotations
 
 import json
@@ -32,7 +32,7 @@ class Guess:
 class Plan:
     root: Path                          # the task folder (the repo, or a folder in it)
     top: Path                           # its git top level
-    shape: str                          # a key of loop/setup/shapes.SHAPES
+    shape: str                          # a key of loop/init/shapes.SHAPES
     script: str
     args: str = ""                      # what `run` passes the script (init --args)
     config_file: str = ""               # the settings file among them (editable)

@@ -1,15 +1,7 @@
-"""The repo shapes `autoresearch init` reads: a registry, not branches. Each shape module
-offers the metrics it could grade (`candidates`) and, once one is chosen, fills in the plan
-for it (`apply`):
-
-- `lm`: karpathy/autoresearch's shape: the script hands its model to a protected
-  `evaluate_*` and prints the result; graded again by protected code (`grader: {kind: lm}`);
-- `evaluator`: the script calls a protected local module that prints the summary itself
-  (`prepare.evaluate(model, ...)` printing `val_auc: 0.8`); the run's output is read;
-- `script`: the script prints `name: value` lines, or log lines (`step 200: train loss 1.9,
-  val loss 2.0`, read with a `metric.pattern`).
-
-The order is the preference: a metric protected code grades comes first."""
+"""The interface of a repo shape `autoresearch init` reads (loop/init/shapes/__init__.py
+holds the table of shapes): what init read of the repo (`Scan`), a metric a shape can grade
+(`Candidate`), the shape itself (`Shape`: its candidates and how it fills in the plan), and
+the metric patterns the shapes share. Imports no shape."""
 from __future__ import annotations
 
 import re
@@ -64,7 +56,7 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     never reads `best val loss`)."""
     if value.default_line:
         return ""
-    from loop.setup.task import NUMBER
+    from loop.setup.metric import NUMBER
     words = [w.lower() for w in value.label.split()]
     before = {o.label.split()[-len(words) - 1].lower() for o in others
               if [w.lower() for w in o.label.split()[-len(words):]] == words
@@ -105,12 +97,3 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
         out.append(Candidate(v.name, shape, source, pattern, v.sure,
                              problem=pattern_problem(v, pattern, lines)))
     return out
-
-
-def registry() -> list[Shape]:
-    from loop.setup.shapes import evaluator, lm, script
-    return [lm.SHAPE, evaluator.SHAPE, script.SHAPE]
-
-
-def shape(key: str) -> Shape:
-    return next(s for s in registry() if s.key == key)

@@ -5,8 +5,8 @@ metric is read from the run's output: printed by protected code, but in the run'
 process, so an edit could print a line of its own (init says so)."""
 from __future__ import annotations
 
-from loop.setup.plan import Plan
-from loop.setup.shapes import Candidate, Scan, Shape, from_values
+from loop.init.plan import Plan
+from loop.init.shapes.base import Candidate, Scan, Shape, from_values
 
 
 def candidates(scan: Scan) -> list[Candidate]:

@@ -4,10 +4,10 @@ changes each guess.
 
 Here: which script the user runs, which local modules it imports (protected), the budget,
 the interpreter. The repo's shape (who prints or grades the metric) is a registry,
-loop/setup/shapes/; the metric's choice is loop/setup/metric_choice.py; the search space
-and a fixed seed, loop/setup/settings_scan.py; the plan said back and written,
-loop/setup/plan.py. Everything is read statically with `ast`, except the held-out file of
-the lm shape (loop/setup/shapes/lm.py). Any problem or any ambiguity it cannot settle: one
+loop/init/shapes/; the metric's choice is loop/init/metric_choice.py; the search space
+and a fixed seed, loop/init/settings_scan.py; the plan said back and written,
+loop/init/plan.py. Everything is read statically with `ast`, except the held-out file of
+the lm shape (loop/init/shapes/lm.py). Any problem or any ambiguity it cannot settle: one
 line, exit 2, nothing written."""
 from __future__ import annotations
 
@@ -18,17 +18,18 @@ import subprocess
 from pathlib import Path
 
 from loop.setup.code_scan import Script, printed_values
-from loop.setup.metric_choice import choose
+from loop.init.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
-from loop.setup.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
+from loop.init.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
-from loop.setup.caches import declare as declare_caches
-from loop.setup.inputs import guess_inputs
-from loop.setup.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
+from loop.init.caches import declare as declare_caches
+from loop.init.inputs import guess_inputs
+from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
                                       with_config, with_config_files, with_flags)
-from loop.setup.shapes import Scan, registry, shape
-from loop.setup.shapes.lm import local_names
-from loop.setup.time_box import prints_in_loop
+from loop.init.shapes import all_shapes, shape
+from loop.init.shapes.base import Scan
+from loop.init.shapes.lm import local_names
+from loop.init.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
 
@@ -78,7 +79,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     for mod_src in modules.values():
         known.update(mod_src.literals())
     scan = Scan(root, src, modules, known)
-    found = [c for s in registry() for c in s.candidates(scan)]
+    found = [c for s in all_shapes() for c in s.candidates(scan)]
     chosen = choose(plan, found, metric, metric_pattern, direction)
     kind = shape(chosen.shape)
     plan.shape, plan.shape_line = kind.key, kind.words
@@ -115,7 +116,8 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
 
 # -- the script and its modules ------------------------------------------------------------------
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    from loop.repo.gitsafe import run_git
+    return run_git(args, cwd, check=False)
 
 
 def _git_top(root: Path) -> Path:

@@ -16,10 +16,11 @@ not give): one line, exit 2."""
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
+from loop.init.plan import Guess, InitError, Plan
+from loop.init.shapes.base import Candidate
 from loop.setup.code_scan import direction_of
-from loop.setup.plan import Guess, InitError, Plan
-from loop.setup.shapes import Candidate
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
@@ -160,6 +161,12 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
             f"the {'validation ' if held else ''}loss, {chosen.source} (the perplexity "
             f"printed beside it is its exp)", False, METRIC_FLAGS)
         return chosen
+    _refuse(plan, distinct, bool(held), unsplit, tests, training, names)
+
+
+def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tests: list[str],
+            training: list[str], names: list[str]) -> NoReturn:
+    """No metric can be chosen: why, in one line, with the flag that settles it."""
     if len(distinct) > 1:
         kind = "validation metrics" if held else "metrics"
         raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "

@@ -3,8 +3,8 @@
 `metric.pattern`). No protected code grades it: the number is what the edited script prints."""
 from __future__ import annotations
 
-from loop.setup.plan import Plan
-from loop.setup.shapes import Candidate, Scan, Shape, from_values
+from loop.init.plan import Plan
+from loop.init.shapes.base import Candidate, Scan, Shape, from_values
 
 
 def candidates(scan: Scan) -> list[Candidate]:

@@ -13,11 +13,13 @@ import math
 import re
 import shlex
 
-from loop.setup import cli_scan, settings
+from loop.init import cli_scan
+from loop.setup import settings
 from loop.setup.code_scan import Script
 from loop.setup.flags import SEED_VALUE
-from loop.setup.plan import Plan
-from loop.setup.search_space import CONSTANT, POWER, SEED, SETTING, constants, number
+from loop.init.plan import Plan
+from loop.edits.constant_lines import CONSTANT, POWER
+from loop.setup.search_space import SEED, SETTING, constants, number
 
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"

@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 from loop.setup.code_scan import Script
-from loop.setup.plan import InitError, Plan
+from loop.init.plan import InitError, Plan
 from loop.setup.search_space import constants, number
-from loop.setup.shapes import Candidate, Scan, Shape
+from loop.init.shapes.base import Candidate, Scan, Shape
 
 
 def candidates(scan: Scan) -> list[Candidate]:

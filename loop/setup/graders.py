@@ -1,0 +1,11 @@
+"""The protected graders the engine provides, by name and path: what a task's `grader:` may
+name (`kind`) and the files its steps run (loop/run/graders/, run by path in the task's own
+interpreter, so they are named here, where the task is loaded, and imported by nothing)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+FOLDER = Path(__file__).resolve().parent.parent / "run" / "graders"
+HANDOVER = FOLDER / "handover.py"   # the training step: the script hands its model over
+LM = FOLDER / "lm.py"               # the grading step: scores the handed-over model
+KINDS = ("lm",)
