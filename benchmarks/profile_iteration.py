@@ -43,7 +43,7 @@ from loop.repo import gitsafe, pristine, workspace  # noqa: E402
 from loop.run import grading, process, runner  # noqa: E402
 from loop.run.backends import local  # noqa: E402
 from loop.setup.config import Config, JudgeConfig  # noqa: E402
-from loop.state import integrity, journal, tracking  # noqa: E402
+from loop.state import integrity, journal, results, tracking  # noqa: E402
 from loop.ui import progress  # noqa: E402
 
 WARM = 3          # iterations not counted (MLflow's import and first writes)
@@ -99,8 +99,13 @@ def thread_kind() -> str:
 
 
 def patch(meter: Meter, owner, attr: str, step) -> None:
-    """Wrap owner.attr, and every loop module's reference to the same function."""
-    fn = getattr(owner, attr)
+    """Wrap owner.attr, and every loop module's reference to the same function (a step the
+    code no longer has is left out, said on stderr)."""
+    fn = getattr(owner, attr, None)
+    if fn is None:
+        print(f"note: {getattr(owner, '__name__', owner)}.{attr} not found: not timed",
+              file=sys.stderr)
+        return
     wrapped = meter.timed(step, fn)
     setattr(owner, attr, wrapped)
     for mod in list(sys.modules.values()):
@@ -122,8 +127,8 @@ def instrument(meter: Meter) -> None:
         (integrity.StateGuard, "after_run", "tamper check (after a run)"),
         (journal.Journal, "write", "journal write"),
         (journal.Journal, "verify", "journal verify"),
-        (tracking, "append_result", "results.tsv"),
-        (tracking, "write_results", "results.tsv"),
+        (results, "append_result", "results.tsv"),
+        (results, "write_results", "results.tsv"),
         (tracking.Tracker, "start_iteration", "MLflow: create the run (serial)"),
         (tracking.Tracker, "resolve", "MLflow: resolve a pending id"),
         (records.RecordSink, "flush", "MLflow: log records (beside the run)"),
