@@ -90,7 +90,7 @@ class OpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def script(self, *replies: Reply | str) -> "OpenAIServer":
+    def script(self, *replies: Reply | str) -> OpenAIServer:
         with self.lock:
             self.replies.extend(Reply(r) if isinstance(r, str) else r for r in replies)
         return self
@@ -122,7 +122,7 @@ class OpenAIServer:
         return [m["content"] for m in self.requests[request_index]["messages"]
                 if m["role"] == "user"]
 
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         self.thread.start()
         return self
 
