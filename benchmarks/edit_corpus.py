@@ -115,7 +115,8 @@ CASES = [
          [(LR_OLD, LR_NEW)]),
     Case("sr-blank-lines-with-spaces", "blank lines inside SEARCH carry indentation",
          "Description: rename the optimizer helper\n\n"
-         + sr("        return self.head(self.ln_f(x))\n    \n    \ndef configure_optimizer(model):\n",
+         + sr("        return self.head(self.ln_f(x))\n    \n    \n"
+              "def configure_optimizer(model):\n",
               "        return self.head(self.ln_f(x))\n\n\ndef make_optimizer(model):\n"),
          [("        return self.head(self.ln_f(x))\n\n\ndef configure_optimizer(model):\n",
            "        return self.head(self.ln_f(x))\n\n\ndef make_optimizer(model):\n")]),
@@ -179,7 +180,8 @@ CASES = [
     Case("diff-ambiguous-right-line", "context fits 3 places; the header picks one",
          "Description: dropout in the MLP only\n\n```diff\n--- a/train.py\n+++ b/train.py\n"
          f"@@ -{line_of('nn.Dropout', 2)},1 +{line_of('nn.Dropout', 2)},1 @@\n"
-         "-        self.drop = nn.Dropout(cfg.dropout)\n+        self.drop = nn.Dropout(0.1)\n```\n",
+         "-        self.drop = nn.Dropout(cfg.dropout)\n"
+         "+        self.drop = nn.Dropout(0.1)\n```\n",
          [("    def __init__(self, cfg):\n        super().__init__()\n        self.fc"
            " = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False)\n        self.proj = nn.Linear("
            "4 * cfg.n_embd, cfg.n_embd, bias=False)\n        self.drop = nn.Dropout(cfg.dropout)\n",
@@ -188,7 +190,8 @@ CASES = [
            "4 * cfg.n_embd, cfg.n_embd, bias=False)\n        self.drop = nn.Dropout(0.1)\n")]),
     Case("diff-ambiguous-wrong-line", "context fits 3 places; the header fits none",
          "Description: more dropout\n\n```diff\n--- a/train.py\n+++ b/train.py\n@@ -12,1 +12,1 @@\n"
-         "-        self.drop = nn.Dropout(cfg.dropout)\n+        self.drop = nn.Dropout(0.1)\n```\n",
+         "-        self.drop = nn.Dropout(cfg.dropout)\n"
+         "+        self.drop = nn.Dropout(0.1)\n```\n",
          REJECT),
     Case("diff-hallucinated-context", "context lines that are not in the file",
          DESC + "```diff\n--- a/train.py\n+++ b/train.py\n@@ -19,3 +19,3 @@\n BATCH_SIZE = 64\n"
@@ -202,8 +205,8 @@ CASES = [
          "-\"\"\"Train a small GPT-style byte-level language model for a fixed time budget.\"\"\"\n"
          "```\n", REJECT),
     Case("diff-without-hunk-header", "a diff fence with no @@ line",
-         "Description: lower LR\n\ntrain.py\n```diff\n-LEARNING_RATE = 3e-3\n+LEARNING_RATE = 2e-3\n"
-         "```\n", REJECT),
+         "Description: lower LR\n\ntrain.py\n```diff\n-LEARNING_RATE = 3e-3\n"
+         "+LEARNING_RATE = 2e-3\n```\n", REJECT),
     # -- whole files ---------------------------------------------------------------------------
     Case("whole-clean", "none", "Description: lower LR, higher beta2\n\ntrain.py\n```python\n"
          + WHOLE_NEW + "```\n", WHOLE_NEW),

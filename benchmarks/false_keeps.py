@@ -201,8 +201,8 @@ def drift_table(args, drifts: list[float]) -> bool:
     """The drift scenario, in a stream (as the engine runs): strict, the unpaired noise rule
     and the paired default at every rate; then the targets of the default at every rate,
     per proposal and in a stream. Returns whether they are all met."""
-    print(f"\n### drift: the metric improves by `rate` sd per run whatever the code "
-          f"(in a stream)")
+    print("\n### drift: the metric improves by `rate` sd per run whatever the code "
+          "(in a stream)")
     print("| drift (sd/run) | rule | false keeps (no-ops) | kept 1σ | kept 2σ | kept 3σ "
           "| runs/proposal | runs/no-op |\n|---|---|---|---|---|---|---|---|")
     for drift in drifts:

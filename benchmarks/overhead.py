@@ -32,7 +32,8 @@ def make_repo(root: Path) -> None:
     task.mkdir(parents=True)
     consts = "\n".join(f"C{i} = {i + 1}" for i in range(N_CONSTANTS))
     (task / "train.py").write_text(
-        f"{consts}\nprint('score:', sum((globals()[f'C{{i}}'] - 7) ** 2 for i in range({N_CONSTANTS})))\n")
+        f"{consts}\nprint('score:', sum((globals()[f'C{{i}}'] - 7) ** 2 "
+        f"for i in range({N_CONSTANTS})))\n")
     (task / "task.yaml").write_text(
         "name: trivial\neditable: [train.py]\nrun: python train.py\n"
         "metric: {name: score, direction: minimize}\ntime_budget_s: 10\ngrace_s: 5\n")
@@ -55,7 +56,6 @@ def main() -> None:
         Engine(cfg, out=lambda s: None).run()
         total = time.monotonic() - started
         events = [json.loads(l) for l in open(root / ".autoresearch/bench/journal.jsonl")]
-    begins = {e["iteration"]: e["time"] for e in events if e["event"] == "begin"}
     tracked = {e["iteration"]: e["time"] for e in events if e["event"] == "tracked"}
     ends = {e["iteration"]: e for e in events if e["event"] == "end"}
     overhead = {}

@@ -71,7 +71,7 @@ def loop(tmp: Path, slots: int, budget: float, iterations: int, rule: str = "str
     state = root / ".autoresearch" / "bench"
     events = [json.loads(line) for line in open(state / "journal.jsonl")]
     logs = [p for p in (state / "logs").glob("iter-*.log") if not p.name.endswith(".grade.log")]
-    spans = sorted((p.stat().st_mtime for p in logs))
+    spans = sorted(p.stat().st_mtime for p in logs)
     return {"events": events, "wall": wall, "runs": len(logs), "logs": logs, "spans": spans}
 
 
@@ -94,8 +94,8 @@ def run_rate(result: dict) -> tuple[float, int, float]:
 
 def scaling(args, backend="local") -> None:
     slots_list = [int(s) for s in args.slots.split(",")]
-    print(f"| backend | judge | slots | runs counted | mean run wall | runs/hour | limit | "
-          f"share of limit |")
+    print("| backend | judge | slots | runs counted | mean run wall | runs/hour | limit | "
+          "share of limit |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for rule in args.rules.split(","):
@@ -134,7 +134,7 @@ def llm(args) -> None:
     t1 = max(e["time"] for e in ev if e["event"] == "tracked")
     busy = sum(e["wall_s"] for e in ev if e["event"] == "end" and e["iteration"] > 0)
     idle = 1 - busy / (slots * (t1 - t0))
-    print(f"| slots | LLM delay | budget | concurrency | proposals | slot time idle |")
+    print("| slots | LLM delay | budget | concurrency | proposals | slot time idle |")
     print("|---:|---:|---:|---:|---:|---:|")
     print(f"| {slots} | {args.delay:g} s | {args.budget:g} s | {args.concurrency} | "
           f"{len(server.requests)} | {idle * 100:.1f} % |")
@@ -153,7 +153,7 @@ def overhead(args) -> None:
     def per_run(window):
         return (window[-1] - window[0]) / (len(window) - 1) - ideal
     first, last = per_run(ends[:50]), per_run(ends[-50:])
-    print(f"| slots | runs | budget | overhead per run, first 50 | last 50 | ratio |")
+    print("| slots | runs | budget | overhead per run, first 50 | last 50 | ratio |")
     print("|---:|---:|---:|---:|---:|---:|")
     print(f"| {slots} | {len(ends)} | {args.budget:g} s | {first * 1000:.0f} ms | "
           f"{last * 1000:.0f} ms | {last / first if first > 0 else float('nan'):.2f} |")

@@ -46,7 +46,8 @@ def make_mlebench(root: Path, registry_files: bool = True, leaderboard: bool | s
     _write(public / "sample_submission.csv", [{"id": r["id"], "label": "no"} for r in test],
            ["id", "label"])
     _write(private / "test.csv", test, ["id", "label"])
-    description = "# Tiny tabular\n\nPredict `label` (yes/no) for each test row. Metric: accuracy.\n"
+    description = ("# Tiny tabular\n\nPredict `label` (yes/no) for each test row. "
+                   "Metric: accuracy.\n")
     (public / "description.md").write_text(description)
     registry = root / "mlebench" / "competitions" / COMP
     registry.mkdir(parents=True)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,29 @@ def sandbox_here() -> None:
 
 
 needs_sandbox = pytest.mark.usefixtures("sandbox_here")
+
+
+# -- a hang fails the test, naming its limit: a guard, never a claim about speed --------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """`@pytest.mark.hang_limit(seconds)`: the test fails if it is still running `seconds`
+    after it began (SIGALRM on the main thread, so a blocking wait is interrupted too). The
+    limit stands far above the test's normal time: what it catches is waiting for something
+    that never comes (a killed tree waited for, a request waited out), not a slow machine."""
+    mark = item.get_closest_marker("hang_limit")
+    if mark is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seconds = float(mark.args[0])
+
+    def hung(signum, frame):
+        pytest.fail(f"still running {seconds:g} s after it began: a hang (hang_limit)")
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)

@@ -13,6 +13,28 @@ from conftest import git
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "karpathy_shape"
 FILES = ("program.md", "prepare.py", "train.py", "pyproject.toml", ".gitignore")
 
+# The fixture as a task graded by the lm grader: training hands its model over, the protected
+# prepare.evaluate_bpb scores it on the held-out shard.
+LM_TASK = """\
+name: tinyshape
+description: a tiny language model; lower val_bpb is better
+editable: [train.py]
+protected: [prepare.py]
+grader:
+  kind: lm
+  python: python
+  script: train.py
+  eval_function: prepare.evaluate_bpb
+  eval_call: "evaluate_bpb(model, Tokenizer.from_directory(), 16)"
+  input_shape: [16, 64]
+held_out: [$AUTORESEARCH_CACHE/tinyshape/data/shard_val.txt]
+read_only: [$AUTORESEARCH_CACHE/tinyshape/tokenizer]
+metric: {name: val_bpb, direction: minimize}
+time_budget_s: 3
+grace_s: 60
+throughput_pattern: num_steps
+"""
+
 
 def data_dir(cache: Path) -> Path:
     """Where the fixture's prepare.py keeps its shards for AUTORESEARCH_CACHE=cache."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ class OpenAIServer:
         self.streams = True                       # False: stream requests get plain JSON
         self.events: list[tuple[str, float]] = []  # ("request" | "closed", time.monotonic())
         self.lock = threading.Lock()
+        # connections a handler is waiting on (a stall, a delay): a new request first notes
+        # those the client already hung up on, so "closed" precedes the retry it caused even
+        # when the waiting thread has not been scheduled yet to see it (a loaded machine)
+        self.watched: dict[socket.socket, bool] = {}    # connection -> its hang-up noted
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
@@ -90,13 +95,16 @@ class OpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def script(self, *replies: Reply | str) -> "OpenAIServer":
+    def script(self, *replies: Reply | str) -> OpenAIServer:
         with self.lock:
             self.replies.extend(Reply(r) if isinstance(r, str) else r for r in replies)
         return self
 
     def next_reply(self, body: dict, headers: dict[str, str]) -> Reply:
         with self.lock:
+            for connection in list(self.watched):
+                if not self.watched[connection] and _hung_up(connection):
+                    self._closed(connection)
             self.requests.append(body)
             self.headers.append(headers)
             self.events.append(("request", time.monotonic()))
@@ -107,6 +115,16 @@ class OpenAIServer:
     def note(self, event: str) -> None:
         with self.lock:
             self.events.append((event, time.monotonic()))
+
+    def hung_up(self, connection: socket.socket) -> None:
+        """The client closed `connection`: noted once, whoever sees it first."""
+        with self.lock:
+            if not self.watched.get(connection, False):
+                self._closed(connection)
+
+    def _closed(self, connection: socket.socket) -> None:
+        self.watched[connection] = True
+        self.events.append(("closed", time.monotonic()))
 
     def wait_for(self, kind: str, count: int = 1, timeout: float = 30.0) -> bool:
         """Whether `count` events of `kind` came within `timeout` (the server notes a hang-up
@@ -122,7 +140,7 @@ class OpenAIServer:
         return [m["content"] for m in self.requests[request_index]["messages"]
                 if m["role"] == "user"]
 
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         self.thread.start()
         return self
 
@@ -178,6 +196,17 @@ def chunk_json(reply: Reply, model: str, delta: dict | None, finish: str | None 
     if reply.shape == "ollama":
         body["system_fingerprint"] = "fp_ollama"
     return body
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the client closed `connection` (a peek that reads end of file), without
+    blocking and without consuming what it sent."""
+    try:
+        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def stream_events(reply: Reply, model: str, include_usage: bool) -> list[tuple[dict, bool]]:
@@ -270,24 +299,25 @@ def _handler(server: OpenAIServer):
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                server.note("closed")
+                server.hung_up(self.connection)
 
         def _wait(self, seconds: float) -> bool:
             """Sleep `seconds` watching the connection; False once the client hung up."""
             end = time.monotonic() + seconds
+            with server.lock:
+                server.watched.setdefault(self.connection, False)
             while True:
                 left = end - time.monotonic()
+                if server.watched.get(self.connection):      # a new request saw it first
+                    return False
                 if left <= 0:
+                    with server.lock:       # waited it out: no longer watched
+                        server.watched.pop(self.connection, None)
                     return True
                 readable, _, _ = select.select([self.connection], [], [], min(left, 0.02))
-                if readable:
-                    try:
-                        gone = self.connection.recv(1, 0x2) == b""   # MSG_PEEK
-                    except OSError:
-                        gone = True
-                    if gone:
-                        server.note("closed")
-                        return False
+                if readable and _hung_up(self.connection):
+                    server.hung_up(self.connection)
+                    return False
 
         def _send(self, status, payload, headers, data: bytes | None = None):
             data = json.dumps(payload).encode() if data is None else data

@@ -1,12 +1,9 @@
 """Benchmarks' tasks through the generic task interface, each run by the real loop end to
 end (mutate proposer, git, MLflow SQLite) with its metric from the benchmark's grader."""
 import csv
-import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bench_layouts import COMP, make_mlagentbench, make_mlebench
 from conftest import git, make_repo, run_cli

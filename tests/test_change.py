@@ -14,10 +14,15 @@ from loop.proposers.change import Change, ChangeFailed, Setting, redo
 from loop.proposers.mutate import MutateProposer
 from loop.proposers.prompts import user_prompt
 from loop.setup.search_space import parse_space
-from test_llm_proposer import TRAIN, context, proposer, task  # noqa: F401 (fixture)
+from llm_task import TRAIN, context, proposer, tiny_task
 
 BASE = "import os\nDEPTH = 6\nWIDTH = 4\nLR = 3e-4\n\n\ndef run():\n    return DEPTH * WIDTH\n"
 TIP = BASE.replace("DEPTH = 6", "DEPTH = 4").replace("WIDTH = 4", "WIDTH = 8")
+
+
+@pytest.fixture
+def task(tmp_path):
+    return tiny_task(tmp_path, TRAIN)
 
 
 def test_a_setting_is_made_on_the_new_text_whatever_the_value_there():

@@ -1,7 +1,8 @@
 """`autoresearch doctor`: one line per protection, probed for real; exit 1 when a required
 one is missing."""
 from conftest import run_cli
-from test_sandbox import fake_bwrap, needs_sandbox
+from conftest import needs_sandbox
+from helpers import fake_bwrap
 
 NAMES = ["sandbox", "network", "PID", "filesystem", "git hardening", "secrets", "GPU/torch",
          "MLflow store", "disk"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, make_repo
-from test_noise_loop import Scripted
+from helpers import Variants
 from loop.engine.engine import Engine
 from loop.engine.stopping import rule_for
 from loop.run import early_stop
@@ -199,7 +199,7 @@ def test_a_night_stops_the_worse_change_not_the_schedule_change_and_resumes(tmp_
                                                                      "WARMUP = 0.1")
     cfg = Config(task="task", tag="es", iterations=2, base_dir=repo, seed=3,
                  judge=JudgeConfig(baseline_runs=2))
-    engine = Engine(cfg, out=lambda s: None, proposer=Scripted(worse, schedule))
+    engine = Engine(cfg, out=lambda s: None, proposer=Variants(worse, schedule))
     engine.run()
     with open(repo / ".autoresearch/es/results.tsv") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
@@ -213,6 +213,6 @@ def test_a_night_stops_the_worse_change_not_the_schedule_change_and_resumes(tmp_
     assert len(best_curves) >= 2 and all(len(c) == 20 for c in best_curves)
     assert len(journal(repo, "es", "end")[0]["curves"]) == 2      # journalled with the record
     # a resume rebuilds the same band from the journal
-    again = Engine(cfg, out=lambda s: None, proposer=Scripted(worse))
+    again = Engine(cfg, out=lambda s: None, proposer=Variants(worse))
     again.run()
     assert again.parts.score.best_curves == best_curves

@@ -130,7 +130,7 @@ def test_an_echoed_journal_line_is_not_the_description_of_a_real_edit():
     assert len(parsed.edits) == 1 and not parsed.problems
 
 
-# -- repeats ----------------------------------------------------------------------------------------
+# -- repeats ------------------------------------------------------------------------------
 
 def tried(iteration, description, before, after, status="discard"):
     return Attempt(iteration, description, status, 2.6, -0.1,

@@ -249,7 +249,8 @@ SEQ = "SEQ_LEN = 128           # training context in bytes\nBATCH = 32  # sequen
 
 def test_a_line_quoted_without_its_trailing_comment_is_matched_and_the_comment_kept():
     # seen with Qwen2.5-Coder-1.5B on tinylm: `"search": "SEQ_LEN = 128"`, three times
-    _, changed = apply_reply({"train.py": SEQ}, sr("train.py", "SEQ_LEN = 128\n", "SEQ_LEN = 256\n"),
+    _, changed = apply_reply({"train.py": SEQ},
+                             sr("train.py", "SEQ_LEN = 128\n", "SEQ_LEN = 256\n"),
                              None)
     assert changed["train.py"] == SEQ.replace("= 128 ", "= 256 ")
     two = sr("train.py", "SEQ_LEN = 128\nBATCH = 32\n", "SEQ_LEN = 64\nBATCH = 16\n")

@@ -1,5 +1,4 @@
 """The loop end to end on a seconds-long task, with a real git repo and MLflow SQLite store."""
-import csv
 import json
 import os
 import signal
@@ -10,6 +9,7 @@ import time
 import pytest
 
 from conftest import TOY_TASK, git, make_repo, processes_with_env, run_cli
+from helpers import assert_same_story, mlflow_runs, rows, wait_for
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 
@@ -19,59 +19,6 @@ def config(repo, **kw):
     kw.setdefault("tag", "t")
     judge = kw.pop("judge", JudgeConfig(rule="strict"))
     return Config(task="task", base_dir=repo, judge=judge, **kw)
-
-
-def rows(repo, tag="t"):
-    with open(repo / ".autoresearch" / tag / "results.tsv") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
-
-
-def mlflow_runs(uri, tag="t"):
-    from mlflow.tracking import MlflowClient
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("autoresearch/toy")
-    runs = client.search_runs([exp.experiment_id], f"tags.`autoresearch.tag` = '{tag}'",
-                              max_results=1000)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags),
-                      key=lambda r: int(r.data.tags["iteration"]))
-    return client, parents, children
-
-
-def assert_same_story(repo, uri, tag="t"):
-    """Branch, results.tsv and MLflow agree; every attempt is retrievable."""
-    table = rows(repo, tag)
-    assert [int(r["iteration"]) for r in table] == list(range(len(table)))
-    assert table[0]["status"] == "keep" and table[0]["description"].startswith("baseline")
-    keeps = [r for r in table[1:] if r["status"] == "keep"]
-    base = git(repo, "rev-parse", "main")
-    kept_commits = git(repo, "rev-list", f"{base}..autoresearch/{tag}").split()
-    assert len(kept_commits) == len(keeps)
-    client, parents, children = mlflow_runs(uri, tag)
-    assert len(parents) == 1
-    assert [int(c.data.tags["iteration"]) for c in children] == list(range(len(table)))
-    # one definition of kept: the baseline row says keep (karpathy's results.tsv) but its
-    # MLflow run is tagged baseline, so commits = keep rows after it = runs tagged keep
-    assert len([c for c in children if c.data.tags["status"] == "keep"]) == len(keeps)
-    kept_history = client.get_metric_history(parents[0].info.run_id, "kept")
-    assert kept_history and kept_history[-1].value == len(keeps)
-    for row, run in zip(table, children):
-        baseline = row["iteration"] == "0" and row["status"] == "keep"
-        assert run.data.tags["status"] == ("baseline" if baseline else row["status"])
-        assert run.info.run_id == row["mlflow_run_id"]
-        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-        if row["status"] != "bad_edit":
-            full = git(repo, "rev-parse", row["commit"])       # retrievable by its short sha
-            assert run.data.tags["git.commit"] == full
-        if int(row["iteration"]) > 0 and row["status"] != "bad_edit":
-            assert git(repo, "rev-parse", row["attempt_ref"]) == run.data.tags["git.commit"]
-            msg = git(repo, "log", "-1", "--format=%B", row["attempt_ref"])
-            assert msg.splitlines()[0] == row["description"]
-            trailer = msg.split("Autoresearch-MLflow-Run: ")[1].split()[0]
-            # pending-: MLflow was unavailable when the commit was made (the run came later)
-            assert trailer == row["mlflow_run_id"] or trailer.startswith("pending-")
-            assert f"Autoresearch-Iteration: {row['iteration']}" in msg
-    return table
 
 
 def test_loop_end_to_end(toy_repo, mlflow_uri):
@@ -154,15 +101,6 @@ print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2:.6f}")
 """
 
 
-def _wait_for(path_fn, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path_fn():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _experiments_holding(flag) -> list[int]:
     """Live processes whose environment names our flag file (the experiment and its kids)."""
     return processes_with_env(f"SLOW_FLAG={flag}")
@@ -193,7 +131,7 @@ def _engine_mid_experiment(tmp_path, mlflow_uri, iterations: int, preexec_fn):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=preexec_fn)
     journal = repo / ".autoresearch" / "t" / "journal.jsonl"
-    assert _wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
+    assert wait_for(lambda: journal.exists() and '"begin"' in journal.read_text())
     time.sleep(1.0)                                     # the experiment is now sleeping
     return proc, repo, env, flag
 
@@ -221,10 +159,10 @@ def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expe
     assert proc.returncode == expected_rc, out
     worktree_train = repo / ".autoresearch" / ".worktrees" / "t" / "task" / "train.py"
     if sig == signal.SIGINT:   # a clean stop leaves no experiment running
-        assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
+        assert wait_for(lambda: not _experiments_holding(flag), timeout=10)
         flag.write_text("none")
     else:                      # killed outright: its experiment goes with it, no resume needed
-        assert _wait_for(lambda: not _experiments_holding(flag), timeout=10)
+        assert wait_for(lambda: not _experiments_holding(flag), timeout=10)
         flag.write_text("none")
     # resume: the cut-off step is redone, nothing counted twice, no orphan left behind
     res = run_cli("run", "--task", "task", "--tag", "t", "--iterations", "2", "--judge", "strict",
@@ -276,7 +214,8 @@ def test_discarded_attempts_leave_no_artifacts_behind(toy_repo, mlflow_uri):
             x = {1: "1.0", 2: "9.0"}[context.iteration]        # a keep, then a discard
             return Proposal(f"X={x}", files={"train.py": (
                 f"import os\nX = {x}\nY = 2\n"
-                "open(os.path.join(os.environ['AUTORESEARCH_ARTIFACT_DIR'], 'ckpt'), 'w').write('w')\n"
+                "open(os.path.join(os.environ['AUTORESEARCH_ARTIFACT_DIR'], 'ckpt'), 'w')"
+                ".write('w')\n"
                 "print(f'score: {(X - 1) ** 2 + (Y - 4) ** 2}')\n")})
 
     Engine(config(toy_repo, iterations=2), out=lambda s: None, proposer=WritesArtifacts()).run()

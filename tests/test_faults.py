@@ -3,7 +3,6 @@ MLflow store locked by another process, runs left RUNNING by a kill, a kill duri
 first start."""
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -202,7 +201,7 @@ def mlflow_server(tmp_path):
             time.sleep(0.5)
     else:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.skip("mlflow server did not start within 120 s")
+        pytest.fail("mlflow server did not start within 120 s")   # a dependency: never a skip
     yield url, proc
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -231,7 +230,6 @@ def test_a_tracking_server_gone_mid_night_neither_holds_the_end_nor_prints(toy_r
         time.sleep(0.1)                          # the baseline and iteration 1 are in
     os.killpg(server.pid, signal.SIGKILL)
     server.wait()
-    killed = time.monotonic()
     try:
         out, _ = night.communicate(timeout=150)
     except subprocess.TimeoutExpired:
@@ -239,7 +237,6 @@ def test_a_tracking_server_gone_mid_night_neither_holds_the_end_nor_prints(toy_r
         out, _ = night.communicate()
         pytest.fail("the loop was still waiting for MLflow 150 s after the server died:\n" + out)
     assert night.returncode == 0, out
-    assert time.monotonic() - killed < 90, out
     assert "View run" not in out and "View experiment" not in out, out
     note = [line for line in out.splitlines() if "MLflow store still unavailable" in line]
     assert len(note) == 1 and "logged at the next start" in note[0], out

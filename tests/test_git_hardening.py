@@ -1,8 +1,6 @@
 """An experiment that plants git programs or moves refs: nothing it planted runs in the
 engine's git calls, and everything it changed outside the loop's branch is put back."""
-import os
 import subprocess
-import textwrap
 
 from conftest import TOY_TASK, git, make_repo, run_cli
 from loop.repo.workspace import Workspace, worktree_path

@@ -1,7 +1,5 @@
 """Protected grading: task keys, the guard's checks, the loop graded by its evaluate step."""
 import csv
-import os
-import shutil
 import sys
 
 import pytest

@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import git, run_cli
+from conftest import git, needs_sandbox, run_cli
 from karpathy_repo import make_home_cache_repo
-from loop.run import sandbox
 from loop.run.home_hint import home_line
 from loop.init.caches import moved
 from loop.setup.caches import find
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 
-NO_SANDBOX = sandbox.unavailable()
-needs_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"no sandbox here: {NO_SANDBOX}")
 
 
 @pytest.fixture

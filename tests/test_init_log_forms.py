@@ -17,8 +17,7 @@ import yaml
 
 from conftest import run_cli
 from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
-from test_init import commit, plain_repo
-from test_init_shapes import init, refused
+from helpers import commit, init, plain_repo, refused
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
 from loop.init.shapes.base import from_values

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
-from test_init import commit, listing, plain_repo
+from helpers import commit, init, plain_repo, refused
 from loop.run.runner import parse_metric
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
@@ -29,20 +28,6 @@ def tabular(tmp_path: Path) -> Path:
 def nano(tmp_path: Path) -> Path:
     return plain_repo(tmp_path / "nano", {"train.py": NANO_TRAIN,
                                           "configurator.py": NANO_CONFIGURATOR})
-
-
-def init(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_cli("init", *args, cwd=repo)
-
-
-def refused(repo: Path, *args: str) -> str:
-    """init exits 2 with one line and writes nothing; the line."""
-    before = {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()}
-    done = init(repo, *args)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()} == before
-    return done.stderr.strip()
 
 
 def run_output(repo: Path) -> str:
@@ -248,7 +233,8 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
 
 def test_metric_pattern_without_script_reads_train_py(tmp_path):
     """A train.py whose only report is a line the scan does not read (a string built
-    before the print; `%` formatting inside the print is read: test_init_log_forms.py): with --metric and --metric-pattern, train.py is the script, as --script's help says
+    before the print; `%` formatting inside the print is read: test_init_log_forms.py): with
+    --metric and --metric-pattern, train.py is the script, as --script's help says
     (once refused: 'no metric found ... pass --script FILE')."""
     repo = plain_repo(tmp_path / "pct", {"train.py": "lr = 0.1\nloss = 2.0 + lr\n"
                                                       "line = 'val loss %.4f' % loss\n"

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -320,8 +319,7 @@ def test_the_lm_grader_with_uv_run_python_in_a_clone_under_home(tmp_path, outsid
     cloned under HOME: training hands its model over and the protected grader scores it,
     both with the clone's .venv (here given torch by a .pth to the engine's packages)."""
     import site
-    from karpathy_repo import make_karpathy_repo
-    from test_lm_task import LM_TASK
+    from karpathy_repo import LM_TASK, make_karpathy_repo
     monkeypatch.setenv("VIRTUAL_ENV", ENGINE_VENV)
     cache = tmp_path / "cache"
     monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))

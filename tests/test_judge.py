@@ -12,7 +12,8 @@ from loop.judge.judge import (DISCARD, KEEP, RERUN, best_value, estimate_noise, 
                         should_remeasure_best)
 from loop.judge.stats import t_cdf, t_ppf
 
-NOISE = JudgeConfig(rule="noise", confirm_runs=3, confidence=0.985, plausible_p=0.2)  # unpaired tuning, R=3
+# unpaired tuning, R=3
+NOISE = JudgeConfig(rule="noise", confirm_runs=3, confidence=0.985, plausible_p=0.2)
 STRICT = JudgeConfig(rule="strict")
 BEST = [1.00, 1.01, 0.99]                  # val_bpb-like, minimized, measured R=3 times
 SD = {"noise_sd": 0.01, "noise_df": 20}    # run-to-run noise measured elsewhere

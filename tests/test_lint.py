@@ -1,7 +1,7 @@
-"""Style and types, as CI checks them: `ruff check loop` and `mypy` (settings in
-pyproject.toml) both pass on the package. Unmarked, so it runs in the normal suite; it
-skips, saying so, only where the tool is not installed (`pip install -e '.[test]'` brings
-both)."""
+"""Style and types, as CI checks them: `ruff check` (the package, tests/ and benchmarks/:
+pyproject's include) and `mypy` (the package) pass, settings in pyproject.toml. Unmarked, so
+it runs in the normal suite; it skips, saying so, only where the tool is not installed
+(`pip install -e '.[test]'` brings both)."""
 import importlib.util
 import subprocess
 import sys
@@ -20,9 +20,18 @@ def tool(name: str, *args: str, stdin: str | None = None) -> subprocess.Complete
                           capture_output=True, text=True, timeout=600)
 
 
-def test_ruff_passes_on_loop():
-    out = tool("ruff", "check", "loop")
+def test_ruff_passes_on_the_package_its_tests_and_benchmarks():
+    out = tool("ruff", "check")      # what it checks: pyproject's [tool.ruff] include
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_checks_the_tests_and_benchmarks_but_not_the_fixture_repos():
+    out = tool("ruff", "check", "--show-files")
+    checked = {Path(line).relative_to(ROOT).as_posix() for line in out.stdout.split()
+               if line.endswith(".py")}
+    assert {"loop/engine/engine.py", "tests/test_lint.py", "tests/helpers.py",
+            "benchmarks/overhead.py"} <= checked, sorted(checked)[:20]
+    assert not [p for p in checked if p.startswith(("tests/fixtures/", "examples/"))]
 
 
 def test_mypy_passes_on_loop():

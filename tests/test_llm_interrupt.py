@@ -13,10 +13,12 @@ import time
 import pytest
 from conftest import run_cli
 from openai_server import Reply
-from test_engine import assert_same_story
-from test_llm_loop import SEARCH_REPLACE
+from helpers import assert_same_story
+from llm_task import SEARCH_REPLACE
 
-EXIT_BOUND_S = 5.0
+# The answer is 600 s away and so is the request's timeout (proposer.timeout_s): an engine that
+# waited for either is still running long after this, which is all the wait below asks.
+EXIT_WAIT_S = 120
 
 
 def _as_from_a_terminal():
@@ -47,13 +49,18 @@ def test_a_signal_mid_request_ends_the_engine_at_once_and_the_tag_stays_locked_u
     assert second.returncode == 2
     assert "already running" in second.stderr
 
-    sent = time.monotonic()
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=60)
-    took = time.monotonic() - sent
+    try:
+        out, _ = proc.communicate(timeout=EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"still running {EXIT_WAIT_S} s after the signal: it waits for the LLM\n"
+                    + proc.communicate()[0])
     assert proc.returncode == 130, out
-    assert took < EXIT_BOUND_S, f"exit took {took:.1f}s\n{out}"
-    assert openai_server.wait_for("closed")                 # it hung up
+    # it hung up mid-answer: the server saw the connection close while holding the reply
+    assert openai_server.wait_for("closed"), "the request was never cancelled"
+    kinds = [kind for kind, _ in openai_server.events]
+    assert kinds.count("closed") == 1 and kinds[-1] == "closed", kinds   # and asked no more
 
     openai_server.script(SEARCH_REPLACE)                 # the restart redoes iteration 1
     res = run_cli(*_run_args("t", 1), cwd=toy_repo, env=env)

@@ -5,55 +5,10 @@ import os
 from pathlib import Path
 
 from conftest import git, run_cli
-from loop.setup.config import Config, JudgeConfig, ProposerConfig
+from loop.setup.config import JudgeConfig
 from loop.engine.engine import Engine
+from llm_task import SEARCH_REPLACE, UNIFIED_DIFF, WHOLE_FILE, llm_config
 from openai_server import Reply
-
-SEARCH_REPLACE = """I think X is too far from its optimum.
-
-Description: move X to 1.0, the minimum of the quadratic term
-
-train.py
-```python
-<<<<<<< SEARCH
-X = 3.0
-=======
-X = 1.0
->>>>>>> REPLACE
-```
-"""
-
-UNIFIED_DIFF = """Description: raise Y to 4 so the second term vanishes
-
-```diff
---- a/train.py
-+++ b/train.py
-@@ -2,2 +2,2 @@
- X = 1.0
--Y = 2
-+Y = 4
-```
-"""
-
-WHOLE_FILE = """Description: rewrite train.py more simply with the same score
-
-train.py
-```python
-import os
-from pathlib import Path
-X = 1.0
-Y = 4
-print(f"score: {(X - 1) ** 2 + (Y - 4) ** 2:.6f}")
-```
-"""
-
-
-def llm_config(repo, server, **kw):
-    proposer = ProposerConfig(kind="llm", model="test-model", base_url=server.base_url,
-                              price_input_per_m=2.0, price_output_per_m=10.0,
-                              **kw.pop("proposer", {}))
-    return Config(task="task", tag="llm", base_dir=repo, proposer=proposer,
-                  judge=JudgeConfig(rule="strict"), **kw)
 
 
 def rows(repo):

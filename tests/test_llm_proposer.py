@@ -3,37 +3,21 @@ through the real `openai` client: formats, retries, refusals, repair turns, usag
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
-from llm_task import GOOD, no_openai_env, tiny_task  # noqa: F401
+from llm_task import EXPECTED, GOOD, PROGRAM, TRAIN, context, proposer, tiny_task
+from llm_task import no_openai_env  # noqa: F401 (an autouse fixture: importing it turns it on)
 from openai_server import Reply
 
 from loop.setup.config import ProposerConfig
-from loop.proposers.base import Attempt, Context, ProposerFatal
+from loop.proposers.base import Attempt, ProposerFatal
 from loop.proposers.llm import LLMProposer
 from loop.proposers.prompts import render_journal
-
-TRAIN = "import torch\n\nLR = 3e-4\nSTEPS = 100\n\n\ndef train():\n    return LR * STEPS\n"
-PROGRAM = "Focus on the optimizer. Never touch the data pipeline. (marker: zebra-42)"
-EXPECTED = TRAIN.replace("LR = 3e-4", "LR = 1e-3")
 
 
 @pytest.fixture
 def task(tmp_path):
     return tiny_task(tmp_path, TRAIN)
-
-
-def context(task, history=(), iteration=1):
-    return Context(iteration=iteration, task=task, files={"train.py": TRAIN}, program=PROGRAM,
-                   history=list(history), best_metric=2.5, seed=7)
-
-
-def proposer(server, **overrides) -> LLMProposer:
-    settings = dict(kind="llm", model="test-model", base_url=server.base_url, timeout_s=5.0,
-                    max_retries=3, repair_turns=2)
-    settings.update(overrides)
-    return LLMProposer(ProposerConfig(**settings), backoff_scale=0.0)
 
 
 # -- the three edit formats ----------------------------------------------------------------
@@ -56,12 +40,14 @@ def test_each_edit_format_becomes_a_proposal(openai_server, task, reply):
 # -- transient errors are retried; refusals stop the loop -----------------------------------
 
 def test_rate_limit_is_retried_honouring_retry_after(openai_server, task):
-    openai_server.script(Reply(status=429, headers={"retry-after": "0"}), GOOD)
-    start = time.monotonic()
+    """The server asks for a second's pause: the retry comes no sooner, as the server saw
+    it (the test's proposer backs off 0 s by itself, so only retry-after makes the wait)."""
+    openai_server.script(Reply(status=429, headers={"retry-after": "1"}), GOOD)
     proposal = proposer(openai_server).propose(context(task))
     assert proposal.files == {"train.py": EXPECTED}
     assert len(openai_server.requests) == 2 and proposal.usage.requests == 1
-    assert time.monotonic() - start < 3
+    asked = [at for kind, at in openai_server.events if kind == "request"]
+    assert asked[1] - asked[0] >= 1.0, "the retry did not wait what retry-after asked"
 
 
 def test_server_errors_past_retries_and_patience_stop_the_loop(openai_server, task):

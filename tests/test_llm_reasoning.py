@@ -6,11 +6,16 @@ from __future__ import annotations
 import pytest
 from llm_task import no_openai_env  # noqa: F401
 from openai_server import Reply
-from test_llm_proposer import EXPECTED, GOOD, TRAIN, context, proposer, task  # noqa: F401
+from llm_task import EXPECTED, GOOD, TRAIN, context, proposer, tiny_task
 
 # a draft inside the thinking that would apply, and would be wrong
 DRAFT = ("Let me try lowering STEPS first.\n\ntrain.py\n```python\n<<<<<<< SEARCH\n"
          "STEPS = 100\n=======\nSTEPS = 1\n>>>>>>> REPLACE\n```\nNo, LR matters more.")
+
+
+@pytest.fixture
+def task(tmp_path):
+    return tiny_task(tmp_path, TRAIN)
 
 
 @pytest.mark.parametrize("shape, content", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from openai_server import Reply
-from test_llm_loop import llm_config
+from llm_task import llm_config
 
 from loop.engine.engine import Engine
 from loop.run.runner import exception_error
@@ -36,7 +36,8 @@ def test_proposal_time_and_the_crashing_exception_are_recorded(toy_repo, mlflow_
     assert stop.exit_code == 0, stop.message
     header = open(toy_repo / ".autoresearch" / "llm" / "results.tsv").readline().split("\t")
     assert header[:5] == ["commit", "score", "memory_gb", "status", "description"]
-    assert [h.strip() for h in header[-2:]] == ["proposal_s", "proposer"]  # extra columns go at the end
+    # extra columns go at the end
+    assert [h.strip() for h in header[-2:]] == ["proposal_s", "proposer"]
     baseline, crash = _rows(toy_repo)
     assert baseline["proposal_s"] in ("", "0.0")               # nothing was proposed
     assert float(crash["proposal_s"]) >= 1.2

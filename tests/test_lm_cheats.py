@@ -7,11 +7,10 @@ import csv
 
 import pytest
 
-from karpathy_repo import make_karpathy_repo, val_file
+from karpathy_repo import LM_TASK, make_karpathy_repo, val_file
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.proposers.base import Proposal
-from test_lm_task import LM_TASK
 
 # A kept gain must exceed MIN_GAIN: far less than any forgery here (they halve the metric).
 MIN_GAIN = 0.3

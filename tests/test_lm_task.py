@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from karpathy_repo import make_karpathy_repo, val_file
+from karpathy_repo import LM_TASK, make_karpathy_repo, val_file
 from loop.errors import TaskError
 from loop.setup.graders import HANDOVER, LM
 from loop.run.check import check_task
@@ -12,26 +12,6 @@ from loop.run.grading import Guard
 from loop.run.spec import RunJob, run_envs
 from loop.setup.task import load_task
 from loop.words import RunKey
-
-LM_TASK = """\
-name: tinyshape
-description: a tiny language model; lower val_bpb is better
-editable: [train.py]
-protected: [prepare.py]
-grader:
-  kind: lm
-  python: python
-  script: train.py
-  eval_function: prepare.evaluate_bpb
-  eval_call: "evaluate_bpb(model, Tokenizer.from_directory(), 16)"
-  input_shape: [16, 64]
-held_out: [$AUTORESEARCH_CACHE/tinyshape/data/shard_val.txt]
-read_only: [$AUTORESEARCH_CACHE/tinyshape/tokenizer]
-metric: {name: val_bpb, direction: minimize}
-time_budget_s: 3
-grace_s: 60
-throughput_pattern: num_steps
-"""
 
 
 def a_job(tmp_path) -> RunJob:

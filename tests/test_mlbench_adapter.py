@@ -70,7 +70,8 @@ def save_rows(path: Path, rows) -> Path:
 def test_the_pass_rule_is_ml_benchs(tmp_path):
     assert arguments_match("python train.py --LR 0.01 --epochs 3", {"lr": "0.01", "e": 3})
     assert not arguments_match("python train.py --lr 0.01", {"lr": "0.01", "epochs": "3"})
-    assert type_fits("bash run.sh --x 1", "Bash Script") and type_fits("python a.py ", "Bash Script")
+    assert type_fits("bash run.sh --x 1", "Bash Script")
+    assert type_fits("python a.py ", "Bash Script")
     assert not type_fits("import os\nprint(1)", "Bash Script")
     assert type_fits("import os\nprint(1)", "Python Code")
     assert not type_fits("python a.py --x", "Python Code")

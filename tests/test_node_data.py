@@ -12,8 +12,7 @@ import pytest
 
 from conftest import require
 from node_data import XS, expected_error, hidden_by, make_world
-from test_engine import rows
-from test_scheduler import Scripted
+from helpers import EditsByIteration, rows
 from loop.engine.engine import Engine
 from loop.errors import UsageError
 from loop.run.backends.reach import Need, Reach, human, plan
@@ -42,7 +41,7 @@ def nodes(tmp_path_factory):
 def night(repo, tag, backend="ray", iterations=0, sandbox="auto", edits=None):
     cfg = Config(task="task", tag=tag, base_dir=repo, iterations=iterations, backend=backend,
                  sandbox=sandbox, judge=JudgeConfig(rule="strict"))
-    return Engine(cfg, out=lambda line: None, proposer=Scripted(edits or {})).run()
+    return Engine(cfg, out=lambda line: None, proposer=EditsByIteration(edits or {})).run()
 
 
 @pytest.mark.slow

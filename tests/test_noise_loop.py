@@ -3,22 +3,11 @@ import csv
 import json
 
 from conftest import TOY_TRAIN
+from helpers import Variants
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
-from loop.proposers.base import Proposal
 
 NOISY = TOY_TRAIN.replace("NOISE = 0.0", "NOISE = 0.5")
-
-
-class Scripted:
-    """Proposes the given train.py texts in order (a real, applicable edit each time)."""
-
-    def __init__(self, *variants):
-        self.variants = list(variants)
-
-    def propose(self, context):
-        text = self.variants[(context.iteration - 1) % len(self.variants)]
-        return Proposal(f"variant {context.iteration}", files={"train.py": text})
 
 
 def rows(repo, tag):
@@ -47,7 +36,7 @@ def test_borderline_candidate_is_rerun_before_the_decision(toy_repo, mlflow_uri)
     # below), and it then wins its period by 1.9 sd: the 1-2 % of false keeps the judge allows
     cfg = Config(task="task", tag="n", iterations=3, base_dir=repo, seed=1,
                  judge=JudgeConfig(rule="noise", baseline_runs=3, confirm_runs=3))
-    Engine(cfg, out=lambda s: None, proposer=Scripted(small_gain, no_op, big_gain)).run()
+    Engine(cfg, out=lambda s: None, proposer=Variants(small_gain, no_op, big_gain)).run()
     table = rows(repo, "n")
     assert table[0]["runs"] == "3"                           # the baseline, R times
     assert float(table[0]["spread"]) > 0                     # noise measured, different seeds
@@ -69,7 +58,7 @@ def test_lucky_best_is_corrected_by_remeasuring(toy_repo, mlflow_uri):
                  judge=JudgeConfig(rule="noise", baseline_runs=1, remeasure_every=1))
     worse = NOISY.replace("Y = 2", "Y = 1")
     lines = []
-    Engine(cfg, out=lines.append, proposer=Scripted(worse)).run()
+    Engine(cfg, out=lines.append, proposer=Variants(worse)).run()
     table = rows(repo, "r")
     lucky = float(table[0]["score"])
     assert abs(lucky - (8 - 1.15)) < 0.01
@@ -84,6 +73,6 @@ def test_lucky_best_is_corrected_by_remeasuring(toy_repo, mlflow_uri):
     assert abs(ends[-1]["best_after"] - fmean(values)) < 1e-5
     # and it survives a resume: the same mean is rebuilt from the journal
     cfg.iterations = 3
-    engine = Engine(cfg, out=lambda s: None, proposer=Scripted(worse))
+    engine = Engine(cfg, out=lambda s: None, proposer=Variants(worse))
     engine.run()
     assert abs(engine.best_value() - fmean(values)) < 1e-5

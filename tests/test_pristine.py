@@ -50,8 +50,8 @@ class Worse:
     """Proposes a worse X each time: every attempt is discarded."""
 
     def propose(self, context):
-        return Proposal(f"worse {context.iteration}",
-                        files={"train.py": TRAIN.replace("X = 3.0", f"X = {5 + context.iteration}.0")})
+        worse = TRAIN.replace("X = 3.0", f"X = {5 + context.iteration}.0")
+        return Proposal(f"worse {context.iteration}", files={"train.py": worse})
 
 
 def leftover_repo(tmp_path):

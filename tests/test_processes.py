@@ -17,7 +17,7 @@ from loop.run import sandbox
 from loop.run.process import Limits, experiment_env
 from loop.run.runner import run_experiment
 from loop.run.spec import RunSpec
-from test_runner import wait_gone
+from helpers import wait_gone
 
 NO_BWRAP = sandbox.unavailable()
 METRIC = r"^score:\s*([0-9.]+)\s*$"

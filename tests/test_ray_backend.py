@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
-from test_engine import _wait_for, assert_same_story
-from test_scheduler import GATED_TASK, GATED_TRAIN, Scripted, ended, journal, run_in_thread
+from helpers import (GATED_TASK, GATED_TRAIN, EditsByIteration, assert_same_story, ended, journal,
+                     run_in_thread, wait_for)
 from loop.run import sandbox
 from loop.run.backends.remote import PREFIX, owner
 from loop.setup.config import Config, JudgeConfig
@@ -127,7 +127,7 @@ def test_ray_backend_end_to_end_with_a_killed_worker(tmp_path, mlflow_uri, ray_l
     lines = []
     boxed = sandbox.unavailable() is None
     try:
-        thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+        thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
         dead: list[int] = []
         # The first death comes as the run starts (in the sandbox's slow start, when there is
         # one), the retry's mid-run; the second death is final.
@@ -140,7 +140,7 @@ def test_ray_backend_end_to_end_with_a_killed_worker(tmp_path, mlflow_uri, ray_l
             os.kill(worker, signal.SIGKILL)
             dead.append(worker)
             (gates / "slow").unlink(missing_ok=True)
-        assert _wait_for(lambda: ended(repo, 1), timeout=120), "\n".join(lines)
+        assert wait_for(lambda: ended(repo, 1), timeout=120), "\n".join(lines)
         left = _gone(gates, 1, 10.0)
         assert left == [], f"processes of the killed workers' runs survived them: {left}"
         assert not ended(repo, 2), [e for e in journal(repo) if e.get("iteration") == 2]
@@ -165,7 +165,7 @@ def test_a_protected_grading_task_gives_the_local_metric(tmp_path, mlflow_uri, r
     """The grader's pristine copy on the worker is checked where the task folder is (a
     grading task in a subfolder of its repo was a `crash` here: "deleted protected file")."""
     from graded_toy import baseline_error, make_graded_repo
-    from test_engine import rows
+    from helpers import rows
     repo, _ = make_graded_repo(tmp_path)
     Engine(Config(task="task", tag="t", base_dir=repo, iterations=0, backend="ray"),
            out=lambda line: None).run()

@@ -47,7 +47,8 @@ def indented_commands(text: str) -> list[str]:
     commands that way too."""
     outside = re.sub(r"^```\w*\n.*?^```", "", text, flags=re.S | re.M)
     lines = joined(outside.splitlines())
-    return [m.group(1).strip() for line in lines if (m := re.match(r"^ {4}(autoresearch .*)$", line))]
+    return [m.group(1).strip() for line in lines
+            if (m := re.match(r"^ {4}(autoresearch .*)$", line))]
 
 
 def commands(text: str = README) -> list[str]:
@@ -130,7 +131,8 @@ def test_cli_synopsis_matches_the_parser():
         if current and current in subs:
             known = parser._option_string_actions
             for flag in re.findall(r"(--[a-z][a-z-]*)", line.split("#")[0]):
-                assert flag in known, f"the synopsis's `autoresearch {current}` names {flag}: unknown"
+                assert flag in known, \
+                    f"the synopsis's `autoresearch {current}` names {flag}: unknown"
     assert set(subs) == documented, f"undocumented commands: {set(subs) - documented}"
 
 
@@ -248,15 +250,15 @@ def test_the_column_check_refuses_a_garbled_transcript():
     README once showed this, and the check above must not pass it."""
     cmd = "cut -f1-9 .autoresearch/demo/results.tsv | column -t -s$'\\t'"
     garbled = [
-        "commi        \tval_bpb\tmemory_gb\ts  a   us\tdescrip  ion\ti  era  ion\tgain\truns\tspread",
+        "commi        \tval_bpb\tmemory_gb\ts  a   us\tdescrip  ion\ti  era  ion\tgain\truns\tspread",  # noqa: E501 (a table as printed)
         "819d6af\t1.540694\t0.5\tkeep\tbaseline (unmodified code)\t0\t\t3\t0.047507",
         "9fff2b0\t1.394988\t0.5\tdiscard\tSe       WARMUP_FRAC  o 0.3 (was 0.05) in  rain.py\t1",
     ]
     assert column_problems(cmd, garbled)
     shifted = [  # a row with a cell missing: its columns no longer line up
-        "commit   val_bpb   memory_gb  status   description                 iteration  gain  runs  spread",
-        "819d6af  1.540694  0.5        keep     baseline (unmodified code)  0          3     0.047507",
-        "9fff2b0  1.394988  0.5        discard  Set WARMUP_FRAC to 0.3 (was 0.05) in train.py  1  0.1  2  0.01",
+        "commit   val_bpb   memory_gb  status   description                 iteration  gain  runs  spread",  # noqa: E501 (a table as printed)
+        "819d6af  1.540694  0.5        keep     baseline (unmodified code)  0          3     0.047507",  # noqa: E501 (a table as printed)
+        "9fff2b0  1.394988  0.5        discard  Set WARMUP_FRAC to 0.3 (was 0.05) in train.py  1  0.1  2  0.01",  # noqa: E501 (a table as printed)
     ]
     assert column_problems(cmd, shifted)
 

@@ -88,7 +88,7 @@ def test_restart_with_no_second_label_is_refused():
     assert "stops and starts again" in refused(reply)
 
 
-# -- the file named in prose -------------------------------------------------------------------------
+# -- the file named in prose ---------------------------------------------------------------
 
 def test_whole_file_under_a_prose_line_naming_it_applies():
     reply = f"Description: faster LR\n\nHere is the updated `train.py`:\n\n```python\n{NEW}```\n"
@@ -206,7 +206,8 @@ def test_a_divider_that_may_underline_a_heading_is_refused_not_dropped():
     "2) `Description: Improve the schedule`",
 ])
 def test_description_prefixes_are_stripped(line):
-    reply = f"{line}\n\ntrain.py\n```python\n<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n"
+    reply = (f"{line}\n\ntrain.py\n```python\n"
+             "<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n")
     assert parse_reply(reply).description == "Improve the schedule"
 
 

@@ -7,8 +7,7 @@ from conftest import run_cli
 from loop.ui import report
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
-from test_engine import mlflow_runs
-from test_story import Scripted, noisy_repo, rows, train
+from helpers import TextsInOrder, mlflow_runs, noisy_repo, rows, train
 
 
 def _rgb(hex_color):
@@ -28,7 +27,7 @@ def night(repo):
                  (train(x="1.0", noise="0.2"), "X to 1")]
     Engine(Config(task="task", tag="t", base_dir=repo, iterations=4,
                   judge=JudgeConfig(baseline_runs=2, confirm_runs=1, paired=False)),
-           out=lambda s: None, proposer=Scripted(*proposals)).run()
+           out=lambda s: None, proposer=TextsInOrder(*proposals)).run()
     return [r["status"] for r in rows(repo)]
 
 

@@ -1,6 +1,5 @@
 """Bad input found before anything is touched, and a resume that stays consistent."""
 import os
-import signal
 import subprocess
 import sys
 

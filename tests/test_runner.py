@@ -7,8 +7,9 @@ import time
 import pytest
 
 from conftest import require
+from helpers import wait_gone
 from loop.run import sandbox
-from loop.run.process import Limits, _alive, experiment_env, run_command
+from loop.run.process import Limits, experiment_env, run_command
 from loop.run.runner import parse_metric, run_experiment
 from loop.run.spec import GradeStep, RunSpec
 from loop.setup.metric import Metric
@@ -23,28 +24,6 @@ def limits(request):
     if request.param == "required":
         require("sandbox", NO_BWRAP)
     return Limits(sandbox=request.param)
-
-
-def survivors(token: str) -> list[int]:
-    """Host pids of live processes whose command line holds `token` (pids printed inside a
-    PID namespace mean nothing outside it, so tests look processes up by a unique token)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read() and _alive(int(entry)):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-def wait_gone(token: str, seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while survivors(token) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return survivors(token)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -104,24 +83,24 @@ def test_grader_is_the_only_source_of_the_metric(tmp_path):
     assert "=== evaluate" in (tmp_path / "log.txt").read_text()
 
 
+@pytest.mark.hang_limit(300)
 def test_timeout_kills_a_tree_that_ignores_sigterm(tmp_path, limits):
-    """A child that ignores SIGTERM and a grandchild (one in its own session) all die."""
+    """A child that ignores SIGTERM and a grandchild (one in its own session) all die. They
+    would sleep for days: a kill that waited for the tree would hang (hang_limit fails it)."""
     token = f"tok{time.time_ns()}"
     body = f"""
         import os, signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{token}"])
+        grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)",
+                                  "{token}"])
         escaped = subprocess.Popen([sys.executable, "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(10**6)",
             "{token}"], start_new_session=True)
         print("val_bpb: 1.0", flush=True)
-        time.sleep(300)
+        time.sleep(10**6)
     """
-    start = time.monotonic()
     res = _run(tmp_path, body, timeout=3.0, limits=limits)
-    elapsed = time.monotonic() - start
     assert res.status == "timeout" and res.metric is None
-    assert elapsed < 20, "the kill must not wait for the sleeping tree"
     assert wait_gone(token) == [], "processes survived the timeout"
 
 
@@ -132,7 +111,8 @@ def test_no_daemon_outlives_its_run(tmp_path, limits, how):
     body = f"""
         import os, subprocess, sys, time
         env = {{}} if {how == "scrubbed env"!r} else None
-        subprocess.run(["/bin/sh", "-c", "setsid {sys.executable} -c 'import time; time.sleep(300)' {token} &"],
+        subprocess.run(["/bin/sh", "-c",
+                        "setsid {sys.executable} -c 'import time; time.sleep(300)' {token} &"],
                        env=env)
         time.sleep(0.5)
         print("val_bpb: 1.0", flush=True)
@@ -169,10 +149,15 @@ def test_experiment_env_drops_secrets():
 
 def test_child_really_cannot_read_the_key(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
-    res = _run(tmp_path, 'import os; print("val_bpb:", 1.0 if "OPENAI_API_KEY" in os.environ else 2.0)')
+    res = _run(tmp_path,
+               'import os; print("val_bpb:", 1.0 if "OPENAI_API_KEY" in os.environ else 2.0)')
     assert res.metric == 2.0
 
 
 def test_run_command_reports_wall_time(tmp_path):
+    """The wall time is the command's own, in seconds: at least its sleep, at most the time
+    the call took as seen from outside (not milliseconds, not a timestamp)."""
+    called = time.monotonic()
     rc, timed_out, wall = run_command("sleep 0.2", tmp_path, experiment_env(), 5, tmp_path / "l")
-    assert rc == 0 and not timed_out and 0.15 < wall < 3
+    outside = time.monotonic() - called
+    assert rc == 0 and not timed_out and 0.2 <= wall <= outside

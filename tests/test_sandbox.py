@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, needs_sandbox, require, run_cli
+from helpers import fake_bwrap
 from graded_toy import TRAIN, baseline_error, make_graded_repo
 from loop.run import sandbox
 from loop.setup.config import Config, JudgeConfig
@@ -67,7 +68,8 @@ def git(*args):
     return subprocess.run(["git", *args], capture_output=True).returncode == 0
 
 attempt("own_env", lambda: any(SECRET in v for v in os.environ.values()))
-attempt("engine_environ", lambda: SECRET.encode() in open(f"/proc/{{ENGINE_PID}}/environ", "rb").read())
+attempt("engine_environ",
+        lambda: SECRET.encode() in open(f"/proc/{{ENGINE_PID}}/environ", "rb").read())
 attempt("any_environ", scan_environs)
 attempt("network", connect)
 attempt("checkout_file", lambda: write(REPO / "task" / "train.py"))
@@ -188,18 +190,6 @@ def test_every_attempt_fails_inside_the_sandbox(outside_tmp, mlflow_uri, monkeyp
     assert alive_with(token) == [], "the daemon outlived its run"
 
 
-def fake_bwrap(tmp_path: Path) -> dict:
-    """An environment whose PATH finds a bwrap that fails as it does where user namespaces
-    are forbidden (Ubuntu's AppArmor default, some containers)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
-                    "exit 1\n")
-    fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-
-
 def test_required_refuses_to_start_without_a_sandbox(toy_repo, tmp_path, mlflow_uri):
     (toy_repo / "run.yaml").write_text("task: task\nsandbox: required\niterations: 0\n")
     res = run_cli("run", "--config", "run.yaml", "--tag", "req", cwd=toy_repo,
@@ -289,7 +279,8 @@ def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
         assert f"{rel} -> FileNotFoundError" in log, log
     assert ".cache/huggingface/token -> " in log and "hf_secret" not in log
     for rel, text in ((".cache/huggingface/hub/w.txt", "weights"),
-                      (".cache/autoresearch/data.txt", "cached"), ("datasets/d1/x.txt", "declared")):
+                      (".cache/autoresearch/data.txt", "cached"),
+                      ("datasets/d1/x.txt", "declared")):
         assert f"{rel} -> {text}" in log, log
     assert "PATH tool -> hello-from-home" in log
     assert (home / ".cache/autoresearch/new.txt").read_text() == "filled"

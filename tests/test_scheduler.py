@@ -2,7 +2,6 @@
 made again on the new best and measured again, or proposed again there when it does not
 apply), the same change never run twice, a crash while others run,
 kill -9 with runs in flight, and proposals requested ahead from a slow LLM server."""
-import json
 import os
 import signal
 import subprocess
@@ -12,88 +11,18 @@ import threading
 import pytest
 
 from conftest import git, make_repo, processes_with_env, run_cli
-from test_engine import _wait_for, assert_same_story
+from helpers import (GATED_TRAIN, EditsByIteration, assert_same_story, ended,
+                     gated_repo, journal, run_in_thread, wait_for)
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.proposers.base import Proposal
 from loop.run.backends.devices import THREAD_VARS, slot_envs
 
-GATED_TASK = """\
-name: toy
-editable: [train.py]
-protected: [grade.py]
-run: python train.py
-metric: {name: score, direction: minimize}
-time_budget_s: 60
-grace_s: 5
-env: {GATE_DIR: '%s'}
-"""
-
-# Each run waits for a gate file named after its iteration: the test decides the order in
-# which runs finish, so "out of order" is exact, not a race.
-GATED_TRAIN = """\
-import os, pathlib, time
-A = 4.0
-# A and B are apart, so that changes to each merge cleanly (git conflicts on adjacent lines)
-
-B = 4.0
-gate = pathlib.Path(os.environ["GATE_DIR"]) / os.environ["AUTORESEARCH_ITERATION"]
-while not gate.exists():
-    time.sleep(0.05)
-if (pathlib.Path(os.environ["GATE_DIR"]) / ("crash-" + gate.name)).exists():
-    raise SystemExit("told to crash")
-print(f"score: {A + B:.6f}")
-"""
-
 
 ADJACENT_TRAIN = GATED_TRAIN.replace(
     "A = 4.0\n# A and B are apart, so that changes to each merge cleanly (git conflicts on "
     "adjacent lines)\n\nB = 4.0\n", "A = 4.0\nB = 4.0\n")
-
-
-def gated_repo(tmp_path, train=GATED_TRAIN):
-    gates = tmp_path / "gates"
-    gates.mkdir()
-    (gates / "0").write_text("")
-    repo = make_repo(tmp_path / "repo", {"task.yaml": GATED_TASK % gates,
-                                         "train.py": train, "grade.py": "# protected\n"})
-    return repo, gates
-
-
-class Scripted:
-    """Edits by iteration number, each made on the files the proposer was shown; asked to
-    make a change again (context.redo), the edits under ("redo", n)."""
-
-    def __init__(self, edits):
-        self.edits = edits
-        self.redos = []
-
-    def propose(self, context):
-        text = context.files["train.py"]
-        redo = getattr(context, "redo", None)
-        key = ("redo", context.iteration) if redo else context.iteration
-        if redo:
-            self.redos.append((context.iteration, redo))
-        for old, new in self.edits[key]:
-            text = text.replace(old, new)
-        return Proposal(f"edit {context.iteration}", files={"train.py": text})
-
-
-def journal(repo, tag="t"):
-    path = repo / ".autoresearch" / tag / "journal.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def ended(repo, n, tag="t"):
-    return any(e["event"] == "end" and e["iteration"] == n for e in journal(repo, tag))
-
-
-def run_in_thread(engine):
-    box = {}
-    thread = threading.Thread(target=lambda: box.setdefault("stop", engine.run()), daemon=True)
-    thread.start()
-    return thread, box
 
 
 def two_slots_in_order(repo, gates, made=None, **config):
@@ -104,10 +33,10 @@ def two_slots_in_order(repo, gates, made=None, **config):
                  judge=JudgeConfig(rule="strict"), **config)
     lines: list[str] = []
     thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=made))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
     for n in (1, 2):
         (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+        assert wait_for(lambda n=n: ended(repo, n)), "\n".join(lines)
     thread.join(120)
     return lines, box
 
@@ -125,12 +54,12 @@ def test_out_of_order_keep_replay_and_proposed_again(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=3, workers=3,
                  judge=JudgeConfig(rule="strict"))
     lines = []
-    proposer = Scripted(edits)
+    proposer = EditsByIteration(edits)
     thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=proposer))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4)
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4)
     for n in (1, 2, 3):
         (gates / str(n)).write_text("")
-        assert _wait_for(lambda: ended(repo, n)), "\n".join(lines)
+        assert wait_for(lambda n=n: ended(repo, n)), "\n".join(lines)
     thread.join(120)
     assert box["stop"].reason == "iterations", "\n".join(lines)
     table = assert_same_story(repo, mlflow_uri)
@@ -164,7 +93,7 @@ def test_a_change_next_to_a_kept_one_is_made_again_not_lost(tmp_path, mlflow_uri
     because the line above it was kept meanwhile. The change is made again on the tip."""
     repo, gates = gated_repo(tmp_path, ADJACENT_TRAIN)
     edits = {1: [("A = 4.0", "A = 2.0")], 2: [("B = 4.0", "B = 1.0")]}
-    lines, box = two_slots_in_order(repo, gates, Scripted(edits))
+    lines, box = two_slots_in_order(repo, gates, EditsByIteration(edits))
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "keep", "keep"], table[2]["reason"]
     assert float(table[2]["score"]) == 3.0 and table[2]["reason"].startswith("replayed onto")
@@ -179,10 +108,10 @@ def test_a_crash_in_one_slot_while_another_runs(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
                  judge=JudgeConfig(rule="strict"))
     lines = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
     (gates / "1").write_text("")
-    assert _wait_for(lambda: ended(repo, 1))
+    assert wait_for(lambda: ended(repo, 1))
     assert not ended(repo, 2)                          # the other slot is still running
     (gates / "2").write_text("")
     thread.join(120)
@@ -203,9 +132,9 @@ def test_kill_9_with_three_runs_in_flight_then_resume(tmp_path, mlflow_uri):
             "--workers", "3"]
     proc = subprocess.Popen([sys.executable, "-m", "loop", *args], cwd=repo, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert _wait_for(lambda: (repo / ".autoresearch/t/journal.jsonl").exists() and
+    assert wait_for(lambda: (repo / ".autoresearch/t/journal.jsonl").exists() and
                      sum(e["event"] == "begin" for e in journal(repo)) == 4)
-    assert _wait_for(lambda: len(_holding(gates)) >= 3)      # three runs are waiting
+    assert wait_for(lambda: len(_holding(gates)) >= 3)      # three runs are waiting
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -9
@@ -219,7 +148,7 @@ def test_kill_9_with_three_runs_in_flight_then_resume(tmp_path, mlflow_uri):
     assert len(table) == 4
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/autoresearch/t/").split()
     assert sum("/interrupted-" in r for r in refs) == 3
-    from test_engine import mlflow_runs
+    from helpers import mlflow_runs
     client, parents, _ = mlflow_runs(mlflow_uri)
     from mlflow.entities import ViewType
     runs = client.search_runs([parents[0].info.experiment_id], run_view_type=ViewType.ALL,
@@ -272,8 +201,8 @@ def test_proposals_are_requested_ahead_from_a_slow_server(tmp_path, mlflow_uri, 
     lines = []
     thread, box = run_in_thread(Engine(cfg, out=lines.append))
     # two candidates run (held at their gates) and two more proposals are asked for meanwhile
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
-    assert _wait_for(lambda: len(openai_server.requests) == 4), "\n".join(lines)
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    assert wait_for(lambda: len(openai_server.requests) == 4), "\n".join(lines)
     assert not any(e["event"] == "end" and e["iteration"] > 0 for e in journal(repo))
     for n in range(1, 5):
         (gates / str(n)).write_text("")
@@ -345,7 +274,7 @@ def test_the_same_change_is_not_run_twice_the_proposer_is_asked_again(tmp_path, 
                  judge=JudgeConfig(rule="strict"))
     lines = []
     thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=proposer))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3), \
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3), \
         "\n".join(lines)
     for n in (1, 2):
         (gates / str(n)).write_text("")
@@ -373,7 +302,7 @@ def test_a_proposer_that_only_repeats_itself_is_a_bad_edit_after_three_answers(
     lines = []
     thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=proposer))
     # 2 ends while 1 is still running on the same base (its gate is closed)
-    assert _wait_for(lambda: ended(repo, 2) or ended(repo, 1)), "\n".join(lines)
+    assert wait_for(lambda: ended(repo, 2) or ended(repo, 1)), "\n".join(lines)
     (gates / "1").write_text("")
     (gates / "2").write_text("")
     thread.join(120)
@@ -443,7 +372,7 @@ def test_a_loop_that_stops_while_a_change_is_proposed_again_says_so(tmp_path, ml
     stops, and the would-be keep ends as a discard that says what happened, in words."""
     from loop.proposers.base import ProposerFatal
 
-    class GivesUp(Scripted):
+    class GivesUp(EditsByIteration):
         def propose(self, context):
             if getattr(context, "redo", None):
                 raise ProposerFatal("the endpoint is gone")
@@ -491,13 +420,13 @@ def test_a_keep_made_again_on_the_tip_as_a_change_in_flight_is_not_run_twice(
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=3, workers=2,
                  proposer=ProposerConfig(ahead=0), judge=JudgeConfig(rule="strict"))
     lines = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 3)
     (gates / "1").write_text("")
-    assert _wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4), \
+    assert wait_for(lambda: sum(e["event"] == "begin" for e in journal(repo)) == 4), \
         "\n".join(lines)
     (gates / "2").write_text("")
-    assert _wait_for(lambda: ended(repo, 2)), "\n".join(lines)
+    assert wait_for(lambda: ended(repo, 2)), "\n".join(lines)
     (gates / "3").write_text("")
     thread.join(120)
     table = assert_same_story(repo, mlflow_uri)

@@ -16,9 +16,8 @@ from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, require
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from graded_toy import baseline_error, make_graded_repo
 from node_data import expected_error, hidden_by, make_world
-from test_engine import _wait_for, assert_same_story, rows
-from test_scheduler import (GATED_TASK, GATED_TRAIN, Scripted, ended, gated_repo, journal,
-                            run_in_thread)
+from helpers import (GATED_TASK, GATED_TRAIN, EditsByIteration, assert_same_story, ended,
+                     gated_repo, journal, rows, run_in_thread, wait_for)
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.run.backends.slurm import (extra_lines, job_name, sbatch_parameters,
@@ -53,13 +52,13 @@ def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=2,
                  backend="slurm", judge=JudgeConfig(rule="strict"))
     lines: list[str] = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
+    assert wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
     # iterations 1 and 2 are both staged on the baseline: two jobs in the queue at once
-    assert _wait_for(lambda: len(queued(_name(repo))) == 2, timeout=60), "\n".join(lines)
+    assert wait_for(lambda: len(queued(_name(repo))) == 2, timeout=60), "\n".join(lines)
     for n in (1, 2):        # in order: 2 ran on the baseline, so it is run again on 1's keep
         (gates / str(n)).write_text("")
-        assert _wait_for(lambda n=n: ended(repo, n), timeout=120), "\n".join(lines)
+        assert wait_for(lambda n=n: ended(repo, n), timeout=120), "\n".join(lines)
     thread.join(240)
     assert not thread.is_alive()
     assert box["stop"].reason == "iterations", "\n".join(lines)
@@ -70,7 +69,7 @@ def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri):
                   if not p.name.endswith(".grade.log"))
     assert len(logs) == 4       # the baseline, 1, 2 on the baseline, 2 again on 1's keep
     # the accounting record of a job that just ended reaches sacct a moment later
-    assert _wait_for(lambda: len(sacct(_name(repo))) == len(logs), timeout=30)
+    assert wait_for(lambda: len(sacct(_name(repo))) == len(logs), timeout=30)
     jobs = sacct(_name(repo))
     assert [j["state"] for j in jobs] == ["COMPLETED"] * len(logs), (jobs, logs)
     assert queued(_name(repo)) == []
@@ -97,14 +96,14 @@ def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, workers=1,
                  backend="slurm", judge=JudgeConfig(rule="strict"))
     lines: list[str] = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
+    assert wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
     # iteration 1's run waits for its gate, inside a running job: cancel that job
-    assert _wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
+    assert wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
                      and _running(_name(repo)), timeout=60), "\n".join(lines)
     [job_id] = _running(_name(repo))
     subprocess.run(["scancel", job_id], check=True)
-    assert _wait_for(lambda: ended(repo, 1), timeout=60), "\n".join(lines)
+    assert wait_for(lambda: ended(repo, 1), timeout=60), "\n".join(lines)
     (gates / "2").write_text("")
     thread.join(120)
     assert box["stop"].reason == "iterations", "\n".join(lines)
@@ -112,9 +111,9 @@ def test_a_job_cancelled_with_scancel_is_recorded_as_such(tmp_path, mlflow_uri):
     assert [r["status"] for r in table] == ["keep", "crash", "keep"]
     assert f"slurm job {job_id} cancelled on the cluster (scancel)" in table[1]["reason"]
     assert float(table[2]["score"]) == 6.0          # the night went on
-    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), \
+    assert wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), \
         "the cancelled job's run outlived it"
-    assert _wait_for(lambda: any(j["id"] == job_id and j["state"].startswith("CANCELLED")
+    assert wait_for(lambda: any(j["id"] == job_id and j["state"].startswith("CANCELLED")
                                  for j in sacct(_name(repo))), timeout=30), sacct(_name(repo))
 
 
@@ -129,7 +128,7 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     name = _name(repo)
     try:
-        assert _wait_for(lambda: len(_running(name)) == 2, timeout=120)   # 1 and 2 wait
+        assert wait_for(lambda: len(_running(name)) == 2, timeout=120)   # 1 and 2 wait
         left = _running(name)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
@@ -139,7 +138,7 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)
         # ... until the resumed engine cancels them, before it runs those runs again
-        assert _wait_for(lambda: _cancelled(name, left), timeout=60)
+        assert wait_for(lambda: _cancelled(name, left), timeout=60)
         for n in (1, 2):
             (gates / str(n)).write_text("")
         out, _ = resumed.communicate(timeout=240)
@@ -151,9 +150,9 @@ def test_engine_killed_with_jobs_running_then_resumed(tmp_path, mlflow_uri):
     table = assert_same_story(repo, mlflow_uri)
     assert len(table) == 3 and all(r["status"] in ("keep", "discard") for r in table), table
     assert queued(name) == []
-    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
+    assert wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
     # slurmdbd learns a job's end a moment after slurmctld: wait for the record, then check it
-    _wait_for(lambda: _cancelled(name, left), timeout=30)
+    wait_for(lambda: _cancelled(name, left), timeout=30)
     jobs = sacct(name)
     assert sum(j["state"].startswith("CANCELLED") for j in jobs) == 2, jobs
 
@@ -195,15 +194,15 @@ def test_a_job_past_its_time_limit_is_recorded_as_such(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=2, backend="slurm",
                  judge=JudgeConfig(rule="strict"), slurm=SlurmConfig(extra=("--time=1",)))
     lines: list[str] = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
-    assert _wait_for(lambda: ended(repo, 1), timeout=240), "\n".join(lines)
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
+    assert wait_for(lambda: ended(repo, 1), timeout=240), "\n".join(lines)
     (gates / "2").write_text("")
     thread.join(120)
     assert box["stop"].reason == "iterations", "\n".join(lines)
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "crash", "keep"], table
     assert "past its Slurm time limit" in table[1]["reason"], table
-    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
+    assert wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15)
 
 
 def test_the_slurm_section_of_a_config(tmp_path):
@@ -239,11 +238,11 @@ def test_a_job_whose_node_fails_is_run_again(tmp_path, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=repo, iterations=1, backend="slurm",
                  judge=JudgeConfig(rule="strict"), slurm=SlurmConfig(extra=("--no-requeue",)))
     lines: list[str] = []
-    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=Scripted(edits)))
+    thread, box = run_in_thread(Engine(cfg, out=lines.append, proposer=EditsByIteration(edits)))
     node = _node()
     try:
-        assert _wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
-        assert _wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
+        assert wait_for(lambda: ended(repo, 0), timeout=120), "\n".join(lines)
+        assert wait_for(lambda: processes_with_env(f"GATE_DIR={gates}")
                          and _running(_name(repo)), timeout=60), "\n".join(lines)
         [first] = _running(_name(repo))
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
@@ -252,14 +251,14 @@ def test_a_job_whose_node_fails_is_run_again(tmp_path, mlflow_uri):
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
                        capture_output=True)
     # the run is submitted once more, and this time it finishes
-    assert _wait_for(lambda: [j for j in _running(_name(repo)) if j != first], timeout=90), \
+    assert wait_for(lambda: [j for j in _running(_name(repo)) if j != first], timeout=90), \
         "\n".join(lines)
     (gates / "1").write_text("")
     thread.join(120)
     assert box["stop"].reason == "iterations", "\n".join(lines)
     table = assert_same_story(repo, mlflow_uri)
     assert [r["status"] for r in table] == ["keep", "keep"], table
-    assert _wait_for(lambda: {j["id"]: j["state"] for j in sacct(_name(repo))}
+    assert wait_for(lambda: {j["id"]: j["state"] for j in sacct(_name(repo))}
                      .get(first) == "NODE_FAIL", timeout=30), sacct(_name(repo))
 
 
@@ -292,14 +291,14 @@ def test_ctrl_c_cancels_the_nights_jobs(tmp_path, mlflow_uri):
                             stderr=subprocess.STDOUT, text=True)
     name = _name(repo)
     try:
-        assert _wait_for(lambda: len(_running(name)) == 2, timeout=120)
+        assert wait_for(lambda: len(_running(name)) == 2, timeout=120)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
         subprocess.run(["scancel", "--name", name], check=False)
     assert queued(name) == [], out
-    assert _wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), out
+    assert wait_for(lambda: not processes_with_env(f"GATE_DIR={gates}"), timeout=15), out
 
 
 @pytest.mark.slow

@@ -1,6 +1,5 @@
 """One story everywhere: the console, `status`, `report`, results.tsv, MLflow and git count
 and sign the same way, print rounded numbers, say what is running, keep every attempt."""
-import csv
 import io
 import re
 import subprocess
@@ -8,41 +7,12 @@ import sys
 
 import pytest
 
-from conftest import TOY_TRAIN, git, run_cli
+from conftest import git, run_cli
+from helpers import TextsInOrder, noisy_repo, rows, train
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.engine.progress import Progress
 from loop.ui.progress import LiveProgress, make_progress
-from loop.proposers.base import Proposal
-
-
-def rows(repo, tag="t"):
-    with open(repo / ".autoresearch" / tag / "results.tsv") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
-
-
-def train(x="3.0", y="2", noise="0.0", extra=""):
-    return (TOY_TRAIN.replace("X = 3.0", f"X = {x}").replace("Y = 2", f"Y = {y}")
-            .replace("NOISE = 0.0", f"NOISE = {noise}") + extra)
-
-
-class Scripted:
-    """Proposes the given train.py texts in order: a real proposer's shape, no randomness."""
-
-    def __init__(self, *texts):
-        self.texts = list(texts)
-
-    def propose(self, context):
-        text, description = self.texts[context.iteration - 1]
-        return Proposal(description, files={"train.py": text})
-
-
-def noisy_repo(toy_repo):
-    """The toy task with run-to-run noise, so the noise judge repeats runs and has a band."""
-    path = toy_repo / "task" / "train.py"
-    path.write_text(path.read_text().replace("NOISE = 0.0", "NOISE = 0.2"))
-    git(toy_repo, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qam", "noisy")
-    return toy_repo
 
 
 def test_console_status_and_report_tell_one_story(toy_repo, mlflow_uri):
@@ -80,7 +50,7 @@ def test_gain_has_one_sign_everywhere(toy_repo, mlflow_uri):
     better = train(x="1.0")                                   # score 8 -> 4: gain +4
     Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=1,
                   judge=JudgeConfig(rule="strict")), out=lines.append,
-           proposer=Scripted((better, "X to 1"))).run()
+           proposer=TextsInOrder((better, "X to 1"))).run()
     result = next(line for line in lines if line.startswith("[  1/1] keep"))
     assert "(gain +4)" in result and "better by 4" in result
     assert rows(toy_repo)[1]["gain"] == "4.000000"
@@ -93,11 +63,11 @@ def test_program_md_change_is_announced_with_the_iteration_using_it(toy_repo, ml
     cfg = dict(task="task", tag="t", base_dir=toy_repo, judge=JudgeConfig(rule="strict"))
     proposals = [(train(x="2.0"), "X to 2"), (train(x="1.0"), "X to 1")]
     lines = []
-    Engine(Config(iterations=1, **cfg), out=lines.append, proposer=Scripted(*proposals)).run()
+    Engine(Config(iterations=1, **cfg), out=lines.append, proposer=TextsInOrder(*proposals)).run()
     assert not any(line.startswith("steering:") for line in lines)
     (toy_repo / "program.md").write_text("Now try Y first.\n")
     lines = []
-    Engine(Config(iterations=2, **cfg), out=lines.append, proposer=Scripted(*proposals)).run()
+    Engine(Config(iterations=2, **cfg), out=lines.append, proposer=TextsInOrder(*proposals)).run()
     steering = [line for line in lines if line.startswith("steering:")]
     assert len(steering) == 1 and "iteration 2 is the first to use it" in steering[0]
 
@@ -118,14 +88,14 @@ class InterruptAt(Progress):
 def test_an_interrupted_attempt_keeps_its_own_ref(toy_repo, mlflow_uri):
     cfg = Config(task="task", tag="t", base_dir=toy_repo, iterations=1,
                  judge=JudgeConfig(rule="strict"))
-    first = Scripted((train(x="2.0"), "X to 2"))
+    first = TextsInOrder((train(x="2.0"), "X to 2"))
     stop = Engine(cfg, out=lambda s: None, proposer=first, progress=InterruptAt(1)).run()
     assert stop.exit_code == 130
     refs = git(toy_repo, "for-each-ref", "--format=%(refname:lstrip=3) %(subject)",
                "refs/autoresearch/t/").splitlines()
     interrupted = [r for r in refs if r.startswith("interrupted-1-")]
     assert interrupted and interrupted[0].endswith("X to 2")
-    redo = Scripted((train(x="1.0"), "X to 1"))               # the redo proposes otherwise
+    redo = TextsInOrder((train(x="1.0"), "X to 1"))               # the redo proposes otherwise
     assert Engine(cfg, out=lambda s: None, proposer=redo).run().exit_code == 0
     refs = git(toy_repo, "for-each-ref", "--format=%(refname:lstrip=3) %(subject)",
                "refs/autoresearch/t/").splitlines()
@@ -151,7 +121,7 @@ def test_progress_is_plain_off_a_terminal_and_live_on_one(toy_repo, mlflow_uri):
         proposals = [(train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9")]
         Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=2,
                       judge=JudgeConfig(rule="strict")), out=live.line,
-               proposer=Scripted(*proposals), progress=live).run()
+               proposer=TextsInOrder(*proposals), progress=live).run()
         live.run_started(0, type("R", (), {"iteration": 3, "description": "try Y",
                                            "status": "running"})(), 0, 1, 10, 3)
         panel = "\n".join(t.plain for t in live.__rich__().renderables)
@@ -193,7 +163,7 @@ def test_the_final_review_lines_run_in_bash_and_show_the_kept_changes_only(toy_r
     from loop.ui import status
     Engine(Config(task="task", tag="t", base_dir=toy_repo, iterations=2,
                   judge=JudgeConfig(rule="strict")), out=lambda line: None,
-           proposer=Scripted((train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9"))).run()
+           proposer=TextsInOrder((train(x="1.0"), "X to 1"), (train(x="9.0"), "X to 9"))).run()
     text = status.final_line(status.summary(toy_repo, "t"))
     assert " | " not in text
     commands = [line.removeprefix("review:").strip() for line in text.splitlines()[1:]]

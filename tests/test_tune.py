@@ -90,7 +90,7 @@ def test_a_crash_is_told_as_a_failed_trial_never_a_number():
 
 
 def test_a_description_is_read_back_as_the_point_it_ran():
-    history, files = [], FILES
+    history = []
     p = TuneProposer(seed=0).propose(ctx(1))
     history.append(Attempt(1, p.description, "keep", 0.5, 0.5))
     kept = made(p)
@@ -281,7 +281,7 @@ def table(repo):
 
 @pytest.mark.slow
 def test_a_tune_night_killed_mid_night_resumes_exactly(tmp_path, mlflow_uri):
-    from test_engine import assert_same_story
+    from helpers import assert_same_story
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     # the night never interrupted
     calm = held_repo(tmp_path / "calm", tmp_path / "no-hold")

@@ -6,7 +6,7 @@ from loop.ui import status
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.setup.task import load_task
-from test_engine import mlflow_runs
+from helpers import mlflow_runs
 
 SAYS = "unprotected metric"
 

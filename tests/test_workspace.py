@@ -1,5 +1,4 @@
 """The git side, in a real temp repo: keep, restore, attempts retained, user checkout untouched."""
-from pathlib import Path
 
 import pytest
 

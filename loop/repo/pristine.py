@@ -3,8 +3,11 @@ ignored ones too (a discarded attempt's `out/ckpt.pt` must not reach nanoGPT's
 `init_from='resume'` in the next run, nor a re-run of the best), and so are the special
 files git does not even list (FIFOs, sockets) and nested repositories.
 
-`git clean -ffdxq` does most of it; a walk of the tree then removes what git leaves (special
-files, folders a run made unwritable) and checks that nothing untracked is left. The task's
+A walk of the tree against the index's list of paths finds every topmost entry the index
+does not hold, removes it (made writable first where a run took the permission away) and
+checks that nothing untracked is left. (`git clean -ffdx` before it did nothing the walk does
+not do, and leaves special files and unwritable folders to it: one git process less on the
+loop's serial path, twice an iteration with one slot.) The task's
 `inputs:` links are ignored files too: removed here, they are made again before each run
 (loop/setup/inputs.py `place`). Only the worktree is touched, never what a link points to:
 links are removed, not followed. Only a linked worktree (its `.git` a file) is ever swept,
@@ -29,7 +32,6 @@ def sweep(worktree: Path, env: dict | None = None) -> None:
     worktree = Path(worktree)
     if not (worktree / ".git").is_file():      # a user's checkout holds their .venv and data
         raise Leftover(f"{worktree} is not a linked worktree of the engine's: not swept")
-    run_git(["clean", "-ffdxq"], worktree, env, check=False)   # what it cannot, the walk does
     tracked, folders = _tracked(worktree, env)
     left = [p for p in _untracked(worktree, tracked, folders) if not _remove(p)]
     if left:

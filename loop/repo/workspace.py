@@ -13,8 +13,11 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.edits import sourcetext
-from loop.repo import pristine
+from loop.repo import pristine, staging
+from loop.repo.commits import CommitFacts, numstat_and_patch
+from loop.repo.exclude import exclude, exclude_path
 from loop.repo.gitsafe import Git, RefSnapshot, RepoGuard, run_git
+from loop.repo.refs import detached_head, head_is_branch, loose_ref
 from loop.repo.taglock import tag_active
 from loop.untrusted import clean
 
@@ -47,6 +50,8 @@ class Workspace:
         self._env = self._author_env()
         self.watched: RefSnapshot | None = None   # see `watch`
         self._wtgit = Git(self.worktree, self._env, before=self.guard.restore_files)
+        self.facts = CommitFacts()   # trees and diffs of commits: git is asked once each
+        self._base_index = staging.BaseIndex()    # stage_on's last base, its index in memory
 
     # -- set-up ------------------------------------------------------------------
     @staticmethod
@@ -166,21 +171,11 @@ class Workspace:
 
     def ignore(self, pattern: str) -> None:
         """Keep run state out of `git status` without editing any tracked file."""
-        exclude = self.common_dir / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        lines = exclude.read_text().splitlines() if exclude.exists() else []
-        if pattern not in lines:
-            with open(exclude, "a") as f:
-                f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
+        exclude(self.common_dir, pattern)
 
     def ignore_path(self, path: Path) -> None:
         """Exclude one file or folder of ours (e.g. the MLflow store) if it is in the repo."""
-        try:
-            rel = Path(path).resolve().relative_to(self.repo_root.resolve()).as_posix()
-        except ValueError:
-            return
-        if rel != ".":
-            self.ignore(f"/{rel}")
+        exclude_path(self.common_dir, self.repo_root, path)
 
     def _author_env(self) -> dict:
         """Commit as the user when git knows who that is, else as `autoresearch`."""
@@ -197,13 +192,18 @@ class Workspace:
     def _config(self, key: str) -> str:
         return run_git(["config", "--get", key], self.repo_root, check=False).stdout.strip()
 
+    def _admin_dir(self) -> Path:     # where git keeps this worktree's HEAD and index
+        return self.common_dir / "worktrees" / self.worktree.name
+
     def _wt(self, *args) -> str:
         """Run git in the worktree."""
         return self._wtgit(*args)
 
     # -- reading -----------------------------------------------------------------
     def tip(self) -> str:
-        return self.git.rev_parse(f"refs/heads/{self.branch}")
+        """The branch's commit (its plain ref file read without git: checked after each run)."""
+        ref = f"refs/heads/{self.branch}"
+        return loose_ref(self.common_dir, ref) or self.git.rev_parse(ref)
 
     def message(self, commit: str) -> str:
         return self.git.log("-1", "--format=%B", commit)
@@ -232,22 +232,15 @@ class Workspace:
 
     def diff(self, old: str, new: str) -> tuple[str, int, int]:
         """The patch between two commits and its (lines added, lines removed)."""
-        patch = self.git.diff("--no-ext-diff", "--no-textconv", old, new)
-        patch = patch + "\n" if patch else ""
-        added = removed = 0
-        for line in self.git.diff("--no-ext-diff", "--no-textconv", "--numstat", old,
-                                  new).splitlines():
-            a, r, _ = line.split("\t", 2)
-            if a != "-":
-                added += int(a)
-                removed += int(r)
-        return patch, added, removed
+        return self.facts.diff(old, new, lambda: numstat_and_patch(self.git.diff(
+            "--no-ext-diff", "--no-textconv", "--numstat", "-p", old, new)))
 
     def recommit(self, commit: str, message: str) -> str:
         """The same tree and parent as `commit`, with a final message (trailers)."""
-        tree = self.git.rev_parse(f"{commit}^{{tree}}")
-        parent = self.git.rev_parse(f"{commit}^")
-        return self._wt("commit-tree", tree, "-p", parent, "-m", _message(message)).strip()
+        tree = self.facts.trees.get(commit, f"{commit}^{{tree}}")
+        new = self._wt("commit-tree", tree, "-p", f"{commit}^", "-m", _message(message)).strip()
+        self.facts.recommitted(new, commit)
+        return new
 
     def advance(self, commit: str, expected_tip: str) -> None:
         """Move the branch to `commit` (atomic: only if it still points at expected_tip)."""
@@ -302,18 +295,10 @@ class Workspace:
     def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
         """Like `stage`, but on top of `base` and without touching any worktree (a private
         index): a proposal made against an older tip is staged against what it saw."""
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {**self._env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            git = lambda *a, **kw: run_git(list(a), self.repo_root, env, **kw)  # noqa: E731
-            git("read-tree", base)
-            for rel, text in files.items():
-                path = f"{folder}/{rel}" if folder not in ("", ".") else rel
-                blob = run_git(["hash-object", "-w", "--stdin"], self.repo_root, env, binary=True,
-                               stdin=sourcetext.encode(rel, text)).stdout.decode().strip()
-                git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
-            tree = git("write-tree").stdout.strip()
-            return git("commit-tree", tree, "-p", base, "-m", _message(message)).stdout.strip()
+        paths = {(f"{folder}/{rel}" if folder not in ("", ".") else rel):
+                 sourcetext.encode(rel, text) for rel, text in files.items()}
+        return staging.commit_on(self.repo_root, self._env, base, paths, _message(message),
+                                 self.facts, self._base_index)
 
     def read_at(self, commit: str, folder: str, paths) -> dict[str, str]:
         """Files of `folder` as of `commit` (paths relative to the folder; absent ones skipped)."""
@@ -335,16 +320,24 @@ class Workspace:
     def trees(self, commits: list[str]) -> list[str]:
         """The tree of each commit (two commits with one parent and one tree make the
         same change)."""
-        out = self.git.rev_parse(*[f"{c}^{{tree}}" for c in commits])
-        return out.split()
+        unknown = [c for c in dict.fromkeys(commits) if c not in self.facts.trees]
+        if unknown:
+            out = self.git.rev_parse(*[f"{c}^{{tree}}" for c in unknown])
+            self.facts.trees.update(zip(unknown, out.split()))
+        return [self.facts.trees[c] for c in commits]
 
     def head(self) -> str:
         """The commit this worktree's HEAD points at."""
-        return self._wt("rev-parse", "HEAD").strip()
+        return self._detached() or self._wt("rev-parse", "HEAD").strip()
+
+    def _detached(self) -> str | None:     # HEAD's file, where it plainly holds a commit
+        return detached_head(self.worktree, self._admin_dir())
 
     def head_or_none(self) -> str | None:
         """Like `head`, but None when HEAD names a branch that does not exist."""
         self.guard.restore_files()
+        if found := self._detached():
+            return found
         out = run_git(["rev-parse", "-q", "--verify", "HEAD"], self.worktree, self._env,
                       check=False)
         return out.stdout.strip() or None if out.returncode == 0 else None
@@ -355,6 +348,11 @@ class Workspace:
         A run's `git checkout` left in place would make the engine's next reset move the
         branch it switched to, found (and blamed) at the next run's end."""
         self.guard.restore_files()
+        if detached_at is None and head_is_branch(self.worktree, self._admin_dir(),
+                                                  f"refs/heads/{self.branch}"):
+            return None          # read from HEAD's file: it names the branch, plainly
+        if detached_at is not None and self._detached() == detached_at:
+            return None          # or holds the slot's commit, plainly
         on = run_git(["symbolic-ref", "-q", "HEAD"], self.worktree, self._env, check=False)
         branch = on.stdout.strip() if on.returncode == 0 else ""
         if detached_at is None:
