@@ -11,7 +11,8 @@ from conftest import git, run_cli
 from helpers import TextsInOrder, noisy_repo, rows, train
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
-from loop.ui.progress import LiveProgress, Progress, make_progress
+from loop.engine.progress import Progress
+from loop.ui.progress import LiveProgress, make_progress
 
 
 def test_console_status_and_report_tell_one_story(toy_repo, mlflow_uri):

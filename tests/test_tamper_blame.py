@@ -161,7 +161,7 @@ class CtrlCAfterRun:
     """Ctrl-C arriving when iteration `n`'s run has ended, before its result is checked."""
 
     def __init__(self, n):
-        from loop.ui.progress import Progress
+        from loop.engine.progress import Progress
         self.plain, self.n, self.slot_of = Progress(out=lambda s: None), n, {}
 
     def __getattr__(self, name):

@@ -95,6 +95,9 @@ class Candidate:
     notes: str = ""              # what differed on the tip when its change was made again
     boxed: dict[int, str] = field(default_factory=dict)  # run k -> how it was measured when
                                  # not at its own end (`on_timeout: last`: at the time box)
+    # waiting on the engine, not on a run (the engine sets and clears these):
+    held: bool = False           # its runs are in; judged once the best's re-runs are in
+    asking: Repropose | None = None   # proposed again (see Repropose): the answer is awaited
 
     @property
     def iteration(self) -> int:

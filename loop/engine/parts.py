@@ -21,7 +21,7 @@ from loop.engine.context import PromptContext
 from loop.state.integrity import StateGuard
 from loop.state.journal import Journal, State as JournalState, replay
 from loop.setup.preflight import check_run_command, check_same_task, check_task_committed
-from loop.ui.progress import Progress
+from loop.engine.progress import Progress
 from loop.proposers.registry import make_proposer
 from loop.engine.records import RecordSink
 from loop.run.process import Limits

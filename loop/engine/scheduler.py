@@ -10,9 +10,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from loop.engine.context import received
+from loop.engine.events import Event, ProposalReady, RunEnded
 from loop.proposers.base import Proposal, ProposerFatal
 from loop.run.spec import RunJob
 
@@ -43,7 +45,7 @@ class Scheduler:
             self.running[job.job_id] = job
             if self.on_start:
                 self.on_start(job)
-            self.backend.submit(job, lambda j, r: self.events.put(("run", j, r)))
+            self.backend.submit(job, lambda j, r: self.events.put(RunEnded(j, r)))
 
     def free(self) -> int:
         """Slots that nothing running or waiting will take."""
@@ -55,18 +57,27 @@ class Scheduler:
     def finished(self, job: RunJob) -> None:
         self.running.pop(job.job_id, None)
 
-    def drop(self, keep) -> list:
-        """Forget waiting runs for which keep(job) is false; returns them."""
-        dropped = [j for j in self.pending if not keep(j)]
-        self.pending = [j for j in self.pending if keep(j)]
+    def drop_where(self, match: Callable[[RunJob], bool]) -> list[RunJob]:
+        """Forget the waiting runs that `match`; returns them."""
+        dropped = [j for j in self.pending if match(j)]
+        self.pending = [j for j in self.pending if not match(j)]
         return dropped
 
-    def cancel(self, match) -> None:
+    def drop_all(self) -> list[RunJob]:
+        """Forget every waiting run; returns them."""
+        dropped, self.pending = self.pending, []
+        return dropped
+
+    def cancel(self, match: Callable[[RunJob], bool]) -> None:
+        """Kill the running runs that `match` (each comes back as a RunEnded)."""
         for job in list(self.running.values()):
             if match(job):
                 self.backend.cancel(job.job_id)
 
-    def next_event(self, timeout: float = 0.5):
+    def cancel_all(self) -> None:
+        self.cancel(lambda job: True)
+
+    def next_event(self, timeout: float = 0.5) -> Event | None:
         """The next event, or None after `timeout` (so Ctrl-C is seen promptly)."""
         try:
             return self.events.get(timeout=timeout)
@@ -90,15 +101,15 @@ class ProposalQueue:
         self.proposer = proposer
         self.slots = threading.Semaphore(max(1, concurrency))
         self.events = events
-        self.items: dict[int, tuple] = {}   # iteration -> (base, program_sha, future)
+        self._items: dict[int, tuple] = {}  # iteration -> (base, program_sha, future)
         self._lock = threading.Lock()
         self._live = 0                      # threads not yet ended
         self._idle: list = []               # callbacks for when none is live
 
     def request(self, n: int, base: str, program_sha: str, context) -> None:
         future: Future = Future()
-        self.items[n] = (base, program_sha, future)
-        future.add_done_callback(lambda f: self.events.put(("proposal", n, None)))
+        self._items[n] = (base, program_sha, future)
+        future.add_done_callback(lambda f: self.events.put(ProposalReady(n)))
         with self._lock:
             self._live += 1
         threading.Thread(target=self._run, args=(future, context), daemon=True,
@@ -141,37 +152,49 @@ class ProposalQueue:
         proposal.usage.proposal_s += time.monotonic() - started   # results.tsv, MLflow
         return received(proposal)      # nothing downstream sees the proposer's raw text
 
+    def __len__(self) -> int:
+        """Proposals requested and not started yet, answered or not."""
+        return len(self._items)
+
     def numbers(self) -> set[int]:
-        return set(self.items)
+        return set(self._items)
+
+    def first(self) -> int:
+        """The lowest iteration with a proposal not started (candidates start in order)."""
+        return min(self._items)
+
+    def being_answered(self) -> list[int]:
+        """The iterations whose requests are still being answered."""
+        return [n for n, (_, _, f) in self._items.items() if not f.done()]
 
     def waiting(self) -> int:
         """Requests still being answered."""
-        return sum(1 for _, _, f in self.items.values() if not f.done())
+        return len(self.being_answered())
 
     def answered(self) -> list[tuple[int, Proposal]]:
         """Proposals answered but not started yet (a proposal asked for next is told)."""
         out = []
-        for n, (_, _, future) in sorted(self.items.items()):
+        for n, (_, _, future) in sorted(self._items.items()):
             if future.done() and not future.cancelled() and future.exception() is None:
                 out.append((n, future.result()))
         return out
 
     def ready(self) -> int:
-        return sum(1 for _, _, f in self.items.values() if f.done())
+        return sum(1 for _, _, f in self._items.values() if f.done())
 
     def take(self, n: int):
         """(base, program_sha, Proposal) for iteration n once answered, else None."""
-        item = self.items.get(n)
+        item = self._items.get(n)
         if item is None or not item[2].done():
             return None
-        del self.items[n]
+        del self._items[n]
         base, sha, future = item
         return base, sha, future.result()      # re-raises ProposerFatal
 
     def drop_all(self, wait: bool) -> list[tuple[int, Proposal | None]]:
         """Forget every proposal not started; with `wait`, wait for answers (their cost)."""
         out: list[tuple[int, Proposal | None]] = []
-        for n, (_, _, future) in sorted(self.items.items()):
+        for n, (_, _, future) in sorted(self._items.items()):
             if not wait and not future.done():
                 future.cancel()
                 out.append((n, None))
@@ -180,7 +203,7 @@ class ProposalQueue:
                 out.append((n, future.result()))
             except Exception:
                 out.append((n, None))
-        self.items.clear()
+        self._items.clear()
         return out
 
     def cancel_all(self) -> None:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.engine.events import RunEnded
 from loop.finalize.estimate import LIKELY, Estimate, estimate
 from loop.judge.verdict import improvement
 from loop.run.runner import OK
@@ -124,9 +125,9 @@ class Bench:
         left = len(wanted)
         while left:
             event = self.sched.next_event()
-            if event is None or event[0] != "run":
+            if not isinstance(event, RunEnded):
                 continue
-            _, job, result = event
+            job, result = event.job, event.result
             self.sched.finished(job)
             self.sched.dispatch()
             left -= 1

@@ -29,7 +29,7 @@ from loop.setup.config import Config
 from loop.setup.task import load_task, with_budget
 from loop.state.journal import Journal, replay
 from loop.repo.taglock import TagLock
-from loop.ui.progress import Progress
+from loop.engine.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
@@ -138,7 +138,7 @@ class Morning:
                 check = self._check(tip, versions["final"], bench, budget, conf)
                 checks += [check] if check else []
         except KeyboardInterrupt:
-            sched.cancel(lambda j: True)
+            sched.cancel_all()
             self.out("finalize: interrupted; run the same command to go on (no run is "
                      "made twice)")
             return None
