@@ -313,6 +313,10 @@ def test_a_proposer_that_only_repeats_itself_is_a_bad_edit_after_three_answers(
     assert bad["reason"].startswith("the proposer answered 3 times with a change already "
                                     "tried on this base"), bad["reason"]
     assert len(proposer.seen) == 4
+    # the first two repeats are drops; the third is the bad_edit's record, its cost counted
+    # there once (it was also journalled as a drop, so max_cost_usd saw it twice)
+    drops = [e for e in journal(repo) if e["event"] == "drop"]
+    assert len(drops) == 2, drops
 
 
 ADJACENT_TASK = """\

@@ -215,15 +215,16 @@ class Loop:
 
     def _repeated(self, n: int, same: int, proposal: Proposal) -> str | None:
         """An answer that repeats iteration `same`'s change: asked again (its cost counted,
-        journalled as a `drop`), at most ASKS times, then a bad_edit saying so."""
-        self.cost += proposal.usage.cost_usd
-        self.parts.site.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
-                                      description=proposal.description)
+        journalled as a `drop`), at most ASKS times, then a bad_edit saying so (its cost is
+        the bad_edit's record's, counted once: not a `drop` too)."""
         times = self.flight.repeated(n)
         if times >= ASKS:
             return (f"the proposer answered {plural(times, 'time')} with a change "
                     f"already tried on this base (iteration {same}'s): "
                     f"{proposal.description}")
+        self.cost += proposal.usage.cost_usd
+        self.parts.site.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
+                                      description=proposal.description)
         self.out(f"      iteration {n}: {proposal.description!r} is iteration {same}'s change "
                  f"again; asking the proposer for another")
         self.ask(n)
