@@ -140,8 +140,9 @@ def test_the_engines_own_rewrite_of_results_is_never_tampering(tmp_path, monkeyp
     sink = RecordSink(state, "score", journal, None, "b", {}, False)
     sink.restore([Record(iteration=0, status="keep", description="baseline",
                          run_id="pending-1", metric=1.0)])
-    guard = StateGuard(None, journal, sink.results_path,
-                       lambda: results_text("score", sink.rows()), lock=sink.lock)
+    guard = StateGuard(None, journal, sink.results_path, sink.expected_results,
+                       lock=sink.lock)
+    assert sink.expected_results() == sink.results_path.read_text()
     writing = threading.Event()
 
     def slow_write(*args):          # the real write, in a window as long as a busy disk's
@@ -155,6 +156,13 @@ def test_the_engines_own_rewrite_of_results_is_never_tampering(tmp_path, monkeyp
     assert guard.after_run(None, "1-0") is None        # a run ends while it writes
     tracker.join()
     assert "real-run-id" in sink.results_path.read_text()
+    # the text the guard expects is the rewritten one (remembered, not stale), and a row
+    # added later is in it too
+    assert sink.expected_results() == sink.results_path.read_text()
+    sink.add(Record(iteration=1, status="discard", description="x", metric=2.0))
+    assert sink.expected_results() == sink.results_path.read_text() == \
+        results_text("score", sink.rows())
+    assert guard.after_run(None, "2-0") is None
 
 
 class CtrlCAfterRun:

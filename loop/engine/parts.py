@@ -28,7 +28,6 @@ from loop.run.process import Limits
 from loop.engine.scheduler import ProposalQueue, Scheduler
 from loop.judge.scoreboard import Scoreboard
 from loop.setup.task import Task, load_task, with_budget
-from loop.state.results import results_text
 from loop.state.store import resolve_uri, store_paths
 from loop.state.tracking import Tracker
 from loop.words import UNPROTECTED
@@ -169,9 +168,8 @@ def open_parts(site: Site) -> Parts:
     sink = RecordSink(site.dir, task.metric.name, journal, tracker, workspace.branch,
                       {"proposer": config.proposer.kind, "model": config.proposer.model,
                        "time_budget_s": task.time_budget_s}, config.proposer.log_prompts)
-    state_guard = StateGuard(workspace, journal, sink.results_path, lambda: (
-        results_text(task.metric.name, sink.rows()) if sink.results_path.exists()
-        or sink.records else None), lock=sink.lock)
+    state_guard = StateGuard(workspace, journal, sink.results_path, sink.expected_results,
+                             lock=sink.lock)
     prompt = PromptContext(workspace, task, task_rel, site.program_path, config.seed,
                            config.proposer.kind, site.out)
     return Parts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,
