@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import make_repo  # noqa: E402
 
 import loop  # noqa: E402
-from loop.engine import engine as engine_mod, records, scheduler  # noqa: E402
+from loop.engine import night, records, scheduler  # noqa: E402
 from loop.engine.engine import Engine  # noqa: E402
 from loop.repo import gitsafe, pristine, workspace  # noqa: E402
 from loop.run import grading, process, runner  # noqa: E402
@@ -134,11 +134,11 @@ def instrument(meter: Meter) -> None:
         (records.RecordSink, "flush", "MLflow: log records (beside the run)"),
         (scheduler.Scheduler, "next_event", "waiting for an event"),
         (scheduler.Scheduler, "dispatch", "dispatch (start a slot thread)"),
-        (engine_mod.Loop, "_ask", "proposal context (prompt.build)"),
-        (engine_mod.Loop, "_plan", "plan: other"),
-        (engine_mod.Loop, "_start", "start a candidate: other"),
-        (engine_mod.Loop, "_handle", "handle a run's end: other"),
-        (engine_mod.Loop, "_finish", "finish an iteration: other"),
+        (night.Loop, "ask", "proposal context (prompt.build)"),
+        (night.Loop, "_plan", "plan: other"),
+        (night.Loop, "_start", "start a candidate: other"),
+        (night.Loop, "_handle", "handle a run's end: other"),
+        (night.Loop, "_finish", "finish an iteration: other"),
         (grading.Guard, "check_folder", "protected files: hash"),
         (grading.Guard, "check_inputs", "inputs: check"),
         (process, "execute", "spawn, sandbox, wait, reap (less the run's wall)"),
