@@ -16,6 +16,7 @@ import pytest
 optuna = pytest.importorskip("optuna", reason="the hybrid's tuner needs optuna (the tune extra)")
 
 from conftest import git, make_repo, run_cli  # noqa: E402
+from helpers import wait_for  # noqa: E402
 from loop.engine.engine import Engine  # noqa: E402
 from loop.proposers import tune  # noqa: E402
 from loop.proposers.base import Attempt, Context, Proposal  # noqa: E402
@@ -238,15 +239,6 @@ def test_a_hybrid_night_tunes_the_code_the_llm_changed(tmp_path, mlflow_uri, ope
     assert (tags.get("1"), tags.get("2")) == ("llm", "tune")
 
 
-def wait_for(fn, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if fn():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.slow
 def test_a_killed_hybrid_night_asks_the_same_proposer_again(tmp_path, mlflow_uri,
                                                             openai_server):
@@ -264,7 +256,7 @@ def test_a_killed_hybrid_night_asks_the_same_proposer_again(tmp_path, mlflow_uri
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert wait_for(lambda: journal.exists() and any(
         '"event": "begin"' in line and '"iteration": 3,' in line
-        for line in journal.read_text().splitlines()))
+        for line in journal.read_text().splitlines()), timeout=120)
     time.sleep(0.5)                                             # its run is going
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)

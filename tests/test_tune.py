@@ -16,6 +16,7 @@ import pytest
 optuna = pytest.importorskip("optuna", reason="the tune proposer needs optuna (the tune extra)")
 
 from conftest import git, make_repo, run_cli  # noqa: E402
+from helpers import wait_for  # noqa: E402
 from loop.errors import UsageError  # noqa: E402
 from loop.proposers import tune  # noqa: E402
 from loop.proposers.base import Attempt, Context  # noqa: E402
@@ -254,15 +255,6 @@ def held_repo(root: Path, hold: Path) -> Path:
                             "train.py": HELD_TRAIN, "grade.py": "# protected\n"})
 
 
-def wait_for(fn, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if fn():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def events(journal: Path) -> list[dict]:
     import json
     return [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]
@@ -297,7 +289,7 @@ def test_a_tune_night_killed_mid_night_resumes_exactly(tmp_path, mlflow_uri):
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     assert wait_for(lambda: journal.exists() and any(
-        e["event"] == "begin" and e.get("iteration") == 3 for e in events(journal)))
+        e["event"] == "begin" and e.get("iteration") == 3 for e in events(journal)), timeout=120)
     time.sleep(0.5)                                             # its run is going
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
@@ -327,7 +319,7 @@ def test_four_workers_have_four_distinct_points_in_flight(tmp_path, mlflow_uri):
                             text=True)
     try:
         assert wait_for(lambda: journal.exists() and {1, 2, 3, 4} <= {
-            e.get("iteration") for e in events(journal) if e["event"] == "begin"})
+            e.get("iteration") for e in events(journal) if e["event"] == "begin"}, timeout=120)
         now = [e for e in events(journal) if (e.get("iteration") or 0) > 0]
         begun = [e for e in now if e["event"] == "begin"]
         ended = [e for e in now if e["event"] == "end"]
