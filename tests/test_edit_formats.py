@@ -7,6 +7,7 @@ import json
 
 import pytest
 from llm_task import GOOD, no_openai_env, tiny_task  # noqa: F401
+from llm_task import proposer as llm_proposer
 from openai_server import Reply
 
 from loop.edits.formats import FORMATS, example, read_reply
@@ -14,7 +15,6 @@ from loop.proposers.base import Attempt, Context, ProposerFatal
 from loop.proposers.llm import LLMProposer
 from loop.proposers.prompts import system_prompt
 from loop.proposers.tried import key_of_files, key_of_patch, repeated, tried_lines
-from loop.setup.config import ProposerConfig
 
 TRAIN = "import math\n\nLR = 3e-4\nSTEPS = 100\n\n\ndef lr_at(progress):\n    return LR\n"
 EXPECTED = TRAIN.replace("LR = 3e-4", "LR = 1e-3")
@@ -34,10 +34,8 @@ def context(task, history=()):
 
 
 def proposer(server, **overrides) -> LLMProposer:
-    settings = dict(kind="llm", model="test-model", base_url=server.base_url, timeout_s=5.0,
-                    max_retries=1, repair_turns=2)
-    settings.update(overrides)
-    return LLMProposer(ProposerConfig(**settings), backoff_scale=0.0)
+    """llm_task's proposer, with one retry."""
+    return llm_proposer(server, **{"max_retries": 1, **overrides})
 
 
 # -- json: a schema the server enforces ------------------------------------------------------------
