@@ -32,7 +32,6 @@ class Stager:
     def __init__(self, parts: Parts, flight: Flight):
         self.parts, self.flight = parts, flight
         self.workspace, self.task_rel = parts.site.workspace, parts.site.task_rel
-        self._trees: dict[str, str] = {}    # commit -> its tree (commits never change)
 
     def proposal(self, n: int, base: str, proposal: Proposal) -> Staged:
         """A proposal for iteration n on `base`. Git refusing what it wrote (a path, a file)
@@ -86,11 +85,10 @@ class Stager:
                    if r.iteration != n and r.parent == base and r.commit and r.attempt_ref]
         if not others:
             return None
-        unknown = [c for c in {commit, *(c for _, c in others)} if c not in self._trees]
-        if unknown:
-            self._trees.update(zip(unknown, self.workspace.trees(unknown)))
-        tree = self._trees[commit]
-        return next((i for i, c in sorted(others) if self._trees[c] == tree), None)
+        others.sort()
+        # the workspace remembers each commit's tree (loop/repo/commits.py): git is asked once
+        tree, *trees = self.workspace.trees([commit, *(c for _, c in others)])
+        return next((i for (i, _), t in zip(others, trees) if t == tree), None)
 
     def _change(self, cand: Candidate) -> Change:
         """The candidate's change as data: what its proposer said, else the hunks of its diff
