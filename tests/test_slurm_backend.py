@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,8 +21,8 @@ from helpers import (GATED_TASK, GATED_TRAIN, EditsByIteration, assert_same_stor
                      gated_repo, journal, rows, run_in_thread, wait_for)
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
-from loop.run.backends.slurm import (extra_lines, job_name, sbatch_parameters,
-                                     time_limit_min)
+from loop.run.backends.slurm import (SlurmBackend, extra_lines, job_name,
+                                     sbatch_parameters, time_limit_min)
 from loop.setup.config import Config, JudgeConfig, SlurmConfig, load_config
 
 
@@ -37,7 +38,7 @@ def sacct(name: str) -> list[dict]:
 def queued(name: str) -> list[str]:
     out = subprocess.run(["squeue", "-h", "--name", name, "-o", "%i %T"], capture_output=True,
                          text=True, check=True).stdout
-    return out.split("\n") if out.strip() else []
+    return [line for line in out.splitlines() if line.strip()]
 
 
 def _name(repo, tag="t"):
@@ -73,6 +74,37 @@ def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri):
     jobs = sacct(_name(repo))
     assert [j["state"] for j in jobs] == ["COMPLETED"] * len(logs), (jobs, logs)
     assert queued(_name(repo)) == []
+
+
+def _sleeping_job(name: str, seconds: int) -> str:
+    out = subprocess.run(["sbatch", "--parsable", "--job-name", name, "--wrap",
+                          f"sleep {seconds}"], capture_output=True, text=True, check=True)
+    return out.stdout.strip().split(";")[0]
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_closing_lets_a_job_whose_result_landed_end_before_cancelling_the_rest(tmp_path):
+    """A job whose result was read is RUNNING or COMPLETING a moment longer while its process
+    exits; the loop's end then cancelled it by name, and sacct said CANCELLED for a run that
+    completed (CI saw it on the last run of a night). Closing now waits for such a job."""
+    task = SimpleNamespace(time_budget_s=60.0, grace_s=5.0, grade_command="",
+                           grade_timeout_s=60.0)
+    guard = SimpleNamespace(private=None, held_out=(), held_out_digest=(), read_only=(),
+                            read_only_digest=(), inputs=(), inputs_digest=())
+    backend = SlurmBackend(None, task, "", guard, workers=1, slot_root=tmp_path / "t")
+    try:
+        landed = _sleeping_job(backend.name, 4)   # stands for a job whose result was read
+        stray = _sleeping_job(backend.name, 300)  # one still queued or running: cancelled
+        assert wait_for(lambda: f"{landed} RUNNING" in queued(backend.name), timeout=30)
+        backend._landed.add(landed)
+        backend.close()
+        assert wait_for(lambda: queued(backend.name) == [], timeout=30)
+    finally:
+        subprocess.run(["scancel", "--name", backend.name], check=False)
+    assert wait_for(lambda: len(sacct(backend.name)) == 2, timeout=30)
+    states = {j["id"]: j["state"] for j in sacct(backend.name)}
+    assert states[landed] == "COMPLETED", states
+    assert states[stray].startswith("CANCELLED"), states
 
 
 def test_sbatch_options_from_the_config():

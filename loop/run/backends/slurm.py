@@ -17,7 +17,8 @@ Faults of the cluster are named, never counted as the candidate's own crash: a j
 is submitted once more (the run never reported, so running it again is safe).
 
 Every job of a tag carries one job name (`autoresearch-<tag>-<hash of its folder>`): closing
-the backend (the loop's end, Ctrl-C) cancels the tag's jobs, and so does opening it, which is
+the backend (the loop's end, Ctrl-C) cancels the tag's jobs (once the jobs whose results
+were read have left the queue, so that sacct says COMPLETED of them), and so does opening it, which is
 how a resume after kill -9 of the engine ends the jobs the dead engine left in the queue; the
 resumed engine then runs those runs again (the journal has no result for them), so none is
 lost and none is counted twice."""
@@ -70,6 +71,17 @@ def cancel_by_name(name: str) -> None:
     """scancel every job of this user with `name`, queued or running."""
     subprocess.run(["scancel", "--name", name, "--user", _user()], capture_output=True,
                    timeout=30, check=False)
+
+
+def queued_ids(name: str) -> set[str]:
+    """The ids of this user's jobs with `name` that Slurm still holds (queued, running,
+    completing)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "--name", name, "--user", _user(), "-o", "%i"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return set(out.split())
 
 
 def _user() -> str:
@@ -136,6 +148,7 @@ class SlurmBackend(RemoteBackend):
         super().__init__(workspace, task, task_rel, guard, workers, limits)
         self.options = slurm or SlurmConfig()
         self.name = job_name(slot_root)
+        self._landed: set[str] = set()  # Slurm ids of jobs whose result was read
         cancel_by_name(self.name)       # what an engine killed before this one left queued
         self.folder = slot_root / "slurm"
         self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=0)
@@ -235,6 +248,8 @@ class SlurmBackend(RemoteBackend):
             last = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
             return None, f"failed ({state}){': ' + last if last else ''}", state
         self._clean(sjob)
+        with self._lock:
+            self._landed.add(str(sjob.job_id))
         return out, "", "COMPLETED"
 
     def _clean(self, sjob) -> None:
@@ -248,9 +263,23 @@ class SlurmBackend(RemoteBackend):
 
     def close(self, wait_s: float = 15.0) -> None:
         super().close(wait_s)
+        self._let_landed_jobs_end(wait_s)
         cancel_by_name(self.name)
         if self.data:
             Path(self.data).unlink(missing_ok=True)
+
+
+    def _let_landed_jobs_end(self, wait_s: float) -> None:
+        """A job whose result was read is still RUNNING or COMPLETING for a moment while its
+        process exits: cancelled by name then, its accounting would say CANCELLED for a run
+        that completed. Such jobs are given up to `wait_s` to leave the queue."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                landed = set(self._landed)
+            if not landed & queued_ids(self.name):
+                return
+            time.sleep(POLL_S)
 
 
 def _sacct_problem() -> str:
