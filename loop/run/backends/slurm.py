@@ -18,10 +18,10 @@ is submitted once more (the run never reported, so running it again is safe).
 
 Every job of a tag carries one job name (`autoresearch-<tag>-<hash of its folder>`): closing
 the backend (the loop's end, Ctrl-C) cancels the tag's jobs (once the jobs whose results
-were read have left the queue, so that sacct says COMPLETED of them), and so does opening it, which is
-how a resume after kill -9 of the engine ends the jobs the dead engine left in the queue; the
-resumed engine then runs those runs again (the journal has no result for them), so none is
-lost and none is counted twice."""
+were read have left the queue, so that sacct says COMPLETED of them), and so does opening
+it, which is how a resume after kill -9 of the engine ends the jobs the dead engine left in
+the queue; the resumed engine then runs those runs again (the journal has no result for
+them), so none is lost and none is counted twice."""
 from __future__ import annotations
 
 import hashlib
