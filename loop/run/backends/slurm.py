@@ -268,7 +268,6 @@ class SlurmBackend(RemoteBackend):
         if self.data:
             Path(self.data).unlink(missing_ok=True)
 
-
     def _let_landed_jobs_end(self, wait_s: float) -> None:
         """A job whose result was read is still RUNNING or COMPLETING for a moment while its
         process exits: cancelled by name then, its accounting would say CANCELLED for a run
