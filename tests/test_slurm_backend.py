@@ -76,9 +76,11 @@ def test_two_slot_night_every_run_a_job(tmp_path, mlflow_uri):
     assert queued(_name(repo)) == []
 
 
-def _sleeping_job(name: str, seconds: int) -> str:
-    out = subprocess.run(["sbatch", "--parsable", "--job-name", name, "--wrap",
-                          f"sleep {seconds}"], capture_output=True, text=True, check=True)
+def _sleeping_job(name: str, seconds: int, folder: Path) -> str:
+    """A plain job (its output file in `folder`, not in the cwd) of the backend's name."""
+    out = subprocess.run(["sbatch", "--parsable", "--job-name", name, "--output",
+                          str(folder / "slurm-%j.out"), "--wrap", f"sleep {seconds}"],
+                         capture_output=True, text=True, check=True)
     return out.stdout.strip().split(";")[0]
 
 
@@ -93,8 +95,9 @@ def test_closing_lets_a_job_whose_result_landed_end_before_cancelling_the_rest(t
                             read_only_digest=(), inputs=(), inputs_digest=())
     backend = SlurmBackend(None, task, "", guard, workers=1, slot_root=tmp_path / "t")
     try:
-        landed = _sleeping_job(backend.name, 4)   # stands for a job whose result was read
-        stray = _sleeping_job(backend.name, 300)  # one still queued or running: cancelled
+        # one that stands for a job whose result was read, one still queued or running
+        landed = _sleeping_job(backend.name, 4, tmp_path)
+        stray = _sleeping_job(backend.name, 300, tmp_path)
         assert wait_for(lambda: f"{landed} RUNNING" in queued(backend.name), timeout=30)
         backend._landed.add(landed)
         backend.close()
