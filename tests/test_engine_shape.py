@@ -1,8 +1,7 @@
-"""The engine keeps the shape it was given: each module of loop/engine/ says its one job (the
-400-line and 60-line limits are tests/test_shape.py's), the `Loop` has at most 15
-attributes (a candidate's state is its Candidate's, not side tables on the loop), and the
-engine and finalize report progress through loop/engine/progress.py without importing the
-UI."""
+"""The engine keeps the shape it was given: each module of loop/engine/ says its one job, a
+candidate's state is its Candidate's (no side tables on the loop), and the engine and finalize
+report progress through loop/engine/progress.py without importing the UI. Sizes are not capped:
+a long file is a prompt to look for two concepts, never a rule to bend code to."""
 import ast
 from pathlib import Path
 
@@ -34,12 +33,10 @@ def self_attributes(cls: ast.ClassDef) -> set[str]:
     return names
 
 
-def test_the_loop_has_at_most_15_attributes():
+def test_a_candidates_state_is_not_kept_in_side_tables_on_the_loop():
     loop = next(node for tree in modules(ENGINE).values() for node in tree.body
                 if isinstance(node, ast.ClassDef) and node.name == "Loop")
-    attributes = self_attributes(loop)
-    assert 10 <= len(attributes) <= 15, sorted(attributes)
-    assert not {"cands", "held", "asking", "repeats", "best_runs"} & attributes
+    assert not {"cands", "held", "asking", "repeats", "best_runs"} & self_attributes(loop)
 
 
 def test_engine_and_finalize_do_not_import_the_ui():

@@ -24,7 +24,7 @@ Runs in a pristine copy of the task folder, where the held-out split is readable
 Prints a `---` block with `<metric>: value`. Failures: one `error: ...` line, non-zero exit.
 
 The standard library and torch only: it runs in the repo's interpreter, by path.
-Exempt from the 400-line limit: run by path with the task's interpreter, where the held-out
+Run by path with the task's interpreter, where the held-out
 split is readable, it is one file on purpose: a sibling module would be found through
 sys.path (the script's folder, not the loop package) past the import guard of step 4, and
 all that runs there is reviewed in one place."""
