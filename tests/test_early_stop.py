@@ -137,8 +137,8 @@ def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
     c = Candidate(Record(iteration=4, status="", description="y", parent="tip", commit="c4"))
     c.begin("tip")
     c.ran(RunKey.candidate(0), 1.0, "ok", "", [[0.5, 2.0], [1.0, 1.0]])
-    c.out = {RunKey.candidate(1), RunKey.candidate(2)}
-    c.first = 0
+    c.runs_out = {RunKey.candidate(1), RunKey.candidate(2)}
+    c.first_on_base = 0
     assert c.ran(RunKey.candidate(2), None, STOPPED, why) == Cancel()
     assert c.ran(RunKey.candidate(1), None, "crash", "killed") == Cancel()
     assert c.forget(set()) == Finish(Status.DISCARD, why)

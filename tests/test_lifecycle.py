@@ -29,7 +29,7 @@ def test_a_bad_edit_finishes_without_running():
     c = cand()
     assert c.begin("tip", problem="the edit changes nothing") == \
         Finish(Status.BAD_EDIT, "the edit changes nothing")
-    assert c.rec.status == "bad_edit" and not c.out
+    assert c.rec.status == "bad_edit" and not c.runs_out
 
 
 def test_a_proposal_whose_base_moved_is_replayed_before_its_first_run():
@@ -124,7 +124,7 @@ def test_a_keep_on_an_old_base_is_replayed_and_measured_again_from_scratch():
     keep = Verdict(KEEP, "better beyond noise", {"gain": 1.0})
     assert c.judged(keep, "newtip1234", free=2) == Replay(keep)
     assert c.replayed("c3b", "newtip1234", keep) == Run((C(1),))    # run numbers go on
-    assert c.rec.samples == [] and c.first == 1
+    assert c.rec.samples == [] and c.first_on_base == 1
     assert c.ran(C(1), 0.6) == Judge() and c.rec.samples == [0.6]
     assert c.judged(keep, "newtip1234", free=2) == \
         Finish(Status.KEEP, "replayed onto newtip1: better beyond noise")
@@ -176,13 +176,13 @@ def test_a_keep_on_an_old_base_is_replayed_and_measured_again_from_scratch():
     c.begin("base0000")
     c.ran(C(0), 0.5)
     c.judged(keep, "newtip99", free=2)
-    assert c.replayed(None, "newtip99", keep, same_as=7) == Finish(Status.DISCARD, (
+    assert c.replayed(None, "newtip99", keep, repeats=7) == Finish(Status.DISCARD, (
         "would be kept (better beyond noise), but made again on the best now newtip9 it is "
         "iteration 7's change, measured there"))
     c = cand(parent="oldbase1")      # one that never ran asks for another change
     c.begin("tipsha99")
-    assert c.replayed(None, "tipsha99", None, same_as=7) == Repropose(None, "", 7)
-    assert c.reproposed("c3c", "tipsha99", None, "", "y", same_as=7) == Run((C(0),))
+    assert c.replayed(None, "tipsha99", None, repeats=7) == Repropose(None, "", 7)
+    assert c.reproposed("c3c", "tipsha99", None, "", "y", repeats=7) == Run((C(0),))
     c.ran(C(0), 0.4)
     assert c.judged(keep, "tipsha99", free=2) == Finish(Status.KEEP, (
         "proposed again on tipsha9 ('x' was iteration 7's change there): better beyond noise"))

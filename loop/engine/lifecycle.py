@@ -8,9 +8,9 @@ back. The judge decides; this decides only what follows from its verdict.
     ran(key, value, status, detail) -> None (runs still out) | Cancel | Judge | Finish
     forget(keys)                    -> None | Judge | Finish      (after Cancel)
     judged(verdict, tip, free)      -> Run | Replay | Finish
-    replayed(commit, tip, verdict, why, notes, cannot_ask, same_as) -> Run | Repropose | Finish
+    replayed(commit, tip, verdict, why, notes, cannot_ask, repeats) -> Run | Repropose | Finish
                                     (commit None: its change does not apply to the tip)
-    reproposed(commit, tip, verdict, why, description, problem, same_as) -> Run | Finish
+    reproposed(commit, tip, verdict, why, description, problem, repeats) -> Run | Finish
                                     (commit None: the proposer's answer is not usable)
 
     Run(keys)        queue these runs (a pair's run of the best right before its partner)
@@ -24,7 +24,7 @@ back. The judge decides; this decides only what follows from its verdict.
     Finish(..)       the record's status and reason are final: settle it
 
 Run numbers: a candidate's runs are 0, 1, 2, ... across replays and a new proposal (logs
-and seeds stay unique); after either only the runs on the new base count (`first`)."""
+and seeds stay unique); after either only the runs on the new base count (`first_on_base`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,7 +62,7 @@ class Replay:
 class Repropose:
     verdict: Verdict | None      # as in Replay
     why: str                     # why its change does not apply to the tip
-    same_as: int | None = None   # made again on the tip, it is this iteration's change: ask
+    repeats: int | None = None   # made again on the tip, it is this iteration's change: ask
                                  # for another change (not the same one again)
 
 
@@ -82,22 +82,19 @@ class Candidate:
     proposal: Proposal | None = None   # what the proposer returned (logged with the record)
     patch: str = ""              # its diff against its base
     next_k: int = 0              # its next run's number
-    first: int = 0               # its first run on the current base
+    first_on_base: int = 0       # its first run on the current base
     next_pair: int = 0           # its next run of the best beside it
     values: dict[int, float] = field(default_factory=dict)           # run k -> metric
     curves: dict[int, list] = field(default_factory=dict)            # run k -> its curve
     pair_best: dict[int, float | None] = field(default_factory=dict)  # k -> the best beside k
-    out: set[RunKey] = field(default_factory=set)                     # runs not back yet
+    runs_out: set[RunKey] = field(default_factory=set)               # runs not back yet
     failed: tuple[int, str, str] | None = None   # (k, status, detail) of its first failure
     stats: dict = field(default_factory=dict)    # the last verdict's numbers
     replayed_onto: str = ""
     asked_again: str = ""        # set when proposed again: what did not apply, and why
     notes: str = ""              # what differed on the tip when its change was made again
-    boxed: dict[int, str] = field(default_factory=dict)  # run k -> how it was measured when
-                                 # not at its own end (`on_timeout: last`: at the time box)
-    # waiting on the engine, not on a run (the engine sets and clears these):
-    held: bool = False           # its runs are in; judged once the best's re-runs are in
-    asking: Repropose | None = None   # proposed again (see Repropose): the answer is awaited
+    # run k -> how it was measured when not at its own end (`on_timeout: last`: at the time box)
+    at_time_box: dict[int, str] = field(default_factory=dict)
 
     @property
     def iteration(self) -> int:
@@ -115,7 +112,7 @@ class Candidate:
             detail: str = "", curve: list | None = None) -> Step:
         """A run came back: `value` None when it failed or was stopped early (`status`,
         `detail` say how); `curve` its loss over the budget, if the task prints one."""
-        self.out.discard(key)
+        self.runs_out.discard(key)
         if key.kind is RunKind.PAIR:         # a failed run of the best leaves its pair out
             self.pair_best[key.beside] = value
         elif value is None:
@@ -128,17 +125,17 @@ class Candidate:
             self.values[key.index] = value
             self.curves[key.index] = curve or []
             if detail:               # a measured run's detail: scored at the time box
-                self.boxed[key.index] = detail
+                self.at_time_box[key.index] = detail
         return self.settle()
 
     def forget(self, keys: set[RunKey]) -> Step:
         """Runs dropped before they started (after Cancel)."""
-        self.out -= keys
+        self.runs_out -= keys
         return self.settle()
 
     def settle(self) -> Step:
         """None while runs are out; else finish a failure or ask for the verdict."""
-        if self.out:
+        if self.runs_out:
             return None
         rec = self.rec
         rec.samples = [self.values[k] for k in sorted(self.values)]
@@ -151,7 +148,7 @@ class Candidate:
             if status == STOPPED:       # clearly worse: decided by the rule, not a failure
                 rec.stats = {**self.stats, "stopped_runs": 1}
                 return self._finish(Status.DISCARD, detail)
-            if self.baseline or k == self.first:      # its first run: that is its status
+            if self.baseline or k == self.first_on_base:      # its first run: that is its status
                 return self._finish(Status(status), detail)
             rec.stats = self.stats
             return self._finish(Status.DISCARD, f"confirmation run: {status}")
@@ -179,31 +176,31 @@ class Candidate:
 
     def replayed(self, commit: str | None, tip: str, verdict: Verdict | None,
                  why: str = "", notes: str = "", cannot_ask: str = "",
-                 same_as: int | None = None) -> Step:
+                 repeats: int | None = None) -> Step:
         """Its change made again on the tip as `commit` (`notes`: what differed there),
         measured again there from scratch (a gain on an older base is not a gain on the new
         one). None: the change does not apply there (`why`): the proposer is asked again on
         the tip, once, unless `cannot_ask` says why not; else a discard that says so.
-        `same_as`: made again, it is that iteration's change on the tip (never run twice):
+        `repeats`: made again, it is that iteration's change on the tip (never run twice):
         a would-be keep ends, its idea measured there; one that never ran is asked again."""
-        if same_as is not None and verdict:
+        if repeats is not None and verdict:
             self.rec.stats = verdict.stats
             return self._finish(Status.DISCARD, (
                 f"would be kept ({verdict.reason}), but made again on the best now {tip[:7]} "
-                f"it is iteration {same_as}'s change, measured there"))
-        if commit is None or same_as is not None:
+                f"it is iteration {repeats}'s change, measured there"))
+        if commit is None or repeats is not None:
             if not cannot_ask and not self.asked_again:
-                return Repropose(verdict, why, same_as)
+                return Repropose(verdict, why, repeats)
             self.rec.stats = verdict.stats if verdict else {}
             end = cannot_ask or "it was proposed again once already"
             return self._finish(Status.DISCARD,
-                                f"{self._lost(verdict, tip, why, same_as)}; {end}")
+                                f"{self._lost(verdict, tip, why, repeats)}; {end}")
         self.notes = notes
         return self._moved(commit, tip)
 
     def reproposed(self, commit: str | None, tip: str, verdict: Verdict | None, why: str,
                    description: str = "", problem: str = "",
-                   same_as: int | None = None) -> Step:
+                   repeats: int | None = None) -> Step:
         """The proposer, asked again on `tip` (see Repropose), answered `commit` (None: no
         usable change, `problem` says why)."""
         if commit is None:
@@ -211,10 +208,10 @@ class Candidate:
             # an idea measured better is a discard (not the code's failure); one that never
             # ran is the proposer's bad edit, like any other proposal
             return self._finish(Status.DISCARD if verdict else Status.BAD_EDIT,
-                                f"{self._lost(verdict, tip, why, same_as)}; proposed again, "
+                                f"{self._lost(verdict, tip, why, repeats)}; proposed again, "
                                 f"no usable change: {problem}")
-        self.asked_again = (f"{self.rec.description!r} was iteration {same_as}'s change there"
-                            if same_as is not None else
+        self.asked_again = (f"{self.rec.description!r} was iteration {repeats}'s change there"
+                            if repeats is not None else
                             f"{self.rec.description!r} did not apply there ({why})")
         self.notes = ""
         if description:
@@ -222,22 +219,22 @@ class Candidate:
         return self._moved(commit, tip)
 
     def _lost(self, verdict: Verdict | None, tip: str, why: str,
-              same_as: int | None = None) -> str:
+              repeats: int | None = None) -> str:
         base = self.rec.parent[:7]
         if verdict:
             return (f"would be kept ({verdict.reason}), but its change does not apply to the "
                     f"best kept since its base {base} ({why})")
-        if same_as is not None:
+        if repeats is not None:
             return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, "
-                    f"where it is iteration {same_as}'s change")
+                    f"where it is iteration {repeats}'s change")
         return (f"its base {base} was replaced by a new best {tip[:7]} before it ran, and "
                 f"its change does not apply there ({why})")
 
     def _moved(self, commit: str, tip: str) -> Run:
         rec = self.rec
         rec.commit, rec.parent, rec.samples, rec.pairs = commit, tip, [], []
-        self.values, self.pair_best, self.curves, self.boxed = {}, {}, {}, {}
-        self.first, self.replayed_onto = self.next_k, tip
+        self.values, self.pair_best, self.curves, self.at_time_box = {}, {}, {}, {}
+        self.first_on_base, self.replayed_onto = self.next_k, tip
         return self._runs(1, paired=False)
 
     def _runs(self, count: int, paired: bool) -> Run:
@@ -248,19 +245,19 @@ class Candidate:
                 keys.append(RunKey.pair(self.next_pair, beside=k))
                 self.next_pair += 1
             keys.append(RunKey.candidate(k))
-        self.out.update(keys)
+        self.runs_out.update(keys)
         return Run(tuple(keys))
 
     def _finish(self, status: Status, reason: str) -> Finish:
-        reason += self._boxed_note() if status in (Status.KEEP, Status.DISCARD) else ""
+        reason += self._time_box_note() if status in (Status.KEEP, Status.DISCARD) else ""
         # plain strings in the record: every serialiser sees what it saw before
         self.rec.status, self.rec.reason = status.value, reason
         return Finish(status, reason)
 
-    def _boxed_note(self) -> str:
+    def _time_box_note(self) -> str:
         """`; val_loss 2.48 at the time box (last printed value, line 40, step 2100)`: its
         runs scored from their last print, said in its reason (results.tsv, MLflow)."""
-        said = [self.boxed[k] for k in sorted(self.values) if k in self.boxed]
+        said = [self.at_time_box[k] for k in sorted(self.values) if k in self.at_time_box]
         if not said:
             return ""
         if len(self.values) == 1:

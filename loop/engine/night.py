@@ -9,8 +9,8 @@ proposer is asked again on the tip). A change already in flight or judged on the
 is not run twice: the proposer is asked again. Runs and proposals finish on other threads
 and come back as events (loop/engine/events.py); this thread owns git, the journal, the
 judge and MLflow. What a candidate does next is its state machine's to say
-(loop/engine/lifecycle.py); `Loop` only carries the steps out, and stops on a budget
-(loop/engine/budget.py)."""
+(loop/engine/lifecycle.py); `Loop` only carries the steps out (replays and re-proposals
+among them), and stops on a budget (loop/engine/budget.py)."""
 from __future__ import annotations
 
 import time
@@ -20,7 +20,6 @@ from loop.engine.events import Event, RunEnded
 from loop.engine.flight import Flight
 from loop.engine.keep import Keeper, exact_runs, with_floor
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
-from loop.engine import replays
 from loop.engine.parts import Parts
 from loop.engine.resume import abandon
 from loop.engine.runs import announce, best_measured, check_ended, measured
@@ -33,7 +32,8 @@ from loop.run.spec import RunJob
 from loop.record import Record
 from loop.words import BASELINE, RunKey, RunKind, Status, plural
 
-ASKS = 3    # answers repeating a change in flight or judged before one is a bad_edit
+# answers repeating a change in flight or judged before, after which it is a bad_edit
+MAX_REPEATED_ANSWERS = 3
 # Ctrl-C: MLflow gets this long for its last writes; what is left is logged at the next
 # start (the journal knows), so the process ends within seconds of the signal
 KILLED_WAIT_S = 2.0
@@ -52,7 +52,8 @@ class Loop:
         self.stager = Stager(parts, self.flight)
         self.keeper = Keeper(parts)
         self.tip = site.workspace.tip()
-        self.cost = cost                  # LLM cost so far, dropped proposals included
+        self.cost = cost                  # LLM cost so far, dropped proposals included: each
+                                          # proposal's is counted once, by _paid
         self.stop: Stop | None = None
         # Without the sandbox: refs and config as the engine leaves them (its own moves keep
         # this current); what a run changes is tampering, undone and recorded when the run's
@@ -111,7 +112,7 @@ class Loop:
         """Fill free slots: re-runs of the best, waiting runs, then new candidates, in
         iteration order; ask for proposals ahead so no slot waits on the proposer."""
         if self.stop is not None:
-            if self.proposals or self.flight.asking():
+            if self.proposals or self.flight.awaiting():
                 self._drop_proposals(wait=True)
             self.sched.dispatch()
             return
@@ -135,8 +136,8 @@ class Loop:
             if taken is None:
                 break
             cand = self.flight.get(n)
-            if cand is not None and cand.asking is not None:
-                replays.restage(self, cand, *taken)
+            if cand is not None and self.flight.awaits_answer(n):
+                self._restage(cand, *taken)
             else:
                 self._start(n, *taken)
             self.sched.dispatch()
@@ -173,6 +174,10 @@ class Loop:
         mean = sum(paid) / len(paid) if paid else 0.0
         return self.cost + mean * self.proposals.waiting()
 
+    def _paid(self, cost_usd: float) -> None:
+        """A proposal's LLM cost, counted once: the only place the night's cost grows."""
+        self.cost += cost_usd
+
     def _number(self) -> int:
         """The lowest iteration number not done or in flight (numbers stay dense)."""
         used = {r.iteration for r in self.sink.records} | self.flight.numbers() \
@@ -188,12 +193,12 @@ class Loop:
                baseline: bool = False) -> None:
         """Stage a proposal as an attempt commit on its base, journal `begin`, queue its run."""
         staged = Staged(base) if baseline else self.stager.proposal(n, base, proposal)
-        if staged.same_as is not None:
-            problem = self._repeated(n, staged.same_as, proposal)
+        if staged.repeats is not None:
+            problem = self._repeated(n, staged.repeats, proposal)
             if problem is None:
                 return              # asked again; this answer is not run
             staged = Staged(problem=problem)
-        self.cost += proposal.usage.cost_usd
+        self._paid(proposal.usage.cost_usd)
         run_id = self.parts.tracker.start_iteration(self.parts.site.tag, n)
         self.parts.site.journal.write("begin", iteration=n, run_id=run_id, parent=base,
                                       commit=staged.commit, description=proposal.description)
@@ -215,14 +220,14 @@ class Loop:
 
     def _repeated(self, n: int, same: int, proposal: Proposal) -> str | None:
         """An answer that repeats iteration `same`'s change: asked again (its cost counted,
-        journalled as a `drop`), at most ASKS times, then a bad_edit saying so (its cost is
-        the bad_edit's record's, counted once: not a `drop` too)."""
+        journalled as a `drop`), at most MAX_REPEATED_ANSWERS times, then a bad_edit saying
+        so (its cost is the bad_edit's record's, counted once: not a `drop` too)."""
         times = self.flight.repeated(n)
-        if times >= ASKS:
+        if times >= MAX_REPEATED_ANSWERS:
             return (f"the proposer answered {plural(times, 'time')} with a change "
                     f"already tried on this base (iteration {same}'s): "
                     f"{proposal.description}")
-        self.cost += proposal.usage.cost_usd
+        self._paid(proposal.usage.cost_usd)
         self.parts.site.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
                                       description=proposal.description)
         self.out(f"      iteration {n}: {proposal.description!r} is iteration {same}'s change "
@@ -239,15 +244,93 @@ class Loop:
                 step = self._cancel(cand)
             elif isinstance(step, Judge):
                 if self.flight.best_runs and not cand.baseline:  # the best's re-runs first
-                    cand.held = True
+                    self.flight.hold(cand)
                     return
                 step = cand.judged(self._verdict(cand), self.tip, self.sched.free())
             elif isinstance(step, Replay):
-                step = replays.replay(self, cand, step.verdict)
+                step = self._replay(cand, step.verdict)
             elif isinstance(step, Repropose):
-                return replays.repropose(self, cand, step)
+                return self._repropose(cand, step)
             else:
                 return self._finish(cand)
+
+    # -- replay: a candidate whose base is no longer the tip -----------------------------
+
+    def _replay(self, cand: Candidate, verdict: judging.Verdict | None) -> Step:
+        """The candidate's base is no longer the tip: make its change again on the tip and
+        measure it again there (a gain on an older base is not a gain on the new one). When
+        the change does not apply there, the proposer is asked again on the tip."""
+        rec = cand.rec
+        staged = self.stager.remake(cand, self.tip)
+        if staged.repeats is not None:        # never run twice: see Candidate.replayed
+            return cand.replayed(None, self.tip, verdict, cannot_ask=self._cannot_ask(),
+                                 repeats=staged.repeats)
+        if staged.commit:
+            self.stager.keep_old(cand)
+            self.parts.site.journal.write("replay", iteration=rec.iteration,
+                                          old_commit=rec.commit, commit=staged.commit,
+                                          parent=self.tip, samples=rec.samples)
+            if verdict:
+                notes = f" ({staged.notes})" if staged.notes else ""
+                self.out(f"      iteration {rec.iteration} would be kept, but the best moved: "
+                         f"replayed onto {self.tip[:7]}{notes}, measuring it again")
+        step = cand.replayed(staged.commit or None, self.tip, verdict, staged.problem or "",
+                             staged.notes, self._cannot_ask())
+        if staged.commit:
+            self.stager.adopt(cand, rec.parent, staged.commit)
+        return step
+
+    def _cannot_ask(self) -> str:
+        """Why the proposer cannot be asked again now ("" when it can)."""
+        if self.stop is not None:
+            return "the loop stopped before it could be proposed again"
+        if self.cost_reserved() >= (self.config.max_cost_usd or float("inf")):
+            return "the LLM cost budget leaves no room to propose it again"
+        return ""
+
+    def _repropose(self, cand: Candidate, step: Repropose) -> None:
+        """Its change does not apply to the tip: ask the proposer again, on the tip, for the
+        same iteration (told what the change was); `_restage` stages the answer."""
+        rec = cand.rec
+        self.stager.keep_old(cand)
+        self.flight.await_answer(cand, step)
+        if step.repeats is not None:    # on the tip it repeats a change: ask for another
+            self.ask(rec.iteration)
+            self.out(f"      iteration {rec.iteration} was proposed on an older best; on the "
+                     f"best now it is iteration {step.repeats}'s change: asking for another")
+            return
+        self.ask(rec.iteration, Redo(rec.description, cand.patch, step.why,
+                                     step.verdict.reason if step.verdict else ""))
+        what = "would be kept, but its change" if step.verdict else "was proposed on an " \
+            "older best, and its change"
+        self.out(f"      iteration {rec.iteration} {what} does not apply to the best now "
+                 f"({step.why}): proposing it again on {self.tip[:7]}")
+
+    def _restage(self, cand: Candidate, base: str, program_sha: str,
+                 proposal: Proposal) -> None:
+        """The proposer's answer for a candidate proposed again: staged on `base` (the tip
+        when asked) and measured there from scratch, or the candidate ends saying why not."""
+        step = self.flight.answered(cand.iteration)
+        assert step is not None
+        rec = cand.rec
+        self._paid(proposal.usage.cost_usd)
+        for key, value in vars(proposal.usage).items():
+            rec.usage[key] = rec.usage.get(key, 0) + value
+        staged = self.stager.proposal(rec.iteration, base, proposal)
+        if staged.repeats is not None:
+            staged = Staged(problem=f"it repeats iteration {staged.repeats}'s change")
+        if not staged.commit:
+            return self.carry_out(cand, cand.reproposed(None, base, step.verdict, step.why,
+                                                         problem=staged.problem or "",
+                                                         repeats=step.repeats))
+        self.parts.site.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
+                                      commit=staged.commit, parent=base, samples=rec.samples,
+                                      description=proposal.description)
+        cand.proposal = proposal
+        next_step = cand.reproposed(staged.commit, base, step.verdict, step.why,
+                                    proposal.description, repeats=step.repeats)
+        self.stager.adopt(cand, base, staged.commit)
+        self.carry_out(cand, next_step)
 
     # -- run --------------------------------------------------------------------------
 
@@ -316,8 +399,7 @@ class Loop:
         """Candidates held for the best's re-runs are judged once all of them are in."""
         self.flight.best_runs.discard(key)
         if not self.flight.best_runs:
-            for cand in self.flight.held():     # in the order they began
-                cand.held = False
+            for cand in self.flight.release_held():     # in the order they began
                 self.carry_out(cand, cand.judged(self._verdict(cand), self.tip,
                                                   self.sched.free()))
 
@@ -351,15 +433,15 @@ class Loop:
         """Proposals made but not started when the loop stops: their cost is journalled."""
         for n, proposal in self.proposals.drop_all(wait):
             cost = proposal.usage.cost_usd if proposal else 0.0
-            self.cost += cost
+            self._paid(cost)
             self.parts.site.journal.write("drop", iteration=n, cost_usd=cost,
                                           description=proposal.description if proposal else "")
         # candidates whose change did not apply, waiting to be proposed again: no time now
-        for cand in self.flight.asking():
-            step, cand.asking = cand.asking, None
+        for cand in self.flight.awaiting():
+            step = self.flight.answered(cand.iteration)
             if wait and step is not None:
                 self.carry_out(cand, cand.replayed(
-                    None, self.tip, step.verdict, step.why, same_as=step.same_as,
+                    None, self.tip, step.verdict, step.why, repeats=step.repeats,
                     cannot_ask="the loop stopped before it was proposed again"))
 
     def interrupted(self) -> None:

@@ -25,7 +25,7 @@ def announce(parts: Parts, config: Config, job: RunJob, cand: Candidate | None) 
     note, k = "", job.key.number
     if job.key.kind is RunKind.CANDIDATE and cand is not None:
         rec, planned = cand.rec, judging.max_runs(config.judge, cand.baseline)
-        k -= cand.first               # runs on its current base: a replay starts anew
+        k -= cand.first_on_base               # runs on its current base: a replay starts anew
         failed = failed_baseline(parts.sink.records) if cand.baseline else None
         if failed is not None and k == 0:
             note = f"run again: {baseline_retry(failed)}"

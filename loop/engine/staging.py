@@ -24,7 +24,7 @@ class Staged:
     commit: str = ""              # the attempt commit; "" when there is none
     problem: str | None = None    # why there is none (a proposal's bad edit, a change that
                                   # does not apply on the new best)
-    same_as: int | None = None    # on this base it is exactly this iteration's change
+    repeats: int | None = None    # on this base it is exactly this iteration's change
     notes: str = ""               # made again: what differed on the new base
 
 
@@ -46,7 +46,7 @@ class Stager:
                 raise
             return Staged(problem=f"git refused the change: {one_line(exc.first_line(), 300)}")
 
-    def again(self, cand: Candidate, tip: str) -> Staged:
+    def remake(self, cand: Candidate, tip: str) -> Staged:
         """The candidate's change made again on `tip` (the same constants set, the same
         edits applied); `problem` says why it does not apply there."""
         try:
@@ -56,7 +56,7 @@ class Stager:
             return Staged(problem=str(exc))
         staged = self._stage(cand.iteration, tip, made.files,
                              self.workspace.message(cand.rec.commit))
-        return Staged(staged.commit, None, staged.same_as, "; ".join(made.notes))
+        return Staged(staged.commit, None, staged.repeats, "; ".join(made.notes))
 
     def adopt(self, cand: Candidate, base: str, commit: str) -> None:
         """`commit` is the candidate's attempt now: its ref, the best it is measured against,
@@ -73,7 +73,7 @@ class Stager:
 
     def _stage(self, n: int, base: str, files, message: str) -> Staged:
         commit = self.workspace.stage_on(base, self.task_rel, files, message)
-        return Staged(commit, same_as=self._same_change(n, base, commit))
+        return Staged(commit, repeats=self._same_change(n, base, commit))
 
     def _same_change(self, n: int, base: str, commit: str) -> int | None:
         """The iteration other than `n` whose change on `base` is exactly `commit`'s (same
