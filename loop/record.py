@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from loop.words import Status
+from loop.words import ITERATION_STATUSES, Status
 
-_STATUSES = {s.value for s in Status}
+_STATUSES = {s.value for s in ITERATION_STATUSES}
 
 
 @dataclass

@@ -31,7 +31,9 @@ class _Word(str, Enum):
 
 
 class Status(_Word):
-    """How an iteration ended (results.tsv's `status` column)."""
+    """How an iteration or one run ended: one vocabulary. An iteration's status (results.tsv's
+    `status` column, the journal, MLflow) is one of ITERATION_STATUSES; a run's (RunResult) is
+    OK, STOPPED or a failure, whose words an iteration that failed takes as its own."""
     KEEP = "keep"
     DISCARD = "discard"
     CRASH = "crash"             # the run failed (exit code, killed, tampering)
@@ -39,11 +41,13 @@ class Status(_Word):
     DIVERGED = "diverged"       # the metric is NaN or infinite
     NO_METRIC = "no_metric"     # exited 0 but printed no metric
     BAD_EDIT = "bad_edit"       # the proposal could not be applied: nothing ran
+    # a run's, never an iteration's:
+    OK = "ok"                   # the run ended and its metric was read
+    STOPPED = "stopped"         # a candidate's run ended early by the stop rule
+                                # (loop/run/early_stop.py): its record is a discard saying so
 
 
-# a candidate's run ended early by the stop rule (loop/run/early_stop.py): the record is a
-# discard saying so, never a failure
-STOPPED = "stopped"
+ITERATION_STATUSES = frozenset(Status) - {Status.OK, Status.STOPPED}
 
 FAILURES = frozenset({Status.CRASH, Status.TIMEOUT, Status.DIVERGED, Status.NO_METRIC,
                       Status.BAD_EDIT})

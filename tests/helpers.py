@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import TOY_TRAIN, git, make_repo, run_cli
 from loop.proposers.base import Proposal
-from loop.run.process import _alive
+from loop.pids import alive
 
 # -- a night's records ---------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ def survivors(token: str) -> list[int]:
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if token.encode() in f.read() and _alive(int(entry)):
+                    if token.encode() in f.read() and alive(int(entry)):
                         found.append(int(entry))
             except OSError:
                 pass

@@ -15,11 +15,11 @@ from loop.engine.stopping import rule_for
 from loop.run import early_stop
 from loop.run.early_stop import Band, StopRule, Watcher
 from loop.setup.stop_settings import Settings
-from loop.run.runner import OK, run_experiment
+from loop.run.runner import run_experiment
 from loop.run.spec import RunSpec
 from loop.setup.config import Config, JudgeConfig
 from loop.setup.task import TaskError, load_task
-from loop.words import STOPPED
+from loop.words import Status
 
 # karpathy's progress line, rewritten in place with carriage returns
 PATTERN = r"\((?P<progress>[\d.]+)%\) \| loss: (?P<loss>[\d.]+)"
@@ -130,7 +130,7 @@ def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
     why = "stopped at 40% of its budget: loss 3.1 vs the best's 2.61 ± 0.04 there"
     c = Candidate(Record(iteration=3, status="", description="x", parent="tip", commit="c3"))
     assert c.begin("tip") == Run((RunKey.candidate(0),))
-    assert c.ran(RunKey.candidate(0), None, STOPPED, why) == Cancel()
+    assert c.ran(RunKey.candidate(0), None, Status.STOPPED, why) == Cancel()
     assert c.forget(set()) == Finish(Status.DISCARD, why)
     assert c.rec.samples == [] and c.rec.stats["stopped_runs"] == 1
     # a confirmation run stopped while a lower one is cancelled: the stop's reason stays
@@ -139,7 +139,7 @@ def test_a_stopped_run_ends_its_candidate_as_a_discard_with_the_reason():
     c.ran(RunKey.candidate(0), 1.0, "ok", "", [[0.5, 2.0], [1.0, 1.0]])
     c.runs_out = {RunKey.candidate(1), RunKey.candidate(2)}
     c.first_on_base = 0
-    assert c.ran(RunKey.candidate(2), None, STOPPED, why) == Cancel()
+    assert c.ran(RunKey.candidate(2), None, Status.STOPPED, why) == Cancel()
     assert c.ran(RunKey.candidate(1), None, "crash", "killed") == Cancel()
     assert c.forget(set()) == Finish(Status.DISCARD, why)
     assert (c.rec.status, c.rec.reason) == ("discard", why)
@@ -168,17 +168,17 @@ def test_a_clearly_worse_run_is_stopped_by_its_progress_lines(tmp_path, end):
     spec = spec_for(tmp_path, offset=1.0, noise=0.02, tail=60, rule=rule, end=end)
     assert f"end={end!r}" in (spec.folder / "train.py").read_text()
     result = run_experiment(spec)
-    assert result.status == STOPPED and result.metric is None     # no truncated metric
+    assert result.status == Status.STOPPED and result.metric is None     # no truncated metric
     assert result.detail.startswith("stopped at 4")               # 40% or 45%, lines 3 in a row
     assert "vs the best's" in result.detail
     assert len(result.curve) >= 8                                 # read from the \r lines
-    assert f"=== {STOPPED}: {result.detail} ===" in result.log_path.read_text()
+    assert f"=== {Status.STOPPED}: {result.detail} ===" in result.log_path.read_text()
 
 
 def test_a_noisy_but_better_run_is_not_stopped(tmp_path):
     rule = StopRule(Band.of(straight()), Settings())
     result = run_experiment(spec_for(tmp_path, offset=-0.05, noise=0.05, tail=0, rule=rule))
-    assert result.status == OK and result.metric is not None
+    assert result.status == Status.OK and result.metric is not None
     assert len(result.curve) == 20 and result.curve[-1][0] == 1.0
 
 

@@ -18,7 +18,7 @@ import yaml
 from conftest import run_cli
 from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
 from helpers import commit, init, plain_repo, refused
-from loop.run.runner import parse_metric
+from loop.run.capture import read_metric
 from loop.setup.code_scan import Script
 from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
@@ -54,7 +54,7 @@ def test_word_language_model_end_of_epoch_line_gives_the_validation_loss(tmp_pat
     assert (task.metric.name, task.metric.direction) == ("valid_loss", "minimize")
     out = printed(repo, "main.py")
     want = last(out, r"valid loss +([\d.]+)")
-    assert parse_metric(out, task.metric.pattern) == want       # not the test loss after it
+    assert read_metric(out, task.metric.pattern) == want       # not the test loss after it
     assert checked(repo) == pytest.approx(want, abs=0.02)
 
 
@@ -63,9 +63,9 @@ def test_metric_valid_loss_finds_the_label_valid_loss(tmp_path):
     done = init(repo, "--metric", "valid_loss")
     assert done.returncode == 0, done.stderr
     out = printed(repo, "main.py")
-    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"valid loss +([\d.]+)")
+    assert read_metric(out, load_task(repo).metric.pattern) == last(out, r"valid loss +([\d.]+)")
     assert init(repo, "--metric", "valid_ppl", "--force").returncode == 0
-    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"valid ppl +([\d.]+)")
+    assert read_metric(out, load_task(repo).metric.pattern) == last(out, r"valid ppl +([\d.]+)")
 
 
 # -- `step N train loss: X test loss: Y`: "test" the only held-out split ---------------------------
@@ -81,7 +81,7 @@ def test_a_test_split_is_offered_by_name_never_the_training_loss(tmp_path):
     assert (task.metric.name, task.metric.direction) == ("test_loss", "minimize")
     out = printed(repo)
     want = last(out, r"test loss: ([\d.]+)")
-    assert parse_metric(out, task.metric.pattern) == want
+    assert read_metric(out, task.metric.pattern) == want
     assert checked(repo) == pytest.approx(want, abs=1e-3)
 
 
@@ -92,7 +92,7 @@ def test_a_bare_loss_pattern_reads_neither_the_train_nor_the_test_loss(tmp_path)
     assert init(repo, "--metric", "loss").returncode == 0
     out = printed(repo)
     assert out.splitlines()[-1].startswith("step 60 train loss")
-    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"\d loss ([\d.]+)")
+    assert read_metric(out, load_task(repo).metric.pattern) == last(out, r"\d loss ([\d.]+)")
 
 
 # -- a sentence with a number in it ------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_a_bare_accuracy_in_a_log_line_is_not_taken_for_the_validation_one(tmp_p
         "held-out data, pass --metric acc")
     assert init(repo, "--metric", "acc").returncode == 0
     out = printed(repo)
-    assert parse_metric(out, load_task(repo).metric.pattern) == last(out, r"acc ([\d.]+)")
+    assert read_metric(out, load_task(repo).metric.pattern) == last(out, r"acc ([\d.]+)")
 
 
 # -- logging calls -----------------------------------------------------------------------------
@@ -207,11 +207,11 @@ def test_the_written_pattern_reads_exactly_the_split_it_names():
     line = "step 100: loss 3.0000 | train loss 2.0000 | val loss 2.5000 | test loss 2.7000\n" \
            "best val loss 2.4000\n"
     patterns = {c.name: c.pattern for c in from_values(Script("x.py", code), "script", "x")}
-    assert {n: parse_metric(line, p) for n, p in patterns.items() if n != "step"} == {
+    assert {n: read_metric(line, p) for n, p in patterns.items() if n != "step"} == {
         "loss": 3.0, "train_loss": 2.0, "val_loss": 2.5, "test_loss": 2.7,
         "best_val_loss": 2.4}
-    assert parse_metric("train_loss: 1.5 Val Loss = 2.25", patterns["val_loss"]) == 2.25
-    assert parse_metric("train_loss: 1.5 val/loss 2.5 val-loss 2.5", patterns["loss"]) is None
+    assert read_metric("train_loss: 1.5 Val Loss = 2.25", patterns["val_loss"]) == 2.25
+    assert read_metric("train_loss: 1.5 val/loss 2.5 val-loss 2.5", patterns["loss"]) is None
 
 
 # -- a pattern the engine cannot use is refused before any run ------------------------------

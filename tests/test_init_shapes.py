@@ -14,7 +14,7 @@ import yaml
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
 from helpers import commit, init, plain_repo, refused
-from loop.run.runner import parse_metric
+from loop.run.capture import read_metric
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 
@@ -55,7 +55,7 @@ def test_protected_evaluator_keeps_prepare_protected_and_picks_val(tmp_path, fla
     loaded = load_task(repo)
     printed = run_output(repo)
     val = float(next(s for s in printed.splitlines() if s.startswith("val_auc:")).split()[1])
-    assert parse_metric(printed, loaded.metric.pattern) == val
+    assert read_metric(printed, loaded.metric.pattern) == val
 
 
 def test_a_module_the_script_imports_is_never_the_editable_one(tmp_path):
@@ -109,7 +109,7 @@ def test_log_line_becomes_the_metric_pattern_and_lowercase_settings_the_space(tm
     loaded = load_task(repo)
     printed = run_output(repo)
     last = [s for s in printed.splitlines() if s.startswith("step ")][-1]
-    assert parse_metric(printed, loaded.metric.pattern) == float(last.rsplit(" ", 1)[1])
+    assert read_metric(printed, loaded.metric.pattern) == float(last.rsplit(" ", 1)[1])
     assert "fixes its own seed (random.seed(1337 + seed_offset))" in done.stdout
     assert "baseline spread near 0" in done.stdout and "AUTORESEARCH_SEED" in done.stdout
     # and mutate moves the lowercase settings the space names
@@ -131,7 +131,7 @@ def test_metric_pattern_flag(tmp_path):
                 "--direction", "minimize")
     assert done.returncode == 0, done.stderr
     loaded = load_task(repo)
-    assert loaded.metric.name == "vl" and parse_metric(run_output(repo),
+    assert loaded.metric.name == "vl" and read_metric(run_output(repo),
                                                        loaded.metric.pattern) is not None
     # the description says who prints it in words, not a flag followed by a comma
     assert ("vl: lower is better, printed by train.py, matched by --metric-pattern (read from"
@@ -228,7 +228,7 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
     assert done.returncode == 0, done.stderr
     task = load_task(repo)
     assert task.grader is None and task.metric.pattern == pattern
-    assert parse_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678
+    assert read_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678
 
 
 def test_metric_pattern_without_script_reads_train_py(tmp_path):
@@ -245,7 +245,7 @@ def test_metric_pattern_without_script_reads_train_py(tmp_path):
     assert "train.py (found: a train.py, its output read with --metric-pattern" in done.stdout
     loaded = load_task(repo)
     assert list(loaded.editable) == ["train.py"]
-    assert parse_metric(run_output(repo), loaded.metric.pattern) == pytest.approx(2.1)
+    assert read_metric(run_output(repo), loaded.metric.pattern) == pytest.approx(2.1)
 
 
 # -- a training loss is not an objective (issue 22 acceptance) -------------------------------

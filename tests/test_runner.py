@@ -10,7 +10,8 @@ from conftest import require
 from helpers import wait_gone
 from loop.run import sandbox
 from loop.run.process import Limits, experiment_env, run_command
-from loop.run.runner import parse_metric, run_experiment
+from loop.run.capture import read_metric
+from loop.run.runner import run_experiment
 from loop.run.spec import GradeStep, RunSpec
 from loop.setup.metric import Metric
 
@@ -37,8 +38,8 @@ def limits(request):
     ("val_bpb: 1.0 (approx)\n", None),                    # not a clean summary line
     ("no metric here\n", None),
 ])
-def test_parse_metric(text, expected):
-    got = parse_metric(text, PATTERN)
+def test_read_metric(text, expected):
+    got = read_metric(text, PATTERN)
     if expected is None:
         assert got is None
     elif expected != expected:  # NaN
@@ -48,7 +49,7 @@ def test_parse_metric(text, expected):
 
 
 def test_custom_pattern_with_one_group():
-    assert parse_metric("acc=0.91 loss=0.3", r"acc=([0-9.]+)") == pytest.approx(0.91)
+    assert read_metric("acc=0.91 loss=0.3", r"acc=([0-9.]+)") == pytest.approx(0.91)
 
 
 def _script(tmp_path, name, body):

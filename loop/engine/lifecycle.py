@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from loop.record import Record
 from loop.judge.judge import KEEP, RERUN, Verdict
-from loop.words import STOPPED, RunKey, RunKind, Status
+from loop.words import RunKey, RunKind, Status
 
 if TYPE_CHECKING:   # for the annotation only: the state machine imports no proposer
     from loop.proposers.base import Proposal
@@ -116,7 +116,7 @@ class Candidate:
         if key.kind is RunKind.PAIR:         # a failed run of the best leaves its pair out
             self.pair_best[key.beside] = value
         elif value is None:
-            stopped = self.failed is not None and self.failed[1] == STOPPED
+            stopped = self.failed is not None and self.failed[1] == Status.STOPPED
             if self.failed is None or (key.index < self.failed[0] and not stopped):
                 self.failed = (key.index, status, detail)   # a stop's reason is kept: the
                                                             # runs it cancelled end as kills
@@ -145,7 +145,7 @@ class Candidate:
             if any(self.curves.values()) else []
         if self.failed:
             k, status, detail = self.failed
-            if status == STOPPED:       # clearly worse: decided by the rule, not a failure
+            if status == Status.STOPPED:       # clearly worse: decided by the rule, not a failure
                 rec.stats = {**self.stats, "stopped_runs": 1}
                 return self._finish(Status.DISCARD, detail)
             if self.baseline or k == self.first_on_base:      # its first run: that is its status

@@ -11,7 +11,7 @@ from loop.judge import judge as judging
 from loop.repo.gitsafe import DiskFull, RefSnapshot
 from loop.run.backends.base import grader_folder
 from loop.run.faults import log_says_disk_full
-from loop.run.runner import OK, RunResult, read_tail
+from loop.run.runner import RunResult, read_tail
 from loop.run.spec import RunJob
 from loop.setup.config import Config
 from loop.record import Record
@@ -48,21 +48,21 @@ def check_ended(parts: Parts, job: RunJob, result: RunResult, snapshot: RefSnaps
                 tip: str) -> float | None:
     """Every check at this run's end (what one leaves would be blamed on the next run); the
     run's value, None when it failed. A run that wrote the disk full stops the night."""
-    if result.status != OK and log_says_disk_full(result.log_path):
+    if result.status != Status.OK and log_says_disk_full(result.log_path):
         raise DiskFull(f"a write of the experiment failed, see {result.log_path}")
     tampered = parts.state_guard.after_run(snapshot, f"{job.iteration}-{job.key.number}",
                                            keep_watching=True, tip=tip)
     if tampered:
         found = result.detail.startswith("tampered: ")    # its task folder, its worktree
         tampered += "; " + result.detail.removeprefix("tampered: ") if found else ""
-        result.status, result.metric, result.detail = Status.CRASH.value, None, tampered
+        result.status, result.metric, result.detail = Status.CRASH, None, tampered
     result.detail = one_line(result.detail, REASON_MAX)   # built from the run's output
-    return result.metric if result.status == OK else None
+    return result.metric if result.status == Status.OK else None
 
 
 def measured(parts: Parts, rec: Record, job: RunJob, result: RunResult) -> None:
     """What a run of the candidate says besides its metric: time, memory, throughput."""
-    if parts.task.throughput_pattern and result.status == OK:   # the machine's speed
+    if parts.task.throughput_pattern and result.status == Status.OK:   # the machine's speed
         rec.throughput.append(parts.task.throughput(read_tail(job.log_path)))
     rec.wall_s += result.wall_s
     if result.memory_gb is not None:

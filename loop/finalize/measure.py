@@ -16,10 +16,9 @@ from pathlib import Path
 from loop.engine.events import RunEnded
 from loop.finalize.estimate import LIKELY, Estimate, estimate
 from loop.judge.verdict import improvement
-from loop.run.runner import OK
 from loop.run.spec import RunJob
 from loop.state.journal import Journal
-from loop.words import RunKey
+from loop.words import RunKey, Status
 
 FRESH_SEED = 10_000_000     # above any night's seed + 1000 * iteration + run
 ITERATION = 9999            # $AUTORESEARCH_ITERATION of finalize's runs
@@ -131,7 +130,7 @@ class Bench:
             self.sched.finished(job)
             self.sched.dispatch()
             left -= 1
-            value = result.metric if result.status == OK else None
+            value = result.metric if result.status == Status.OK else None
             tree = next(t for (t, k), v in wanted.items()
                         if v.commit == job.commit and k == job.key.index)
             self.journal.write("measure", tree=tree, commit=job.commit, k=job.key.index,

@@ -8,6 +8,7 @@ the patterns and for the progress watcher (loop/run/early_stop.py), which may as
 to be stopped (`stop_reason`)."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import select
@@ -115,6 +116,15 @@ class CappedLog:
             return float(self.last[name])
         except (KeyError, ValueError):
             return None
+
+
+def read_metric(text: str, pattern: str) -> float | None:
+    """The last number `pattern` captures in `text`, read as a run's output is read (the same
+    CappedLog scan a night uses), or None."""
+    log = CappedLog(io.BytesIO(), 1 << 16, {"metric": pattern})
+    log.feed(text.encode())
+    log.close()
+    return log.value("metric")
 
 
 class Pump(threading.Thread):

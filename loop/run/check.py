@@ -23,12 +23,13 @@ from loop.repo.workspace import Workspace, git_toplevel, worktree_path
 from loop.run.backends.base import grader_folder, run_in_folder
 from loop.run.grading import Guard, copy_task
 from loop.run.process import Limits
-from loop.run.runner import OK, RunResult
+from loop.run.runner import RunResult
 from loop.run.spec import RunJob, grade_log
 from loop.run import sandbox, uncommitted
 from loop.setup.preflight import check_run_command, check_task_committed
 from loop.setup.task import Task, load_task, with_budget
-from loop.words import RunKey
+from loop.pids import alive
+from loop.words import RunKey, Status
 
 CHECK_PREFIX = ".check-"     # a check's worktree: .check-<pid>-<random> (a tag never starts
                              # with '.', so it is never a tag's worktree)
@@ -74,7 +75,7 @@ def _at_head(user_task: Task, repo_root: Path, tmp: Path, time_budget_s: float |
         out(_header(task, f"a checkout of HEAD ({head[:10]}), as `autoresearch run` does"))
         result = run_in_folder(job, folder, task, guard, task_rel,
                                lambda dest: ws.export(head, task_rel, dest), slot_env, limits)
-        if result.status != OK:
+        if result.status != Status.OK:
             _show_tail(job, out)
             logs = "\n".join(p.read_text(errors="replace") for p in
                              (job.log_path, grade_log(job.log_path)) if p.exists())
@@ -100,7 +101,7 @@ def _in_a_copy(user_task: Task, tmp: Path, time_budget_s: float | None, out: Out
     out(_header(task, "a copy of the folder"))
     result = run_in_folder(job, work, task, guard, ".",
                            lambda dest: copy_task(user_task.root, dest), slot_env, limits)
-    if result.status != OK:
+    if result.status != Status.OK:
         _show_tail(job, out)
     return task, result
 
@@ -128,17 +129,9 @@ def _throwaway_workspace(repo_root: Path) -> Workspace:
     is gone (killed outright, no chance to clean up) are removed first."""
     for path in worktree_path(repo_root, "x").parent.glob(f"{CHECK_PREFIX}*"):
         pid = path.name[len(CHECK_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             Workspace(repo_root, "check", path).remove_worktree()
     name = f"{CHECK_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     return Workspace(repo_root, "check", worktree_path(repo_root, name))
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

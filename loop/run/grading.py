@@ -31,7 +31,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.repo.gitsafe import run_git
-from loop.run.runner import CRASH, NO_METRIC
+from loop.words import Status
 from loop.setup.task import Task
 from loop.setup.taskfiles import COPY_SKIP, SKIP
 
@@ -183,19 +183,19 @@ class Guard:
         `grader_copy()` makes the pristine folder the grader will run in."""
         tampered = self.check_folder(run_folder) or self.check_inputs(run_folder)
         if tampered:
-            return CRASH, f"tampered: the run {tampered}"
+            return Status.CRASH, f"tampered: the run {tampered}"
         missing = self.check_artifact(artifact_dir)
         if missing:
-            return NO_METRIC, missing
+            return Status.NO_METRIC, missing
         if not self.task.grade_command:
             return None
         copy = grader_copy()
         bad = self.check_folder(copy)
         if bad:
-            return CRASH, f"tampered: the grader's copy: {bad}"
+            return Status.CRASH, f"tampered: the grader's copy: {bad}"
         changed = self.check_private()
         if changed:
-            return CRASH, f"tampered: {changed}"
+            return Status.CRASH, f"tampered: {changed}"
         return None
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from loop.run import netbridge, sandbox
 from loop.run.capture import CappedLog, Pump
+from loop.pids import alive
 from loop.run.reap import descendants
 
 TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
@@ -231,7 +232,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         pass
     deadline = time.monotonic() + TERM_GRACE_S
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     _kill_group(proc.pid, signal.SIGKILL)
     for pid in pids + descendants(proc.pid):
@@ -254,14 +255,6 @@ def _kill(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def kill_marked(marker: str) -> int:

@@ -17,16 +17,15 @@ from pathlib import Path
 from loop.run.early_stop import Watcher
 from loop.run.process import Ended, data_cache, describe_exit, execute
 from loop.run.spec import GradeStep, RunSpec
-from loop.words import STOPPED   # a candidate's run ended early, clearly worse than the best
+from loop.words import Status
 
-OK, CRASH, TIMEOUT, DIVERGED, NO_METRIC = "ok", "crash", "timeout", "diverged", "no_metric"
 OOM_SIGNS = ("MemoryError", "Cannot allocate memory", "can't allocate memory",
              "std::bad_alloc", "out of memory")
 
 
 @dataclass
 class RunResult:
-    status: str                  # ok | crash | timeout | diverged | no_metric | stopped
+    status: Status               # Status.OK, Status.STOPPED or a failure (loop/words.py)
     metric: float | None
     returncode: int | None
     wall_s: float
@@ -36,19 +35,6 @@ class RunResult:
     curve: list = field(default_factory=list)   # [[share of the budget, loss], ...]
 
 
-def parse_metric(text: str, pattern: str) -> float | None:
-    """The last number the metric pattern captures in `text`, or None."""
-    matches = re.findall(pattern, text, flags=re.M | re.I)
-    if not matches:
-        return None
-    last = matches[-1]
-    last = last[0] if isinstance(last, tuple) else last
-    try:
-        return float(last)
-    except ValueError:
-        return None
-
-
 def read_tail(path: Path, max_bytes: int = 200_000) -> str:
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
@@ -56,29 +42,30 @@ def read_tail(path: Path, max_bytes: int = 200_000) -> str:
         return f.read().decode("utf-8", "replace")
 
 
-def classify(returncode: int | None, timed_out: bool, metric: float | None) -> tuple[str, str]:
+def classify(returncode: int | None, timed_out: bool,
+             metric: float | None) -> tuple[Status, str]:
     """Status and a one-line reason from how the command ended and what it printed."""
     if timed_out:
-        return TIMEOUT, "killed at the time budget"
+        return Status.TIMEOUT, "killed at the time budget"
     if metric is not None and not math.isfinite(metric):
-        return DIVERGED, f"metric is {metric}"
+        return Status.DIVERGED, f"metric is {metric}"
     if returncode != 0:
-        return CRASH, describe_exit(returncode)
+        return Status.CRASH, describe_exit(returncode)
     if metric is None:
-        return NO_METRIC, "exited 0 but printed no metric"
-    return OK, ""
+        return Status.NO_METRIC, "exited 0 but printed no metric"
+    return Status.OK, ""
 
 
 _STEP = re.compile(r"\b(step|iter(?:ation)?|it|epoch)\b\s*[:=#]?\s*(\d+)", re.I)
 
 
-def at_the_box(name: str, metric: float, line: int, text: str) -> tuple[str, str]:
+def at_the_box(name: str, metric: float, line: int, text: str) -> tuple[Status, str]:
     """A run killed at the time box whose task says `on_timeout: last`: measured by the
     last value it printed (its last evaluation), said so in its reason. A NaN is diverged."""
     step = _STEP.search(text)
     where = f"line {line}" + (f", {step[1].lower()} {step[2]}" if step else "")
     said = f"{name} {metric:.6g} at the time box (last printed value, {where})"
-    return (OK if math.isfinite(metric) else DIVERGED), said
+    return (Status.OK if math.isfinite(metric) else Status.DIVERGED), said
 
 
 def grader_error(grade_log: str, fallback: str) -> str:
@@ -141,9 +128,10 @@ def run_experiment(spec: RunSpec,
     curve = watch.curve() if watch else []
     if train.stopped:        # no final metric: a truncated run's number is never judged
         with open(log_path, "a") as log:
-            log.write(f"\n=== {STOPPED}: {train.stopped} ===\n")
-        return RunResult(STOPPED, None, None, wall, None if memory is None else memory / 1024.0,
-                         log_path, train.stopped, curve)
+            log.write(f"\n=== {Status.STOPPED}: {train.stopped} ===\n")
+        return RunResult(Status.STOPPED, None, None, wall,
+                         None if memory is None else memory / 1024.0, log_path, train.stopped,
+                         curve)
     # With a grading step the script's own print is never the metric (not even a NaN it
     # printed, which would read as "diverged")
     metric = None if spec.grade else train.output.value("metric")
@@ -152,7 +140,7 @@ def run_experiment(spec: RunSpec,
         if stopped:
             with open(log_path, "a") as log:
                 log.write(f"\n=== {stopped[0]}: {stopped[1]} ===\n")
-            return RunResult(stopped[0], None, returncode, wall,
+            return RunResult(Status(stopped[0]), None, returncode, wall,
                              None if memory is None else memory / 1024.0, log_path, stopped[1])
     step = spec.grade if returncode == 0 and not timed_out else None
     if step is not None:
@@ -162,8 +150,9 @@ def run_experiment(spec: RunSpec,
         metric = grade.output.value("metric")
         memory = memory if memory is not None else grade.output.value("memory")
     status, detail = _verdict(spec, step, train, returncode, timed_out, metric)
-    return RunResult(status, metric if status in (OK, DIVERGED) else None, returncode, wall,
-                     None if memory is None else memory / 1024.0, log_path, detail, curve)
+    return RunResult(status, metric if status in (Status.OK, Status.DIVERGED) else None,
+                     returncode, wall, None if memory is None else memory / 1024.0, log_path,
+                     detail, curve)
 
 
 def _grade(spec: RunSpec, step: GradeStep, artifacts: list) -> Ended:
@@ -180,23 +169,24 @@ def _grade(spec: RunSpec, step: GradeStep, artifacts: list) -> Ended:
 
 
 def _verdict(spec: RunSpec, step: GradeStep | None, train: Ended, returncode: int | None,
-             timed_out: bool, metric: float | None) -> tuple[str, str]:
+             timed_out: bool, metric: float | None) -> tuple[Status, str]:
     """The run's status and why, from how its last step ended and what it printed: the
     grader's error, the handed-over exception, the memory limit named where they apply."""
     log_path, limits = spec.log_path, spec.limits
     status, detail = classify(returncode, timed_out, metric)
-    if status == TIMEOUT and step is None and spec.on_timeout == "last" and metric is not None:
+    if status == Status.TIMEOUT and step is None and spec.on_timeout == "last" \
+            and metric is not None:
         status, detail = at_the_box(spec.metric_name, metric, *train.output.line_of("metric"))
-    if step is not None and status == TIMEOUT:   # training had finished: the grader ran out
+    if step is not None and status == Status.TIMEOUT:   # training had finished: the grader ran out
         detail = f"grading timed out: the grader ran past grade_timeout_s " \
                  f"({step.timeout_s:g}s) after training finished in {train.wall_s:.0f}s"
-    if step is not None and status == CRASH:
+    if step is not None and status == Status.CRASH:
         detail = grader_error(read_tail(spec.grade_log), detail)
-    elif status == CRASH:
+    elif status == Status.CRASH:
         tail = read_tail(log_path)
         said = handover_error(tail, detail)
         detail = said if said != detail else exception_error(tail, detail)
-    if status == CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
+    if status == Status.CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"
     return status, detail

@@ -7,6 +7,9 @@ import os
 import uuid
 from pathlib import Path
 
+from loop.pids import alive
+
+
 def resolve_uri(uri: str | None) -> str:
     """The store's URI without importing MLflow: the given one, else $MLFLOW_TRACKING_URI,
     else MLflow's default (mlflow.db in the working directory), made absolute."""
@@ -67,7 +70,8 @@ def create_store(uri: str) -> None:
     from mlflow.tracking import MlflowClient
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.creating-*"):
-        if not _alive(stale.name.rsplit(".creating-", 1)[1].split("-", 1)[0]):
+        owner = stale.name.rsplit(".creating-", 1)[1].split("-", 1)[0]
+        if not (owner.isdigit() and alive(int(owner))):
             stale.unlink(missing_ok=True)       # left by a start that was killed
     tmp = path.with_name(f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     MlflowClient(f"sqlite:///{tmp}").search_experiments(max_results=1)
@@ -80,16 +84,6 @@ def create_store(uri: str) -> None:
             os.replace(tmp, path)
     tmp.unlink(missing_ok=True)
 
-
-def _alive(pid: str) -> bool:
-    """Whether the process numbered `pid` still runs."""
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True                             # someone else's, alive
-    return True
 
 
 def artifact_location(uri: str) -> str | None:

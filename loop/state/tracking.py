@@ -19,6 +19,7 @@ from typing import Any
 from loop.record import Record
 from loop.state.store import artifact_location, create_store, quiet_mlflow
 from loop.untrusted import one_line
+from loop.words import Status
 
 
 class Tracker:
@@ -234,7 +235,7 @@ class Tracker:
                           "git.commit": rec.commit, "git.attempt_ref": rec.attempt_ref,
                           **tags})
         self._artifacts(run_id, artifacts)
-        self.client.set_terminated(run_id, "FAILED" if rec.status == "crash" else "FINISHED")
+        self.client.set_terminated(run_id, "FAILED" if rec.status == Status.CRASH else "FINISHED")
         self._batch(self.parent_id, metrics={f"best_{metric_name}": rec.best_after,
                                              "kept": kept_count}, step=rec.iteration)
         if self._on_tracked:

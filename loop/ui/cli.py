@@ -14,6 +14,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.ui.parser import DEFAULT_CONFIG, REPO_CONFIG, build_parser
+from loop.words import Status
 
 
 def default_config() -> Path | None:
@@ -198,7 +199,7 @@ def cmd_check_task(args) -> int:
     if task.progress_pattern:
         from loop.run.early_stop import progress_line
         print(progress_line(result.curve))
-    return 0 if result.status == "ok" else 1
+    return 0 if result.status == Status.OK else 1
 
 
 def cmd_doctor(args) -> int:

@@ -19,7 +19,8 @@ from typing import Protocol
 
 from loop.run import grading
 from loop.run.process import Limits, kill_marked
-from loop.run.runner import CRASH, RunResult, run_experiment
+from loop.run.runner import RunResult, run_experiment
+from loop.words import Status
 from loop.run.spec import JOB_ENV, RunJob, make_spec
 from loop.setup import inputs
 
@@ -40,7 +41,7 @@ def grader_folder(run_dir: Path) -> Path:
 
 def failed(job: RunJob, why: str) -> RunResult:
     """A run that never produced a result (the engine or a worker failed, not the code)."""
-    return RunResult(CRASH, None, None, 0.0, None, job.log_path, why)
+    return RunResult(Status.CRASH, None, None, 0.0, None, job.log_path, why)
 
 
 def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_rel: str,
@@ -69,6 +70,6 @@ def run_in_folder(job: RunJob, folder: Path, task, guard: grading.Guard, task_re
     grading.remove(grader_root)             # a copy of the task folder per run adds up
     problem = guard.check_folder(folder) or guard.check_inputs(folder)
     if problem:
-        result.status, result.metric = CRASH, None
+        result.status, result.metric = Status.CRASH, None
         result.detail = f"tampered: the run {problem}"
     return result

@@ -9,7 +9,7 @@ from pathlib import Path
 from loop.run.backends.base import failed, run_in_folder
 from loop.run.backends.devices import slot_envs
 from loop.run.process import kill_marked
-from loop.run.runner import CRASH
+from loop.words import Status
 from loop.run.spec import JOB_ENV, RunJob
 
 # How long `submit` waits for the slot's checkout of the job's commit: the main thread's next
@@ -66,7 +66,7 @@ class LocalBackend:
             if ws is not self.workspace:     # a `git commit` or `git checkout` in the run
                 problem = self._slot_head(ws, head, job)
                 if problem:
-                    result.status, result.metric = CRASH, None
+                    result.status, result.metric = Status.CRASH, None
                     result.detail = f"tampered: the run {problem}"
         except Exception as exc:      # an engine-side failure costs this run, not the loop
             result = failed(job, f"slot error: {type(exc).__name__}: {exc}")

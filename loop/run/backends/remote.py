@@ -25,7 +25,9 @@ from typing import Any
 from loop.repo.gitsafe import run_git
 from loop.run.backends.base import failed, run_in_folder
 from loop.run.backends.reach import Reach, Unreached, arrive
-from loop.run.runner import CRASH, RunResult
+from loop.run.runner import RunResult
+from loop.words import Status
+from loop.pids import alive
 from loop.run.spec import RunJob, grade_log
 
 PREFIX = "autoresearch-ray-"   # a run's folder on its node: PREFIX<pid namespace>.<pid>-...
@@ -79,7 +81,7 @@ def run_remote(archive: bytes, job: RunJob, task, task_rel: str, guard, reach: R
 
 def unreached(why: str, tmp: Path) -> dict:
     """A run that never started: its node lacks what it needs (a crash saying so)."""
-    return {"status": CRASH, "metric": None, "returncode": None, "wall_s": 0.0,
+    return {"status": Status.CRASH, "metric": None, "returncode": None, "wall_s": 0.0,
             "memory_gb": None, "detail": why, "log": f"{why}\n".encode(), "grade_log": None,
             "artifacts": _tar(tmp / "none"), "node": os.uname().nodename}
 
@@ -124,7 +126,7 @@ def sweep_dead_workers(root: Path | None = None) -> None:
         return
     for folder in Path(root or tempfile.gettempdir()).glob(f"{PREFIX}{namespace}.*-*"):
         pid = folder.name[len(PREFIX) + len(namespace) + 1:].split("-", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
 
