@@ -133,5 +133,3 @@ def _throwaway_workspace(repo_root: Path) -> Workspace:
             Workspace(repo_root, "check", path).remove_worktree()
     name = f"{CHECK_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     return Workspace(repo_root, "check", worktree_path(repo_root, name))
-
-    return True
