@@ -30,12 +30,12 @@ class Engine:
     (clear errors, nothing created), its parts are opened under the lock, recovered from
     the journal, and handed to the `Loop`; a full disk or a failing git stops it cleanly."""
 
-    def __init__(self, config: Config, out=print, proposer=None, progress=None):
+    def __init__(self, config: Config, out=print, proposer=None, progress=None, backend=None):
         self.config = config
         self.out = out
         self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
         self.tag = config.tag or default_tag()
-        self.site = locate(config, self.tag, out, self.progress, proposer)
+        self.site = locate(config, self.tag, out, self.progress, proposer, backend)
         self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
         self.workspace, self.proposer = self.site.workspace, self.site.proposer
         self.sandbox = self.site.sandbox

@@ -55,6 +55,9 @@ class Site:
     limits: Limits
     proposer: object
     program_path: Path
+    # the backend's class (or any callable taking make_backend's keywords): by default the
+    # one config.backend names; the engine's fast tests hand in one that runs nothing
+    backend: Callable[..., Backend] | None = None
 
 
 @dataclass
@@ -74,7 +77,8 @@ class Parts:
     score: Scoreboard
 
 
-def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> Site:
+def locate(config: Config, tag: str, out, progress: Progress, proposer=None,
+           backend: Callable[..., Backend] | None = None) -> Site:
     user_task = load_task(config.resolve(config.task))        # clear errors first
     with_budget(user_task, config.time_budget_s)   # refused when the code holds it
     repo_root = Workspace.find_repo_root(user_task.root)
@@ -91,7 +95,7 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None) -> 
                 # required without one stops here (exit 2); auto without one warns
                 sandbox.startup(config.sandbox, out), Limits.from_config(config),
                 proposer or make_proposer(config.proposer, seed=config.seed),
-                config.resolve(config.program))
+                config.resolve(config.program), backend)
 
 
 def _check_searchable(config: Config, task: Task, task_rel: str) -> None:
@@ -135,10 +139,12 @@ def open_parts(site: Site) -> Parts:
         or f"autoresearch/{task.name}"
     for path in store_paths(uri):       # keep the store out of the user's `git status`
         workspace.ignore_path(path)
-    backend = make_backend(config.backend, workspace=workspace, task=task, task_rel=task_rel,
-                           guard=guard, workers=config.workers, devices=config.devices,
-                           slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
-                           limits=site.limits, slurm=config.slurm)   # out of the state folder
+    backend_kw = dict(workspace=workspace, task=task, task_rel=task_rel, guard=guard,
+                      workers=config.workers, devices=config.devices,
+                      slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
+                      limits=site.limits, slurm=config.slurm)   # out of the state folder
+    backend = site.backend(**backend_kw) if site.backend is not None \
+        else make_backend(config.backend, **backend_kw)
     sched = Scheduler(backend)
     proposals = ProposalQueue(site.proposer, config.proposer.concurrency, sched.events)
     params = {"task": task.name, "task_path": task_rel, "branch": workspace.branch,
