@@ -162,8 +162,10 @@ def _spawn_and_wait(argv: list[str], cwd: Path, env: dict, output: CappedLog,
         returncode, timed_out = _wait(proc, deadline, output), False
         if returncode is None:       # the watcher asked for it: killed as at the box
             stopped = output.stop_reason
+            pump.seal()
             kill_tree(proc)
     except subprocess.TimeoutExpired:
+        pump.seal()                  # what it prints once signalled is read for no metric
         kill_tree(proc)
         returncode, timed_out = None, True
     except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
