@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.run import netbridge, sandbox
+from loop.run import netbridge, pidcap, sandbox
 from loop.run.capture import CappedLog, Pump
 from loop.run.reap import descendants
 
 TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
+MAX_PROCESSES = 16384   # a run's processes and threads at once, unless the config says
 REAPER = Path(__file__).with_name("reap.py")
 
 # Variables an experiment may inherit; everything else is dropped.
@@ -51,14 +52,17 @@ def experiment_env(extra: dict[str, str] | None = None, base: dict[str, str] | N
 
 @dataclass(frozen=True)
 class Limits:
-    """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`)."""
+    """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`,
+    `max_processes`)."""
     sandbox: str = "auto"                # off | auto (bwrap where it works) | required
     memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see memory_cap)
     log_cap_mb: float = 5.0              # kept log per command: first and last half of this
+    max_processes: int | None = MAX_PROCESSES   # tasks at once, threads too (loop/run/pidcap.py)
 
     @classmethod
     def from_config(cls, config) -> Limits:
-        return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb)
+        return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb,
+                   getattr(config, "max_processes", MAX_PROCESSES))
 
 
 @dataclass
@@ -99,8 +103,9 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
+    group = pidcap.Group(limits.max_processes)
     argv, bridge = _confined_argv(command, cwd, env, limits, boxed, scratch, compiled,
-                                  writable, hidden, readonly)
+                                  writable, hidden, readonly, group)
     start = time.monotonic()
     try:
         with open(log_path, "ab" if append else "wb") as log:
@@ -108,6 +113,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
             returncode, timed_out, stopped = _spawn_and_wait(argv, cwd, env, output,
                                                              start + timeout_s)
     finally:
+        group.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if bridge:
             bridge.close()
@@ -115,7 +121,8 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
 
 
 def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,
-                   scratch: Path, compiled: list[Path], writable, hidden, readonly
+                   scratch: Path, compiled: list[Path], writable, hidden, readonly,
+                   group: pidcap.Group | None = None
                    ) -> tuple[list[str], netbridge.Bridge | None]:
     """The argv that runs `command` in the sandbox (where there is one) under the reaper,
     and the network bridge to the task's declared endpoints (None: none), to close after."""
@@ -130,14 +137,16 @@ def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bo
                              hidden, scratch,
                              readonly=[*readonly, *shown, *data_cache(env),
                                        *(bridge.readonly if bridge else [])],
-                             hosts_file=bridge.hosts_file if bridge else None)
+                             hosts_file=bridge.hosts_file if bridge else None,
+                             memory_bytes=int(limits.memory_limit_gb * 2**30)
+                             if limits.memory_limit_gb else None)
     # The sandbox too runs under the reaper: bwrap arms --die-with-parent only once it is
     # running and never checks that its parent still lives, so an engine (or Ray worker)
     # killed in that window left bwrap and the run alive for good. The reaper arms its
     # PDEATHSIG, then checks its parent, before it starts anything.
     argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
             *shell]
-    argv = memory_cap(limits.memory_limit_gb) + argv
+    argv = memory_cap(limits.memory_limit_gb, group.prefix_code() if group else "") + argv
     return argv, bridge
 
 
@@ -204,8 +213,10 @@ def _paths_in(env: dict, compiled: list[Path]) -> list[str]:
             and not (k in dict(COMPILE_VARS) and any(v.startswith(o + "/") for o in ours))]
 
 
-def memory_cap(memory_limit_gb: float | None) -> list[str]:
+def memory_cap(memory_limit_gb: float | None, bound: str = "") -> list[str]:
     """An argv prefix that sets the memory cap, then execs the rest (same pid), or [].
+    `bound`: Python statements run there first (the process bound, loop/run/pidcap.py), so
+    the supervisor and all it starts are inside it.
 
     The cap is RLIMIT_DATA (private writable memory, per process, inherited): not RLIMIT_AS,
     which counts reserved address space and so breaks CUDA (it reserves far more than it
@@ -214,12 +225,12 @@ def memory_cap(memory_limit_gb: float | None) -> list[str]:
     Python a MemoryError), which loop/run/runner.py reports as out of memory. A prefix, not
     Popen's preexec_fn: that runs Python in a forked child, unsafe when the engine runs
     experiments from several threads."""
-    if not memory_limit_gb:
+    if not memory_limit_gb and not bound:
         return []
-    cap = int(memory_limit_gb * 2**30)
+    cap = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    limit = f"resource.setrlimit(resource.RLIMIT_DATA, ({cap}, {cap})); " if cap else ""
     return [sys.executable, "-I", "-S", "-c",
-            "import os, resource, sys; resource.setrlimit(resource.RLIMIT_DATA, "
-            f"({cap}, {cap})); os.execvp(sys.argv[1], sys.argv[1:])"]
+            f"import os, resource, sys; {bound}{limit}os.execvp(sys.argv[1], sys.argv[1:])"]
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

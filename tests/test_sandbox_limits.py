@@ -1,0 +1,156 @@
+"""What one sandboxed run may hold (issue 37): every byte it writes to an in-memory
+filesystem counts within its `memory_limit_gb`, and as root too its processes are
+bounded. Real bwrap, real processes."""
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import textwrap
+
+import pytest
+
+from conftest import git, needs_sandbox, no_sandbox, require, run_cli
+from loop.run.process import Limits, execute, experiment_env
+
+FILL = textwrap.dedent("""
+    import errno, os, subprocess
+    def shmem():
+        for line in open("/proc/meminfo"):
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) * 1024
+    def fill(path, mib):
+        written = 0
+        try:
+            with open(path, "wb") as f:
+                for _ in range(mib):
+                    f.write(b"x" * 2**20)
+                    written += 1
+                f.flush()
+        except OSError as exc:
+            print(f"{path}: stopped ({errno.errorcode.get(exc.errno, exc.errno)})")
+        print(f"{path}: wrote {written} MiB")
+        return written
+    for folder in ("/tmp", "/var/tmp", "/run"):
+        kind = subprocess.run(["stat", "-f", "-c", "%T", folder], capture_output=True,
+                              text=True).stdout.strip()
+        print(f"{folder}: {kind}")
+    before = shmem()
+    fill("/tmp/fill", 1024)
+    print(f"RAM grew by {(shmem() - before) // 2**20} MiB after /tmp")
+    os.remove("/tmp/fill")
+    before = shmem()
+    shm = fill("/dev/shm/fill", 1024)
+    print(f"RAM grew by {(shmem() - before) // 2**20} MiB after /dev/shm")
+    for path in ("/dev/fill", os.path.expanduser("~/fill")):
+        try:
+            open(path, "wb").write(b"x")
+            print(f"{path}: WRITTEN")
+        except OSError as exc:
+            print(f"{path}: refused ({errno.errorcode.get(exc.errno, exc.errno)})")
+""")
+
+
+@needs_sandbox
+def test_in_memory_folders_hold_no_more_than_the_memory_limit(tmp_path):
+    """With memory_limit_gb 0.5: 1 GiB written to /tmp lands on disk (the host's shared
+    memory does not grow by it), /dev/shm stops at 0.5 GiB, /dev and HOME take no file."""
+    (tmp_path / "fill.py").write_text(FILL)
+    ended = execute(f"{sys.executable} fill.py", tmp_path, experiment_env(), 120,
+                    tmp_path / "log", limits=Limits("required", memory_limit_gb=0.5))
+    said = (tmp_path / "log").read_text()
+    assert ended.returncode == 0, said
+    for folder in ("/tmp", "/var/tmp", "/run"):
+        assert f"{folder}: tmpfs" not in said, said       # on disk: the run's scratch
+    assert "/tmp/fill: wrote 1024 MiB" in said, said
+    grew_tmp = int(said.split("RAM grew by ")[1].split()[0])
+    assert grew_tmp < 256, said                # other programs on the host may move it a bit
+    shm = int(said.split("/dev/shm/fill: wrote ")[1].split()[0])
+    assert shm <= 512 and "/dev/shm/fill: stopped (ENOSPC)" in said, said
+    assert "/dev/fill: refused" in said and "/fill: WRITTEN" not in said, said
+    assert not list(tmp_path.glob(".scratch-*")), "the scratch (its /tmp) outlives the run"
+
+
+# -- processes ---------------------------------------------------------------------------------
+SPAWN = """
+import subprocess
+started = []
+for _ in range(500):
+    try:
+        started.append(subprocess.Popen(["sleep", "60"]))
+    except OSError as exc:
+        print(f"refused: {exc}")
+        break
+print(f"started {len(started)}")
+for p in started:
+    p.kill()
+"""
+
+
+def process_bound_missing() -> str | None:
+    """Why no process bound works here (root without a writable pids cgroup), or None."""
+    from loop.run import pidcap
+    said = pidcap.mechanism()
+    return said if said.startswith("none") else None
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_run_cannot_start_more_processes_than_its_limit(tmp_path, mode):
+    """500 sleeps with max_processes 64 (as root here: RLIMIT_NPROC would not bind): the
+    run is refused a fork before 64, sandboxed or not; its group is gone after."""
+    require("process bound", process_bound_missing())
+    if mode == "required":
+        require("sandbox", no_sandbox())
+    from loop.run import pidcap
+    (tmp_path / "spawn.py").write_text(SPAWN)
+    ended = execute(f"{sys.executable} spawn.py", tmp_path, experiment_env(), 120,
+                    tmp_path / "log", limits=Limits(mode, max_processes=64))
+    said = (tmp_path / "log").read_text()
+    assert ended.returncode == 0, said
+    started = int(said.split("started ")[1].split()[0])
+    assert "refused: [Errno 11]" in said and 40 < started < 64, said
+    base, _ = pidcap.parent()
+    if base is not None:
+        assert not list(base.glob(f"autoresearch-{os.getpid()}-*")), "the run's group stays"
+
+
+BOMB = """\
+import os, time
+LR = 0.5
+if LR != 0.5:                      # the proposal: a fork bomb
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            time.sleep(0.01)
+print(f"val loss {LR:.4f}")
+"""
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_fork_bomb_as_root_ends_at_the_time_box_and_the_night_goes_on(tmp_path,
+                                                                          mlflow_uri):
+    """Issue 37 item 5: the mutated LR starts a fork bomb; bounded at 64 processes it is
+    killed at the time box, and the next iteration runs."""
+    require("process bound", process_bound_missing())
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "task.yaml").write_text(
+        "name: bomb\neditable: [train.py]\nrun: python train.py\n"
+        "metric: {name: val_loss, direction: minimize, pattern: 'val loss ([0-9.]+)'}\n"
+        "time_budget_s: 2\ngrace_s: 0.5\nsearch_space: {LR: {range: [0.1, 0.9]}}\n")
+    (root / "train.py").write_text(BOMB)
+    (root / "autoresearch.yaml").write_text(
+        "task: .\niterations: 2\nsandbox: required\nmax_processes: 64\n"
+        "proposer:\n  kind: mutate\n")
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "task")
+    ran = run_cli("run", "--tag", "t", cwd=root)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    with open(root / ".autoresearch" / "t" / "results.tsv") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert len(rows) == 3, rows                       # baseline, then both iterations
+    assert rows[0]["status"] == "keep" or rows[0]["status"] == "baseline", rows
+    assert [r["status"] for r in rows[1:]] == ["timeout", "timeout"], rows
