@@ -154,3 +154,13 @@ def test_a_fork_bomb_as_root_ends_at_the_time_box_and_the_night_goes_on(tmp_path
     assert len(rows) == 3, rows                       # baseline, then both iterations
     assert rows[0]["status"] == "keep" or rows[0]["status"] == "baseline", rows
     assert [r["status"] for r in rows[1:]] == ["timeout", "timeout"], rows
+
+
+@pytest.mark.parametrize("value", ["0", "4", "1.5", "true", "lots"])
+def test_a_bad_max_processes_is_refused_in_one_line(tmp_path, value):
+    from loop.errors import ConfigError
+    from loop.setup.config import load_config
+    (tmp_path / "autoresearch.yaml").write_text(f"task: .\nmax_processes: {value}\n")
+    said = r"max_processes(: expected an integer| must be a whole number >= 8)"
+    with pytest.raises(ConfigError, match=said):
+        load_config(tmp_path / "autoresearch.yaml")
