@@ -135,8 +135,8 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
                 outcome.done.append(replace(edit, path=path, named=(), line_hint=None))
             line_shift[path] = line_shift.get(path, 0) + shift
             outcome.applied += 1
-        except NoOpBlock as no_op:
-            no_ops.append((edit, no_op))
+        except NoOpBlock as passed:
+            no_ops.append((edit, passed))
         except BlockFailure as failure:
             hint = failure.args[0]
             outcome.failures.append(f"{edit.label}: {hint}")
