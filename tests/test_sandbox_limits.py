@@ -39,15 +39,20 @@ FILL = textwrap.dedent("""
     fill("/tmp/fill", 1024)
     print(f"RAM grew by {(shmem() - before) // 2**20} MiB after /tmp")
     os.remove("/tmp/fill")
-    before = shmem()
-    shm = fill("/dev/shm/fill", 1024)
-    print(f"RAM grew by {(shmem() - before) // 2**20} MiB after /dev/shm")
     for path in ("/dev/fill", os.path.expanduser("~/fill")):
         try:
             open(path, "wb").write(b"x")
             print(f"{path}: WRITTEN")
         except OSError as exc:
             print(f"{path}: refused ({errno.errorcode.get(exc.errno, exc.errno)})")
+    before = shmem()
+    print(f"shared memory before /dev/shm: {before // 2**20} MiB", flush=True)
+    with open("/dev/shm/fill", "wb") as f:   # ENOSPC at the limit, or the run's cgroup
+        for mib in range(1, 1025):           # kills it first (its own pages count too)
+            f.write(b"x" * 2**20)
+            f.flush()
+            if mib % 32 == 0:
+                print(f"/dev/shm: {mib} MiB", flush=True)
 """)
 
 
@@ -59,16 +64,53 @@ def test_in_memory_folders_hold_no_more_than_the_memory_limit(tmp_path):
     ended = execute(f"{sys.executable} fill.py", tmp_path, experiment_env(), 120,
                     tmp_path / "log", limits=Limits("required", memory_limit_gb=0.5))
     said = (tmp_path / "log").read_text()
-    assert ended.returncode == 0, said
     for folder in ("/tmp", "/var/tmp", "/run"):
         assert f"{folder}: tmpfs" not in said, said       # on disk: the run's scratch
     assert "/tmp/fill: wrote 1024 MiB" in said, said
     grew_tmp = int(said.split("RAM grew by ")[1].split()[0])
     assert grew_tmp < 256, said                # other programs on the host may move it a bit
-    shm = int(said.split("/dev/shm/fill: wrote ")[1].split()[0])
-    assert shm <= 512 and "/dev/shm/fill: stopped (ENOSPC)" in said, said
     assert "/dev/fill: refused" in said and "/fill: WRITTEN" not in said, said
+    assert "/dev/shm: 512 MiB" not in said and "/dev/shm: 32 MiB" in said, said
+    assert ended.returncode != 0, said         # No space left on device, or killed
     assert not list(tmp_path.glob(".scratch-*")), "the scratch (its /tmp) outlives the run"
+
+
+SHARED = """
+import mmap, os
+fd = os.memfd_create("hold")
+os.ftruncate(fd, 1 << 30)
+held = [mmap.mmap(fd, 1 << 30), mmap.mmap(-1, 1 << 30, flags=mmap.MAP_SHARED)]
+for i, region in enumerate(held):
+    for at in range(0, 1 << 30, 1 << 20):
+        region[at:at + (1 << 20)] = b"x" * (1 << 20)
+    print(f"holding {i + 1} GiB", flush=True)
+"""
+
+
+def memory_bound_missing() -> str | None:
+    from loop.run import cgroup
+    said = cgroup.mechanism("memory")
+    return said if said.startswith("none") else None
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_shared_memory_counts_within_the_runs_memory_limit(tmp_path, mode):
+    """RLIMIT_DATA does not count memfd or MAP_SHARED memory: with memory_limit_gb 0.5 a
+    run held 2 GiB that way. The run's cgroup counts them: it is killed before 1 GiB, and
+    the run says out of memory."""
+    require("memory bound", memory_bound_missing())
+    if mode == "required":
+        require("sandbox", no_sandbox())
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
+    (tmp_path / "hold.py").write_text(SHARED)
+    result = run_experiment(RunSpec(f"{sys.executable} hold.py", tmp_path, experiment_env(),
+                                    120, tmp_path / "log", r"^score:\s*([0-9.]+)",
+                                    limits=Limits(mode, memory_limit_gb=0.5)))
+    said = (tmp_path / "log").read_text()
+    assert "holding 1 GiB" not in said, said
+    assert result.status == "crash" and result.detail.startswith(
+        "out of memory: the run hit memory_limit_gb=0.5"), result.detail
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -89,8 +131,8 @@ for p in started:
 
 def process_bound_missing() -> str | None:
     """Why no process bound works here (root without a writable pids cgroup), or None."""
-    from loop.run import pidcap
-    said = pidcap.mechanism()
+    from loop.run import cgroup
+    said = cgroup.mechanism()
     return said if said.startswith("none") else None
 
 
@@ -101,7 +143,7 @@ def test_a_run_cannot_start_more_processes_than_its_limit(tmp_path, mode):
     require("process bound", process_bound_missing())
     if mode == "required":
         require("sandbox", no_sandbox())
-    from loop.run import pidcap
+    from loop.run import cgroup
     (tmp_path / "spawn.py").write_text(SPAWN)
     ended = execute(f"{sys.executable} spawn.py", tmp_path, experiment_env(), 120,
                     tmp_path / "log", limits=Limits(mode, max_processes=64))
@@ -109,7 +151,7 @@ def test_a_run_cannot_start_more_processes_than_its_limit(tmp_path, mode):
     assert ended.returncode == 0, said
     started = int(said.split("started ")[1].split()[0])
     assert "refused: [Errno 11]" in said and 40 < started < 64, said
-    base, _ = pidcap.parent()
+    base, _, _ = cgroup.parent("pids")
     if base is not None:
         assert not list(base.glob(f"autoresearch-{os.getpid()}-*")), "the run's group stays"
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.run import netbridge, pidcap, sandbox
+from loop.run import cgroup, netbridge, sandbox
 from loop.run.capture import CappedLog, Pump
 from loop.run.reap import descendants
 
@@ -55,9 +55,9 @@ class Limits:
     """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`,
     `max_processes`)."""
     sandbox: str = "auto"                # off | auto (bwrap where it works) | required
-    memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see memory_cap)
+    memory_limit_gb: float | None = None  # per run (cgroup) and per process (RLIMIT_DATA)
     log_cap_mb: float = 5.0              # kept log per command: first and last half of this
-    max_processes: int | None = MAX_PROCESSES   # tasks at once, threads too (loop/run/pidcap.py)
+    max_processes: int | None = MAX_PROCESSES   # tasks at once, threads too (loop/run/cgroup.py)
 
     @classmethod
     def from_config(cls, config) -> Limits:
@@ -72,6 +72,7 @@ class Ended:
     wall_s: float
     output: CappedLog                    # what every line of the output matched
     stopped: str = ""                    # why the watcher had it killed early ("" if not)
+    out_of_memory: bool = False          # the kernel killed a process at the run's memory limit
 
 
 def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
@@ -103,7 +104,8 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
-    group = pidcap.Group(limits.max_processes)
+    group = cgroup.Group(limits.max_processes, int(limits.memory_limit_gb * 2**30)
+                         if limits.memory_limit_gb else None)
     argv, bridge = _confined_argv(command, cwd, env, limits, boxed, scratch, compiled,
                                   writable, hidden, readonly, group)
     start = time.monotonic()
@@ -113,16 +115,18 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
             returncode, timed_out, stopped = _spawn_and_wait(argv, cwd, env, output,
                                                              start + timeout_s)
     finally:
+        out_of_memory = group.out_of_memory()
         group.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if bridge:
             bridge.close()
-    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped)
+    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped,
+                 out_of_memory)
 
 
 def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,
                    scratch: Path, compiled: list[Path], writable, hidden, readonly,
-                   group: pidcap.Group | None = None
+                   group: cgroup.Group | None = None
                    ) -> tuple[list[str], netbridge.Bridge | None]:
     """The argv that runs `command` in the sandbox (where there is one) under the reaper,
     and the network bridge to the task's declared endpoints (None: none), to close after."""
@@ -215,13 +219,13 @@ def _paths_in(env: dict, compiled: list[Path]) -> list[str]:
 
 def memory_cap(memory_limit_gb: float | None, bound: str = "") -> list[str]:
     """An argv prefix that sets the memory cap, then execs the rest (same pid), or [].
-    `bound`: Python statements run there first (the process bound, loop/run/pidcap.py), so
+    `bound`: Python statements run there first (the run's cgroup, loop/run/cgroup.py), so
     the supervisor and all it starts are inside it.
 
     The cap is RLIMIT_DATA (private writable memory, per process, inherited): not RLIMIT_AS,
     which counts reserved address space and so breaks CUDA (it reserves far more than it
-    uses), and not cgroup memory.max, which needs a delegated cgroup v2 subtree that
-    containers and plain user sessions usually lack. Past the cap an allocation fails (in
+    uses). It does not count shared memory: the run's cgroup does, where this machine
+    gives one (loop/run/cgroup.py). Past the cap an allocation fails (in
     Python a MemoryError), which loop/run/runner.py reports as out of memory. A prefix, not
     Popen's preexec_fn: that runs Python in a forked child, unsafe when the engine runs
     experiments from several threads."""

@@ -141,7 +141,7 @@ class Config:
     program: str = "program.md"          # steering file, re-read every iteration
     sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
                                          # required: refuse to start without it (README)
-    memory_limit_gb: float | None = None  # per experiment process (RLIMIT_DATA); None: none
+    memory_limit_gb: float | None = None  # per run (cgroup) and process (RLIMIT_DATA); None: none
     log_cap_mb: float = 5.0              # kept log per run (head + tail); metrics read in full
     max_processes: int = 16384           # per run, threads too (a cgroup's pids.max: sandbox.md)
     proposer: ProposerConfig = field(default_factory=ProposerConfig)

@@ -126,10 +126,11 @@ def check_pid(boxed: bool) -> Check:
 
 
 def check_processes() -> Check:
-    """A probe under a bound of 16 processes tries to start 40 sleeps (loop/run/pidcap.py)."""
-    from loop.run import pidcap
+    """A probe under a bound of 16 processes tries to start 40 sleeps (loop/run/cgroup.py);
+    the memory bound is said as found."""
+    from loop.run import cgroup
     from loop.run.process import memory_cap
-    group = pidcap.Group(16)
+    group = cgroup.Group(16)
     code = ("import subprocess\nn = 0\ntry:\n    for n in range(40):\n"
             "        subprocess.Popen(['sleep', '5'])\nexcept OSError:\n    pass\nprint(n)")
     try:
@@ -138,13 +139,14 @@ def check_processes() -> Check:
                                stdin=subprocess.DEVNULL, start_new_session=True)
     finally:
         group.close()
-    how = pidcap.mechanism()
+    how = cgroup.mechanism()
     started = probe.stdout.strip()
     if how.startswith("none") or started == "39":
         return Check("processes", WARN, f"unbounded: {how}; a fork bomb runs until the time "
                                         f"box (max_processes cannot be held)")
     return Check("processes", OK, f"bounded by {how}: a probe held to 16 started "
-                                  f"{started} of 40")
+                                  f"{started} of 40; memory per run: "
+                                  f"{cgroup.mechanism('memory')}")
 
 
 def check_filesystem(boxed: bool, repo: Path) -> Check:
