@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import subprocess
 import sys
 import textwrap
 
@@ -206,3 +207,31 @@ def test_a_bad_max_processes_is_refused_in_one_line(tmp_path, value):
     said = r"max_processes(: expected an integer| must be a whole number >= 8)"
     with pytest.raises(ConfigError, match=said):
         load_config(tmp_path / "autoresearch.yaml")
+
+
+def test_groups_an_engine_killed_outright_left_are_removed_by_the_next(tmp_path):
+    """A group whose engine is gone (its pid no longer alive) is removed when groups are
+    next looked for; a live engine's stays."""
+    require("process bound", process_bound_missing())
+    from loop.run import cgroup
+    base, _, _ = cgroup.parent("pids")
+    if base is None:
+        pytest.skip("processes bounded by RLIMIT_NPROC here: no group to leave")
+    gone = _dead_pid()
+    stale, live = base / f"autoresearch-{gone}-0", base / f"autoresearch-{os.getpid()}-999999"
+    stale.mkdir()
+    live.mkdir()
+    try:
+        cgroup._sweep(base)
+        assert not stale.exists() and live.exists()
+    finally:
+        for group in (stale, live):
+            if group.exists():
+                group.rmdir()
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

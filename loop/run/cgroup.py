@@ -12,7 +12,8 @@ run's supervisor and sandbox: 4 tasks); its memory limit (`memory.max`, v1
 `memory.limit_in_bytes`) is `memory_limit_gb` for everything the run holds (its processes,
 its shared memory, its /dev/shm, the page cache of its files, which is given back first);
 past it the kernel's OOM killer ends a process of the run, and the run reads `out of
-memory`. The group is emptied (SIGKILL) and removed when the run ends.
+memory`. The group is emptied (SIGKILL) and removed when the run ends (an engine killed
+before that leaves it empty: the next engine removes it).
 
 Where there is none (`mechanism` says why): processes, for a user that is not root,
 RLIMIT_NPROC set to the processes (threads included) that user has now plus the limit;
@@ -62,8 +63,20 @@ def parent(controller: str) -> tuple[Path | None, bool, str]:
                 probe.rmdir()
             except OSError:
                 pass
+        _sweep(base)
         return base, v2, ""
     return None, False, why
+
+
+def _sweep(base: Path) -> None:
+    """Remove the empty groups of engines that are gone (killed before their `close`)."""
+    for group in base.glob("autoresearch-*-*"):
+        owner = group.name.split("-")[1]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                group.rmdir()
+            except OSError:
+                pass
 
 
 def mechanism(controller: str = "pids") -> str:
