@@ -10,6 +10,8 @@ it. Each reply holding a SEARCH/REPLACE block (or that aider refused) is parsed 
   applied correctly   our edits are aider's blocks (file, SEARCH, REPLACE), nothing refused;
   refused             we report a problem: the reply goes back to the model (repair turn);
   wrong               we would apply something else than aider's blocks (must be 0);
+  refused at apply    a reply with a block that changes nothing, applied (loop.edits'
+                      try_edits) to files made of its SEARCH texts, refused (see JUDGED_APPLY);
 and replies aider found no block in are checked for edits we would invent (also wrong).
 Replies where we apply what aider refused, or aider's reading is itself wrong, are listed
 with the reason, judged by hand in `JUDGED` (keyed by the reply's first line).
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from loop.edits.edits import parse_reply, settle_named  # noqa: E402
+from loop.edits.edits import Edit, parse_reply, settle_named, try_edits  # noqa: E402
 
 # Replies judged by hand (key: sha1 of the reply, first 12 hex digits): aider's editblock
 # reading cannot judge them, so each was read in full and what we make of it checked.
@@ -41,6 +43,21 @@ JUDGED = {
     "f7774a0f8a1e": (NOT_A_REPLY, "the user's `/run git diff` output, read as diffs"),
     "31a0a3580c1b": (NOT_A_REPLY, "aider's 'Retrying' messages spliced into a streamed "
                                   "listing resumed mid-line"),
+}
+# Replies refused at apply (see `refused_at_apply`), judged by hand, same keys
+LONE_NO_OP = "refused: its one block changes nothing"
+MADE_UP = "applies: a made-up file's double"
+JUDGED_APPLY = {
+    # aider applies a lone block whose REPLACE is its SEARCH (a change of nothing); we send
+    # it back: the model learns its edit was a no-op (by design, issue 37 item 8)
+    "151a3178ec48": (LONE_NO_OP, "its one block's REPLACE is its SEARCH"),
+    "690cab0f0016": (LONE_NO_OP, "its one block's REPLACE is its SEARCH"),
+    "e6206aa3df3d": (LONE_NO_OP, "its one block's REPLACE is its SEARCH"),
+    "60795f3b7ad7": (LONE_NO_OP, "its one block's REPLACE is its SEARCH"),
+    # block 5 (a no-op) is passed over; block 4's one SEARCH line is also inside block 1's
+    # SEARCH, so the file made of the SEARCH texts holds it twice: no refusal of ours on
+    # the real file, which aider's history does not hold
+    "b1c882fa9cb8": (MADE_UP, "block 4's one SEARCH line is also in block 1's SEARCH"),
 }
 HISTORY = "tests/fixtures/chat-history.md"
 GOLD = "tests/fixtures/chat-history-search-replace-gold.txt"
@@ -140,8 +157,45 @@ def judge(header: str, reply: str, entry: Entry | None) -> tuple[str, str]:
     if len(edits) == len(theirs) and all(
             k == "replace" and same_path(p, tp) and s == ts and r == tr
             for (p, s, r, k), (tp, ts, tr) in zip(edits, theirs)):
+        refused = refused_at_apply(theirs) if any(no_op(s, r) for _, s, r in theirs) else ""
+        if refused:
+            return "refused at apply", refused
         return "applied correctly", ""
     return "wrong", f"ours {[(p, k) for p, _, _, k in edits]} vs aider {[p for p, _, _ in theirs]}"
+
+
+def no_op(search: str, replace: str) -> bool:
+    return bool(search.strip()) and [l.rstrip() for l in search.splitlines()] == \
+        [l.rstrip() for l in replace.splitlines()]
+
+
+def refused_at_apply(blocks: list[tuple[str, str, str]]) -> str:
+    """For a reply holding a block that changes nothing (aider applies it, changing nothing):
+    apply aider's blocks (the same as ours) with loop.edits to files made of their SEARCH
+    texts, in order, so that each block finds its text as aider's did: why we refuse, or ""
+    (beside real blocks the no-op is passed over and noted). The files are made up (aider's
+    history has only the replies), so only these replies are applied: a made-up file can
+    hold a SEARCH text twice where the real one did not."""
+    files: dict[str, str] = {}
+    current: dict[str, str] = {}
+    for path, search, replace in blocks:
+        path = path.strip()
+        search = search + "\n" if search and not search.endswith("\n") else search
+        replace = replace + "\n" if replace and not replace.endswith("\n") else replace
+        text = current.get(path)
+        if not search.strip():
+            if text is None:
+                current[path] = replace
+            continue
+        if text is None or search not in text:
+            gap = f"# gap {len(files.get(path, ''))}\n"
+            files[path] = files.get(path, "") + gap + search
+            text = (text or "") + gap + search
+        current[path] = text.replace(search, replace, 1)
+    edits = [Edit(path.strip(), "replace", s, r, index=i + 1)
+             for i, (path, s, r) in enumerate(blocks)]
+    outcome = try_edits(files, edits, lambda path: None)
+    return outcome.failures[0][:160] if outcome.failures else ""
 
 
 def main(argv: list[str]) -> int:
@@ -164,6 +218,8 @@ def main(argv: list[str]) -> int:
         key = hashlib.sha1(reply.encode()).hexdigest()[:12]
         if verdict == "wrong" and key in JUDGED:
             verdict, why = JUDGED[key]
+        if verdict == "refused at apply" and key in JUDGED_APPLY:
+            verdict, why = JUDGED_APPLY[key]
         counts[verdict] += 1
         if verdict not in ("applied correctly", "no edit (agree)", "refused") \
                 or (verdict == "refused" and why != "aider refused too"):
@@ -178,7 +234,8 @@ def main(argv: list[str]) -> int:
     print(f"## Real replies: aider's chat history ({len(entries)} replies with a verdict "
           f"from aider's parser, {blocks} blocks)\n")
     print("| outcome | replies |\n|---|---:|")
-    for name in ("applied correctly", WHOLE_OK, "refused", "applied, aider refused", "wrong",
+    for name in ("applied correctly", WHOLE_OK, MADE_UP, "refused", LONE_NO_OP,
+                 "refused at apply", "applied, aider refused", "wrong",
                  "no edit (agree)", NOT_A_REPLY):
         print(f"| {name} | {counts[name]} |")
     if pending:

@@ -4,8 +4,8 @@ from conftest import run_cli
 from conftest import needs_sandbox
 from helpers import fake_bwrap
 
-NAMES = ["sandbox", "network", "PID", "filesystem", "git hardening", "secrets", "GPU/torch",
-         "MLflow store", "disk"]
+NAMES = ["sandbox", "network", "PID", "processes", "filesystem", "git hardening", "secrets",
+         "GPU/torch", "MLflow store", "disk"]
 
 
 def lines_by_name(stdout: str) -> dict[str, str]:
@@ -28,6 +28,7 @@ def test_doctor_reports_each_protection_on_a_sandboxed_machine(toy_repo, mlflow_
     assert "blocked" in lines["network"] and "invisible" in lines["PID"]
     assert mlflow_uri in lines["MLflow store"] and "GB free" in lines["disk"]
     assert "torch " in lines["GPU/torch"]
+    assert lines["processes"].startswith(("ok ", "warn ")), lines["processes"]
 
 
 def test_doctor_fails_when_a_required_sandbox_is_missing(toy_repo, tmp_path, mlflow_uri):

@@ -186,6 +186,27 @@ def test_an_edit_that_changes_nothing_is_rejected(task):
         apply_reply(FILES, sr("train.py", "LR = 3e-4\n", "LR = 3e-4\n"), task)
 
 
+def test_a_no_op_block_beside_real_blocks_is_passed_over_and_noted(task):
+    """Issue 37 item 8, as aider does: the real blocks apply, the no-op is noted; alone, or
+    with a SEARCH the file does not hold, it is still refused."""
+    reply = (sr("train.py", "LR = 3e-4\n", "LR = 1e-3\n")
+             + sr("train.py", "STEPS = 100\n", "STEPS = 100\n")
+             + sr("train.py", "        opt.step()\n",
+                  "        opt.step()\n        opt.zero_grad()\n"))
+    _, changed = apply_reply(FILES, reply, task)
+    assert "LR = 1e-3\n" in changed["train.py"] and "opt.zero_grad()" in changed["train.py"]
+    assert "STEPS = 100\n" in changed["train.py"]
+    outcome = try_edits(FILES, parse_reply(reply).edits, task)
+    assert outcome.failures == [] and len(outcome.noted) == 1, outcome
+    assert "changes nothing" in outcome.noted[0] and outcome.applied == 2
+    with pytest.raises(EditError, match="changes nothing"):        # alone
+        apply_reply(FILES, sr("train.py", "STEPS = 100\n", "STEPS = 100\n"), task)
+    absent = sr("train.py", "LR = 3e-4\n", "LR = 1e-3\n") + sr("train.py", "EPOCHS = 7\n",
+                                                               "EPOCHS = 7\n")
+    with pytest.raises(EditError, match="1 of 2 edit blocks could not be applied"):
+        apply_reply(FILES, absent, task)
+
+
 def test_truncated_block_is_an_error_not_a_partial_edit(task):
     reply = "train.py\n```\n<<<<<<< SEARCH\nLR = 3e-4\n=======\nLR = 1"
     with pytest.raises(EditError, match="not terminated"):

@@ -37,6 +37,17 @@ def test_each_edit_format_becomes_a_proposal(openai_server, task, reply):
     assert openai_server.requests[0]["model"] == "test-model"
 
 
+def test_a_no_op_block_beside_a_real_one_is_one_proposal_with_a_note(openai_server, task):
+    """The real block applies in the first turn (no repair asked), the no-op is noted."""
+    openai_server.script(GOOD + "\ntrain.py\n```python\n<<<<<<< SEARCH\nSTEPS = 100\n"
+                                "=======\nSTEPS = 100\n>>>>>>> REPLACE\n```\n")
+    proposal = proposer(openai_server).propose(context(task))
+    assert (proposal.error, proposal.files) == (None, {"train.py": EXPECTED})
+    assert proposal.usage.requests == 1
+    assert "STEPS = 100" in proposal.artifacts["edit_notes.md"]
+    assert "changes nothing" in proposal.artifacts["edit_notes.md"]
+
+
 # -- transient errors are retried; refusals stop the loop -----------------------------------
 
 def test_rate_limit_is_retried_honouring_retry_after(openai_server, task):

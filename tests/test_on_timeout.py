@@ -71,6 +71,36 @@ def test_no_metric_printed_before_the_box_stays_a_timeout(tmp_path):
     assert (result.status, result.metric) == ("timeout", None)
 
 
+# Prints a fair value, then waits for the time box; its SIGTERM handler prints a far better
+# one (and a line begun before the signal, finished after it), lingering so that a reader
+# still draining the pipe would see them
+LATE_PRINT = """\
+import signal, sys, time
+def late(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)     # the reaper's own SIGTERM follows
+    print("e-9", flush=True)
+    for _ in range(5):
+        print("step 99: val loss 0.0001", flush=True)
+        time.sleep(0.1)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, late)
+print("step 1: val loss 50.0", flush=True)
+print("step 2: val loss 40.5", end="", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def test_what_is_printed_after_the_engines_signal_is_never_read(tmp_path):
+    """Issue 37 item 4: the same code was kept once, discarded once. Every time, the value
+    is the last complete line printed before the SIGTERM."""
+    root = repo(tmp_path / "r", task_yaml(), LATE_PRINT)
+    for _ in range(3):
+        _, result = check_task(root, out=lambda line: None)
+        assert (result.status, result.metric) == ("ok", 50.0), result.detail
+        assert "line 1," in result.detail
+
+
 def test_the_night_judges_and_records_the_value_like_any_other(tmp_path, mlflow_uri):
     """The baseline (killed at the box each time) is measured, not a stopped night; its
     value reaches results.tsv and MLflow, its reason says how it was measured."""

@@ -6,7 +6,9 @@ Pure: texts in, texts out; no git, no files. The contract the engine relies on:
     indentation shift, a first line missing its leading keyword: `lr_at(progress):` for
     `def lr_at(progress):`), but never ambiguous: a SEARCH that fits two places is refused;
   * a block that changes nothing (REPLACE equals SEARCH, a whole file as it is) is named
-    as such, so the model learns its edit was a no-op, not that it was lost;
+    as such, so the model learns its edit was a no-op, not that it was lost; beside blocks
+    that do change a file it is passed over, as aider does, and noted (`EditOutcome.noted`),
+    provided its SEARCH text is in the file;
   * errors name the block and show the closest lines, worded to be sent back to the model.
 This module applies; where a SEARCH text fits is loop/edits/match.py's, the closest lines
 loop/edits/hints.py's, the parsing loop/edits/parse.py's.
@@ -38,10 +40,20 @@ NO_OP_BLOCK = ("this block changes nothing: its REPLACE text is the same as its 
                "Write the changed lines in REPLACE")
 NO_OP_WHOLE = ("this listing of {path} is the file as it is, unchanged: make the change in "
                "it (or send a SEARCH/REPLACE block)")
+NO_OP_NOTED = "it changes nothing; passed over, the reply's other blocks applied"
 MIN_WHOLE_FILE_SHARE = 1 / 3   # a "whole file" far shorter than the file is a fragment
 # a fence under prose ("Here is the updated `train.py`:") is taken for the whole file only
 # if it is about as long as the file, keeps most of its lines and its first or last line
 NAMED_MIN_LENGTH, NAMED_MIN_KEPT = 2 / 3, 0.5
+
+
+class NoOpBlock(BlockFailure):
+    """The block changes nothing; `found`: its text is where it says (so, beside blocks that
+    change something, it is passed over rather than refused)."""
+
+    def __init__(self, message: str, found: bool):
+        super().__init__(message)
+        self.found = found
 
 
 class EditError(Exception):
@@ -63,6 +75,9 @@ class EditOutcome:
     # the blocks that changed a file, in order, each naming its file: made again on other
     # files when the change is replayed (loop/proposers/change.py)
     done: list[Edit] = field(default_factory=list)
+    # blocks that changed nothing, passed over beside blocks that did (aider applies them):
+    # one line each, naming the block
+    noted: list[str] = field(default_factory=list)
 
 
 def apply_reply(files: dict[str, str], text: str, check_path=None) -> tuple[str | None, dict]:
@@ -107,6 +122,7 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
     edits = settle_named(files, edits)
     texts, outcome = dict(files), EditOutcome()
     line_shift: dict[str, int] = {}  # per file: lines added by earlier diff hunks
+    no_ops: list[tuple[Edit, NoOpBlock]] = []
     for edit in edits:
         try:
             path = _resolve_path(edit, texts)
@@ -119,10 +135,17 @@ def try_edits(files: dict[str, str], edits: list[Edit], check_path=None,
                 outcome.done.append(replace(edit, path=path, named=(), line_hint=None))
             line_shift[path] = line_shift.get(path, 0) + shift
             outcome.applied += 1
+        except NoOpBlock as passed:
+            no_ops.append((edit, passed))
         except BlockFailure as failure:
             hint = failure.args[0]
             outcome.failures.append(f"{edit.label}: {hint}")
     outcome.changed = {p: t for p, t in texts.items() if files.get(p) != t}
+    for edit, no_op in no_ops:      # alone (or not found) a no-op is refused, as before
+        if outcome.done and no_op.found:
+            outcome.noted.append(f"{edit.label}: {NO_OP_NOTED}")
+        else:
+            outcome.failures.append(f"{edit.label}: {no_op.args[0]}")
     return outcome
 
 
@@ -221,7 +244,7 @@ def _whole(old: str | None, edit: Edit) -> str:
     if old is None:
         return edit.replace
     if old.rstrip() == edit.replace.rstrip():
-        raise BlockFailure(NO_OP_WHOLE.format(path=edit.path))
+        raise NoOpBlock(NO_OP_WHOLE.format(path=edit.path), True)
     if _fence_lines(old) and not _fence_lines(edit.replace):
         # a file holding ``` blocks (markdown), listed inside ```: the listing ends at the
         # file's first inner fence, so what we read is the file cut there
@@ -235,6 +258,17 @@ def _whole(old: str | None, edit: Edit) -> str:
     return edit.replace
 
 
+def _holds(text: str, search: list[str], replace: list[str]) -> bool:
+    """Whether `search` is in `text`, in one place or several (a block that changes nothing
+    changes nothing wherever it is)."""
+    if not any(l.strip() for l in search):
+        return False
+    try:
+        return locate(split_lines(text), search, replace, None) is not None
+    except BlockFailure:        # it fits several places
+        return True
+
+
 def _fence_lines(text: str) -> int:
     return sum(1 for l in text.splitlines() if l.lstrip().startswith(("```", "~~~")))
 
@@ -242,7 +276,7 @@ def _fence_lines(text: str) -> int:
 def _replace(old: str | None, edit: Edit, shift: int, allow_already_applied: bool) -> str:
     search, replace = split_lines(edit.search), split_lines(edit.replace)
     if [l.rstrip() for l in search] == [l.rstrip() for l in replace] and search:
-        raise BlockFailure(NO_OP_BLOCK)
+        raise NoOpBlock(NO_OP_BLOCK, old is not None and _holds(old, search, replace))
     if not any(l.strip() for l in search):
         if old is None or not old.strip():
             return join_lines(replace, True)       # creating a new (or filling an empty) file

@@ -32,6 +32,7 @@ class Conversation:
     thoughts: list[str] = field(default_factory=list)
     working: dict[str, str] = field(default_factory=dict)  # blocks that applied, kept across turns
     done: list = field(default_factory=list)  # those blocks, to make the change again (a replay)
+    noted: list[str] = field(default_factory=list)  # blocks passed over: they changed nothing
     description: str | None = None
     said: str | None = None          # the latest description the model gave
     error: str | None = None
@@ -74,6 +75,7 @@ class Conversation:
         outcome = try_edits(self.working, edits, context.task, resent_ok)
         self.working.update(outcome.changed)
         self.done += outcome.done
+        self.noted += outcome.noted
         failures = parsed.problems + outcome.failures
         if not edits and not failures:
             failures = [fmt.no_edits]
@@ -85,6 +87,7 @@ class Conversation:
             self.error = prompts.REPEAT.format(n=same.iteration, what=same.description,
                                                status=same.status)
             self.working, self.done, self.description = dict(context.files), [], None
+            self.noted = []
             return {}, self.error
         if not failures and changed:
             return changed, ""

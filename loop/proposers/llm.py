@@ -136,6 +136,8 @@ class LLMProposer:
                 f"## reply {i + 1}\n\n{r}" for i, r in enumerate(replies)) or "(no reply)"
             if reasoning:
                 artifacts["reasoning.md"] = reasoning
+        if talk.noted:      # blocks that changed nothing, passed over beside real ones
+            artifacts["edit_notes.md"] = "\n".join(f"- {n}" for n in talk.noted) + "\n"
         if talk.waits.requests:
             artifacts["requests.json"] = json.dumps(talk.waits.requests, indent=1)
         description = clean_description(description) if description else ""

@@ -5,7 +5,12 @@ per run, but its metric line, printed last, must still be found: every complete 
 the whole stream is matched against the patterns; only the kept log is capped. A carriage
 return ends a line too (a progress bar rewriting one line, as karpathy's train.py does), for
 the patterns and for the progress watcher (loop/run/early_stop.py), which may ask for the run
-to be stopped (`stop_reason`)."""
+to be stopped (`stop_reason`).
+
+When the engine signals the run (the time box, an early stop), the capture is sealed first
+(`Pump.seal`): what the pipe holds at that moment is read, then no later line counts for a
+metric, so a SIGTERM handler that prints a better value is never read (`on_timeout: last`
+scores what was printed before the signal); the log still keeps everything."""
 from __future__ import annotations
 
 import io
@@ -36,6 +41,7 @@ class CappedLog:
         self.lines = 0           # newlines scanned so far (a `\r` ends a line, not a number)
         self.watch = watch       # an early_stop.Watcher (or None): sees each progress line
         self.stop_reason = ""    # set once the watcher says the run is clearly worse
+        self.sealed = False      # set when the engine signals the run: later lines not scanned
 
     def feed(self, chunk: bytes) -> None:
         self._scan(chunk)
@@ -59,8 +65,16 @@ class CappedLog:
             else:
                 self.tail[0] = first[cut:]
 
+    def seal(self) -> None:
+        """From now on nothing is matched: the values read so far are final. A line not
+        finished by now is not read either (its end, printed after the signal, could make
+        `error: 0.5` read `error: 0.5e-9`)."""
+        self.sealed, self.partial = True, b""
+
     def _scan(self, chunk: bytes) -> None:
         """Match the complete lines of this chunk as one block (the regex engine loops in C)."""
+        if self.sealed:
+            return
         data = self.partial + chunk         # `\r` read as `\n` below; the log keeps it
         end = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if end < 0:
@@ -90,7 +104,7 @@ class CappedLog:
                     self.stop_reason = reason
 
     def close(self) -> None:
-        if self.partial:
+        if self.partial and not self.sealed:
             self._match(self.partial.decode("utf-8", "replace"))
             self.partial = b""
         if self.dropped:
@@ -135,6 +149,8 @@ class Pump(threading.Thread):
         super().__init__(daemon=True)
         self.fd, self.sink = fd, sink
         self._stop_at_idle = threading.Event()
+        self._reading = threading.Lock()    # one reader at a time: the pump, or `seal`
+        self._eof = False
 
     def run(self) -> None:
         late_chunks = 0
@@ -147,12 +163,42 @@ class Pump(threading.Thread):
                         return
                 if not ready:
                     continue
+                if not self._read_ready():
+                    return
+        finally:
+            with self._reading:
+                self._eof = True
+                os.close(self.fd)
+
+    def _read_ready(self) -> bool:
+        """Feed one chunk if the pipe holds one now (never blocks: `seal` may have drained
+        it meanwhile); False at EOF."""
+        with self._reading:
+            if self._eof:
+                return False
+            if not select.select([self.fd], [], [], 0)[0]:
+                return True
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                self._eof = True
+                return False
+            self.sink.feed(chunk)
+            return True
+
+    def seal(self, max_bytes: int = 1 << 22) -> None:
+        """Call before signalling the run: feed what the pipe holds now (printed before the
+        signal; up to `max_bytes`), then seal the sink, so nothing printed after counts."""
+        with self._reading:
+            read = 0
+            while not self._eof and read < max_bytes and \
+                    select.select([self.fd], [], [], 0)[0]:
                 chunk = os.read(self.fd, 1 << 16)
                 if not chunk:
-                    return
+                    self._eof = True
+                    break
                 self.sink.feed(chunk)
-        finally:
-            os.close(self.fd)
+                read += len(chunk)
+            self.sink.seal()
 
     def stop(self, wait_s: float = 2.0) -> None:
         self.join(wait_s)

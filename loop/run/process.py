@@ -20,12 +20,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.run import netbridge, sandbox
+from loop.run import cgroup, netbridge, sandbox
 from loop.run.capture import CappedLog, Pump
 from loop.pids import alive
 from loop.run.reap import descendants
 
 TERM_GRACE_S = 5.0  # after SIGTERM, how long the group gets before SIGKILL
+MAX_PROCESSES = 16384   # a run's processes and threads at once, unless the config says
 REAPER = Path(__file__).with_name("reap.py")
 
 # Variables an experiment may inherit; everything else is dropped.
@@ -52,14 +53,17 @@ def experiment_env(extra: dict[str, str] | None = None, base: dict[str, str] | N
 
 @dataclass(frozen=True)
 class Limits:
-    """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`)."""
+    """How runs are confined (the run config's `sandbox`, `memory_limit_gb`, `log_cap_mb`,
+    `max_processes`)."""
     sandbox: str = "auto"                # off | auto (bwrap where it works) | required
-    memory_limit_gb: float | None = None  # per process, as RLIMIT_DATA (see memory_cap)
+    memory_limit_gb: float | None = None  # per run (cgroup) and per process (RLIMIT_DATA)
     log_cap_mb: float = 5.0              # kept log per command: first and last half of this
+    max_processes: int | None = MAX_PROCESSES   # tasks at once, threads too (loop/run/cgroup.py)
 
     @classmethod
     def from_config(cls, config) -> Limits:
-        return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb)
+        return cls(config.sandbox, config.memory_limit_gb, config.log_cap_mb,
+                   getattr(config, "max_processes", MAX_PROCESSES))
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Ended:
     wall_s: float
     output: CappedLog                    # what every line of the output matched
     stopped: str = ""                    # why the watcher had it killed early ("" if not)
+    out_of_memory: bool = False          # the kernel killed a process at the run's memory limit
 
 
 def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
@@ -100,8 +105,10 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     scratch.mkdir(mode=0o700)
     env = {**env, "TMPDIR": str(scratch)}
     compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
+    group = cgroup.Group(limits.max_processes, int(limits.memory_limit_gb * 2**30)
+                         if limits.memory_limit_gb else None)
     argv, bridge = _confined_argv(command, cwd, env, limits, boxed, scratch, compiled,
-                                  writable, hidden, readonly)
+                                  writable, hidden, readonly, group)
     start = time.monotonic()
     try:
         with open(log_path, "ab" if append else "wb") as log:
@@ -109,14 +116,18 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
             returncode, timed_out, stopped = _spawn_and_wait(argv, cwd, env, output,
                                                              start + timeout_s)
     finally:
+        out_of_memory = group.out_of_memory()
+        group.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if bridge:
             bridge.close()
-    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped)
+    return Ended(returncode, timed_out, time.monotonic() - start, output, stopped,
+                 out_of_memory)
 
 
 def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,
-                   scratch: Path, compiled: list[Path], writable, hidden, readonly
+                   scratch: Path, compiled: list[Path], writable, hidden, readonly,
+                   group: cgroup.Group | None = None
                    ) -> tuple[list[str], netbridge.Bridge | None]:
     """The argv that runs `command` in the sandbox (where there is one) under the reaper,
     and the network bridge to the task's declared endpoints (None: none), to close after."""
@@ -131,14 +142,16 @@ def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bo
                              hidden, scratch,
                              readonly=[*readonly, *shown, *data_cache(env),
                                        *(bridge.readonly if bridge else [])],
-                             hosts_file=bridge.hosts_file if bridge else None)
+                             hosts_file=bridge.hosts_file if bridge else None,
+                             memory_bytes=int(limits.memory_limit_gb * 2**30)
+                             if limits.memory_limit_gb else None)
     # The sandbox too runs under the reaper: bwrap arms --die-with-parent only once it is
     # running and never checks that its parent still lives, so an engine (or Ray worker)
     # killed in that window left bwrap and the run alive for good. The reaper arms its
     # PDEATHSIG, then checks its parent, before it starts anything.
     argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
             *shell]
-    argv = memory_cap(limits.memory_limit_gb) + argv
+    argv = memory_cap(limits.memory_limit_gb, group.prefix_code() if group else "") + argv
     return argv, bridge
 
 
@@ -163,8 +176,10 @@ def _spawn_and_wait(argv: list[str], cwd: Path, env: dict, output: CappedLog,
         returncode, timed_out = _wait(proc, deadline, output), False
         if returncode is None:       # the watcher asked for it: killed as at the box
             stopped = output.stop_reason
+            pump.seal()
             kill_tree(proc)
     except subprocess.TimeoutExpired:
+        pump.seal()                  # what it prints once signalled is read for no metric
         kill_tree(proc)
         returncode, timed_out = None, True
     except BaseException:            # Ctrl-C or SIGTERM: leave no process behind
@@ -203,22 +218,24 @@ def _paths_in(env: dict, compiled: list[Path]) -> list[str]:
             and not (k in dict(COMPILE_VARS) and any(v.startswith(o + "/") for o in ours))]
 
 
-def memory_cap(memory_limit_gb: float | None) -> list[str]:
+def memory_cap(memory_limit_gb: float | None, bound: str = "") -> list[str]:
     """An argv prefix that sets the memory cap, then execs the rest (same pid), or [].
+    `bound`: Python statements run there first (the run's cgroup, loop/run/cgroup.py), so
+    the supervisor and all it starts are inside it.
 
     The cap is RLIMIT_DATA (private writable memory, per process, inherited): not RLIMIT_AS,
     which counts reserved address space and so breaks CUDA (it reserves far more than it
-    uses), and not cgroup memory.max, which needs a delegated cgroup v2 subtree that
-    containers and plain user sessions usually lack. Past the cap an allocation fails (in
+    uses). It does not count shared memory: the run's cgroup does, where this machine
+    gives one (loop/run/cgroup.py). Past the cap an allocation fails (in
     Python a MemoryError), which loop/run/runner.py reports as out of memory. A prefix, not
     Popen's preexec_fn: that runs Python in a forked child, unsafe when the engine runs
     experiments from several threads."""
-    if not memory_limit_gb:
+    if not memory_limit_gb and not bound:
         return []
-    cap = int(memory_limit_gb * 2**30)
+    cap = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    limit = f"resource.setrlimit(resource.RLIMIT_DATA, ({cap}, {cap})); " if cap else ""
     return [sys.executable, "-I", "-S", "-c",
-            "import os, resource, sys; resource.setrlimit(resource.RLIMIT_DATA, "
-            f"({cap}, {cap})); os.execvp(sys.argv[1], sys.argv[1:])"]
+            f"import os, resource, sys; {bound}{limit}os.execvp(sys.argv[1], sys.argv[1:])"]
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

@@ -186,7 +186,8 @@ def _verdict(spec: RunSpec, step: GradeStep | None, train: Ended, returncode: in
         tail = read_tail(log_path)
         said = handover_error(tail, detail)
         detail = said if said != detail else exception_error(tail, detail)
-    if status == Status.CRASH and limits.memory_limit_gb and _mentions_oom(log_path):
+    if status == Status.CRASH and limits.memory_limit_gb and (train.out_of_memory or
+                                                       _mentions_oom(log_path)):
         detail = f"out of memory: the run hit memory_limit_gb={limits.memory_limit_gb:g} " \
                  f"({detail})"
     return status, detail

@@ -8,10 +8,13 @@ Inside the sandbox a run has:
   and when the run's first process ends, or the engine dies, the kernel kills everything
   left in the namespace, double-forked daemons included (`--die-with-parent`);
 - a read-only view of the filesystem, writable only in: its working folder (the worktree;
-  the worktree's `.git` file stays read-only), the artifact folder, and a scratch folder
-  that is its $TMPDIR; /tmp and /run are empty (they hold other programs' sockets, such as an
-  ssh-agent's), so the repository's `.git`, the engine's state folder and the user's
-  checkout can be read (outside HOME) but not changed;
+  the worktree's `.git` file stays read-only), the artifact folder, a scratch folder
+  that is its $TMPDIR, and /tmp, /run and /var/tmp, which are empty (the host's hold other
+  programs' sockets, such as an ssh-agent's) folders of that scratch, on disk; /dev/shm, in
+  memory, sized to the run's memory limit; so the repository's `.git`, the engine's state
+  folder and the user's checkout can be read (outside HOME) but not changed. Nothing else
+  in memory is writable (HOME's and the hidden paths' covers and /dev are read-only), so a
+  run's files hold no RAM past its limit;
 - HOME empty, but for an allow-list of what a run needs, read-only unless it is one of the
   writable folders above: the engine's Python (venv, base install, user site-packages, the
   `loop` package), the task's own interpreter's environment (the caller passes its roots
@@ -45,6 +48,7 @@ from loop.errors import UsageError
 MODES = ("off", "auto", "required")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 EMPTIED = ("/tmp", "/run", "/var/tmp")     # hidden: sockets of other programs live there
+PROBE_TMPFS_BYTES = 1 << 20     # an emptied folder's size where there is no scratch (probes)
 # Model caches under HOME a run may read (weights fetched before the night: no network inside)
 HOME_CACHES = (".cache/huggingface", ".cache/torch")
 # Where tools keep credentials under HOME: hidden even inside an allowed folder
@@ -105,20 +109,25 @@ def startup(mode: str, out=print) -> str:
 
 
 def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
-         readonly=(), hosts_file: Path | None = None) -> list[str]:
+         readonly=(), hosts_file: Path | None = None,
+         memory_bytes: int | None = None) -> list[str]:
     """The bwrap command line running `argv` in `cwd` under the rules in the docstring.
     `writable`: folders the run may change (besides `scratch`); `hidden`: paths it must not
     see at all; `readonly`: paths under the emptied folders it may read (e.g. the grader's
-    private data when that lives in /tmp)."""
+    private data when that lives in /tmp); `memory_bytes`: the run's memory limit, the most
+    /dev/shm may hold."""
     cmd = [bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for pattern in GPU_DEVICES:
         for dev in sorted(glob.glob(pattern)):
             cmd += ["--dev-bind", dev, dev]
+    cmd += _shared_memory(memory_bytes, scratch)
     home = _home()
-    for folder in [*EMPTIED, *([str(home)] if home else [])]:
+    for folder in EMPTIED:
         if os.path.isdir(folder) and not os.path.islink(folder):
-            cmd += ["--tmpfs", folder]
+            cmd += _emptied(folder, scratch)
+    if home:                # read-only below (`--remount-ro`): no byte can be written there
+        cmd += ["--tmpfs", str(home)]
     shown = [p for p in readonly if not (home and _within(home, os.path.realpath(p)))]
     for path in [*shown, *_software_in_emptied(home)]:   # no path that would show all HOME
         if Path(path).exists():
@@ -138,16 +147,58 @@ def wrap(argv: list[str], cwd: Path, writable, hidden, scratch: Path | None,
     for path in [*hidden, *(Path(os.path.expanduser("~")) / rel for rel in CREDENTIALS)]:
         if any(n == Path(path) or Path(path) in n.parents for n in needed):
             continue                    # hiding it would hide what the run works in
-        if Path(path).is_dir():
-            cmd += ["--tmpfs", str(path)]
+        if Path(path).is_dir():       # an empty cover, read-only: no RAM to fill
+            cmd += ["--tmpfs", str(path), "--remount-ro", str(path)]
         elif Path(path).exists():
             cmd += ["--ro-bind", "/dev/null", str(path)]
     if hosts_file:              # declared endpoints by host name (loop/run/netbridge.py)
         cmd += ["--ro-bind", str(hosts_file), "/etc/hosts"]
     if home and os.path.isdir(home):    # what is in it now (the allowed folders) stays
         cmd += ["--remount-ro", str(home)]   # as bound; nothing new can be written there
-    cmd += ["--chdir", str(cwd), "--"]
+    # /dev's own tmpfs (device nodes, links): read-only, so no file fills RAM there; the
+    # devices still open for writing, /dev/shm and /dev/pts are mounts of their own
+    cmd += ["--remount-ro", "/dev", "--chdir", str(cwd), "--"]
     return cmd + list(argv)
+
+
+def _emptied(folder: str, scratch: Path | None) -> list[str]:
+    """`folder` (/tmp, /run, /var/tmp) shown empty and writable: a fresh folder in the run's
+    scratch, on disk, so what a run writes there holds no RAM (and is gone with the
+    scratch); without a scratch (the probes), an in-memory one of at most 1 MiB."""
+    if scratch is None:
+        return ["--size", str(PROBE_TMPFS_BYTES), "--tmpfs", folder] if sizes_tmpfs() \
+            else ["--tmpfs", folder]
+    disk = Path(scratch) / ".emptied" / folder.strip("/").replace("/", "-")
+    disk.mkdir(parents=True, exist_ok=True)
+    disk.chmod(0o1777)              # as /tmp is: writable by whatever user the run is
+    return ["--bind", str(disk), folder]
+
+
+def _shared_memory(memory_bytes: int | None, scratch: Path | None) -> list[str]:
+    """/dev/shm (POSIX shared memory, PyTorch's DataLoader workers): RAM, so sized within
+    the run's memory limit; where this bwrap cannot size a tmpfs (before 0.5), a folder in
+    the scratch on disk. No limit: /dev/shm as bwrap makes it."""
+    if not memory_bytes:
+        return []
+    if sizes_tmpfs():
+        return ["--size", str(memory_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    if scratch is None:
+        return []
+    disk = Path(scratch) / ".emptied" / "dev-shm"
+    disk.mkdir(parents=True, exist_ok=True)
+    disk.chmod(0o1777)
+    return ["--bind", str(disk), "/dev/shm"]
+
+
+@functools.lru_cache(maxsize=1)
+def sizes_tmpfs() -> bool:
+    """Whether this bwrap takes `--size` (bubblewrap 0.5 and later)."""
+    try:
+        out = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in out.stdout + out.stderr
 
 
 def emptied_folders() -> list[Path]:

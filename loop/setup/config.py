@@ -141,8 +141,9 @@ class Config:
     program: str = "program.md"          # steering file, re-read every iteration
     sandbox: str = "auto"                # off | auto: bwrap where it works, else a warning |
                                          # required: refuse to start without it (README)
-    memory_limit_gb: float | None = None  # per experiment process (RLIMIT_DATA); None: none
+    memory_limit_gb: float | None = None  # per run (cgroup) and process (RLIMIT_DATA); None: none
     log_cap_mb: float = 5.0              # kept log per run (head + tail); metrics read in full
+    max_processes: int = 16384           # per run, threads too (a cgroup's pids.max: sandbox.md)
     proposer: ProposerConfig = field(default_factory=ProposerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -266,6 +267,10 @@ def _check_machine(cfg: Config, where: str) -> None:
                           f"got '{cfg.sandbox}'")
     if cfg.memory_limit_gb is not None and cfg.memory_limit_gb <= 0 or cfg.log_cap_mb <= 0:
         raise ConfigError(f"{where}: memory_limit_gb and log_cap_mb must be > 0")
+    if not isinstance(cfg.max_processes, int) or isinstance(cfg.max_processes, bool) \
+            or cfg.max_processes < 8:
+        raise ConfigError(f"{where}: max_processes must be a whole number >= 8, got "
+                          f"{cfg.max_processes!r}")
     if cfg.workers < 1 or cfg.proposer.concurrency < 1 or (cfg.proposer.ahead or 0) < 0:
         raise ConfigError(f"{where}: workers and proposer.concurrency must be >= 1, "
                           f"proposer.ahead >= 0")

@@ -125,6 +125,30 @@ def check_pid(boxed: bool) -> Check:
                             "run starts is killed when it ends or the engine dies")
 
 
+def check_processes() -> Check:
+    """A probe under a bound of 16 processes tries to start 40 sleeps (loop/run/cgroup.py);
+    the memory bound is said as found."""
+    from loop.run import cgroup
+    from loop.run.process import memory_cap
+    group = cgroup.Group(16)
+    code = ("import subprocess\nn = 0\ntry:\n    for n in range(40):\n"
+            "        subprocess.Popen(['sleep', '5'])\nexcept OSError:\n    pass\nprint(n)")
+    try:
+        probe = subprocess.run([*memory_cap(None, group.prefix_code()), sys.executable, "-c",
+                                code], capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    finally:
+        group.close()
+    how = cgroup.mechanism()
+    started = probe.stdout.strip()
+    if how.startswith("none") or started == "39":
+        return Check("processes", WARN, f"unbounded: {how}; a fork bomb runs until the time "
+                                        f"box (max_processes cannot be held)")
+    return Check("processes", OK, f"bounded by {how}: a probe held to 16 started "
+                                  f"{started} of 40; memory per run: "
+                                  f"{cgroup.mechanism('memory')}")
+
+
 def check_filesystem(boxed: bool, repo: Path) -> Check:
     if not boxed:
         return Check("filesystem", WARN, "writable: experiments can change every file this "
@@ -141,7 +165,9 @@ def check_filesystem(boxed: bool, repo: Path) -> Check:
     if probe.returncode == 0 or written:
         return Check("filesystem", MISSING, f"a sandboxed probe wrote into {repo}", True)
     return Check("filesystem", OK, "read-only except the run's worktree, artifact folder, "
-                                   "scratch $TMPDIR and data cache; /tmp and /run emptied")
+                                   "scratch $TMPDIR and data cache; /tmp, /run, /var/tmp "
+                                   "empty folders of the scratch, on disk; /dev/shm in memory, "
+                                   "sized to memory_limit_gb")
 
 
 def check_git_hardening() -> Check:
@@ -243,7 +269,7 @@ def run_checks(mode: str, tracking_uri: str | None, repo: Path,
     first = check_sandbox(mode)
     boxed = mode != "off" and sandbox.unavailable() is None
     return [first, check_network(boxed), check_endpoints(boxed, task_path),
-            check_pid(boxed), check_filesystem(boxed, repo),
+            check_pid(boxed), check_processes(), check_filesystem(boxed, repo),
             check_git_hardening(), check_secrets(boxed), check_torch(boxed),
             check_mlflow(tracking_uri), check_disk(repo)]
 
