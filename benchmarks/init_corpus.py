@@ -227,16 +227,15 @@ def _search(exp: Expect, space: list[str]) -> Verdict:
 
     measured, dead, other = hits(exp.measurement), hits(exp.no_effect), hits(exp.not_searched)
     missing = [n for n in exp.searched if not any(same_setting(n, s) for s in space)]
-    if measured:
-        return Verdict("WRONG", "searched " + "; ".join(measured), "measurement searched")
-    if dead:
-        return Verdict("WRONG", "searched " + "; ".join(dead), "no effect searched")
-    if other:
-        return Verdict("WRONG", "searched " + "; ".join(other), "other setting searched")
+    shown = ", ".join(space[:8]) + ("..." if len(space) > 8 else "") or "nothing"
+    problems = [(kind, f"searched {'; '.join(names)}") for kind, names in (
+        ("measurement searched", measured), ("no effect searched", dead),
+        ("other setting searched", other)) if names]
     if missing:
-        shown = ", ".join(space[:8]) + ("..." if len(space) > 8 else "") or "nothing"
-        return Verdict("WRONG", f"not searched: {', '.join(missing)} (searched: {shown})",
-                       "setting missed")
+        problems.append(("setting missed", f"not searched: {', '.join(missing)} "
+                                           f"(the space: {shown})"))
+    if problems:
+        return Verdict("WRONG", "; ".join(p for _, p in problems), problems[0][0])
     return Verdict("right")
 
 
@@ -366,19 +365,20 @@ SHORT = {"right": "ok", "WRONG": "WRONG", "hint:right": "hint+", "hint:wrong": "
          "refused": "ref", "-": "-"}
 
 
-def report(results: list[Result], out=sys.stdout) -> dict:
+def report(results: list[Result], out=None) -> dict:
     """The per-repo per-field table, the failures one line each, and the totals."""
+    out = out or sys.stdout
     width = max([len(r.entry.id) for r in results] + [4])
-    head = f"{'repo':<{width}}  {'init':<8}" + "".join(f"{f[:9]:>10}" for f in FIELDS)
+    head = f"{'repo':<{width}}  {'init':<11}" + "".join(f"{f[:9]:>10}" for f in FIELDS)
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in results:
         cells = "".join(f"{SHORT[r.fields[f].value] if f in r.fields else '':>10}"
                         for f in FIELDS)
-        status = r.status if r.status in ("ok", "refused") else r.status[:8]
+        status = r.status if r.status in ("ok", "refused") else r.status[:11]
         if r.status == "refused" and r.entry.expect.refuse:
             status = "refused*"
-        print(f"{r.entry.id:<{width}}  {status:<8}{cells}", file=out)
+        print(f"{r.entry.id:<{width}}  {status:<11}{cells}", file=out)
     print("\nfailures:", file=out)
     for r in results:
         if r.status not in ("ok", "refused"):

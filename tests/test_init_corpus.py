@@ -1,0 +1,112 @@
+"""benchmarks/init_corpus.py: the runner that measures init on public repos, checked on tiny
+repos of our own (bare mirrors made here, no network): its per-field comparison, the hint it
+follows, and a whole run through the real `autoresearch init`."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import init_corpus  # noqa: E402
+from init_corpus import Expect, compare, hint_of, init_argv  # noqa: E402
+
+TRAIN = '''\
+LEARNING_RATE = 0.01
+SEQ_LEN = 64
+WIDTH = 32
+
+def main():
+    loss = LEARNING_RATE * SEQ_LEN / WIDTH
+    print(f"val_loss: {loss:.4f}")
+
+if __name__ == "__main__":
+    main()
+'''
+SILENT = 'import json\njson.dump({"lr": 0.1}, open("out.json", "w"))\n'
+
+
+def _mirror(root: Path, name: str, files: dict[str, str]) -> str:
+    """A bare mirror <root>/<owner>+<name>/repo of a one-commit repo; its commit."""
+    work = root / "src" / name
+    work.mkdir(parents=True)
+    for rel, text in files.items():
+        (work / rel).write_text(text)
+    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--bare", str(work),
+                    str(root / "mirror" / f"me+{name}" / "repo")], check=True)
+    return commit
+
+
+def test_compare_marks_each_field():
+    task = {"run": "python train.py", "editable": ["train.py"], "protected": ["prep.py"],
+            "metric": {"name": "val_loss", "direction": "minimize"},
+            "search_space": {"LEARNING_RATE": {"log_range": [0.001, 0.1]},
+                             "SEQ_LEN": {"choices": [32, 64]}},
+            "on_timeout": "last"}
+    exp = Expect(script="train.py", metric=["val_loss", "validation_loss"],
+                 direction="minimize", editable=["train.py"], protected=["prep.py"],
+                 searched=["learning_rate"], measurement={"SEQ_LEN": "sets the validation batch"},
+                 on_timeout="fail")
+    got = compare(exp, task)
+    assert {k: v.value for k, v in got.items()} == {
+        "script": "right", "metric": "right", "direction": "right", "editable": "right",
+        "protected": "right", "search": "WRONG", "on_timeout": "WRONG"}
+    assert got["search"].kind == "measurement searched"
+    assert "SEQ_LEN (sets the validation batch)" in got["search"].why
+
+
+def test_compare_a_metric_where_none_should_be_is_a_wrong_metric():
+    got = compare(Expect(refuse="prints nothing"), {"metric": "best_score"})
+    assert got["metric"].value == "WRONG" and got["metric"].kind == "wrong metric"
+
+
+def test_compare_settings_by_flag_and_dotted_path():
+    exp = Expect(searched=["learning_rate", "log-interval"])
+    space = {"search_space": {"training.learning_rate": {}, "--log-interval": {}}}
+    assert compare(exp, space)["search"].value == "right"
+    missed = compare(Expect(searched=["dropout"]), space)["search"]
+    assert missed.value == "WRONG" and missed.kind == "setting missed"
+
+
+def test_hint_follows_a_named_flag_not_a_placeholder():
+    assert hint_of("init: ... if that is your validation split, pass --metric test_loss",
+                   []) == ["--metric", "test_loss"]
+    assert hint_of("init: no metric found; pass --metric NAME --metric-pattern REGEX",
+                   []) is None
+    assert hint_of("pass --metric test_loss", ["--metric test_loss"]) is None
+    assert init_argv(["--script", "t.py", "--args", "--cpu=True"]) == \
+        ["--script", "t.py", "--args=--cpu=True"]
+
+
+def test_a_run_over_mirrors_reports_fields_refusals_and_missing_repos(tmp_path, capsys):
+    good = _mirror(tmp_path, "good", {"train.py": TRAIN})
+    silent = _mirror(tmp_path, "silent", {"train.py": SILENT})
+    manifest = {"repos": [
+        {"id": "good", "repo": "me/good", "commit": good,
+         "expect": {"script": "train.py", "metric": "val_loss", "direction": "minimize",
+                    "editable": ["train.py"], "searched": ["LEARNING_RATE"],
+                    "no_effect": {"NOT_THERE": "never defined"}}},
+        {"id": "silent", "repo": "me/silent", "commit": silent,
+         "expect": {"refuse": "it prints no number"}},
+        {"id": "absent", "repo": "me/absent", "commit": "0" * 40,
+         "expect": {"metric": "val_loss"}}]}
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert init_corpus.main(["--mirror", str(tmp_path / "mirror"), "--manifest", str(path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.split() and line.split()[0] in ("good", "silent", "absent")}
+    assert rows["good"][:5] == ["ok", "ok", "ok", "ok", "ok"]
+    assert rows["silent"] == ["refused*", "ok"]
+    assert rows["absent"] == ["not", "fetched"]
+    assert "absent: not fetched (fetch github:me/absent)" in out
+    assert "right with no flags but scale-down: 2/2 (100 %)" in out
+    assert "wrong with exit 0, by kind: none" in out
