@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ MANIFEST = HERE / "init_corpus" / "manifest.yaml"
 DEFAULT_MIRROR = os.environ.get("AUTORESEARCH_CORPUS_MIRROR", "")
 FIELDS = ["script", "metric", "direction", "editable", "protected", "search", "on_timeout"]
 FLAGS_FILE = "autoresearch.flags.yaml"
+SETUP = re.compile(r"uv sync|prepare the data|names no validation file|needs the project's env")
 HINT = re.compile(r"\b(?:pass|with|use|add)\s+(--(?:metric|script|direction|args|inputs|"
                   r"metric-pattern|time-budget)(?:[ =](?:'[^']*'|\"[^\"]*\"|[^\s,;:)]+))?)")
 
@@ -79,6 +81,7 @@ class Entry:
     shape: str = ""
     init_args: list[str] = field(default_factory=list)
     data: str = ""
+    setup: str = ""     # needed before init and not possible offline (an environment, data)
     expect: Expect = field(default_factory=Expect)
 
     @property
@@ -283,8 +286,8 @@ def run_init(autoresearch: list[str], repo: Path, entry: Entry, extra: list[str]
            "HOME": str(repo.parent / "home")}
     (repo.parent / "home").mkdir(exist_ok=True)
     try:
-        done = subprocess.run([*autoresearch, "init", str(folder), *init_argv(entry.init_args), *extra],
-                              cwd=folder, capture_output=True, text=True, timeout=timeout,
+        argv = [*autoresearch, "init", str(folder), *init_argv(entry.init_args), *extra]
+        done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=timeout,
                               env=env)
         rc, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired:
@@ -329,7 +332,11 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
     if isinstance(repo, str):
         return Result(entry, repo)
     first = run_init(autoresearch, repo, entry, [], timeout)
+    first.output = first.output.replace(str(repo), "<checkout>")
     result = Result(entry, "ok" if first.rc == 0 else "refused", first=first, final=first)
+    if first.rc != 0 and entry.setup and SETUP.search(first.refusal):
+        result.status = "needs setup"
+        return result
     if first.rc != 0 and entry.expect.refuse:
         result.fields = {"metric": Verdict("right", "refused, as expected")}
         return result
@@ -345,6 +352,7 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
         extra += words
         result.followed.append(" ".join(shlex.quote(w) for w in words))
         written = run_init(autoresearch, repo, entry, extra, timeout)
+        written.output = written.output.replace(str(repo), "<checkout>")
         if written.rc == 0:
             break
     result.final = written
@@ -381,6 +389,10 @@ def report(results: list[Result], out=None) -> dict:
         print(f"{r.entry.id:<{width}}  {status:<11}{cells}", file=out)
     print("\nfailures:", file=out)
     for r in results:
+        if r.status == "needs setup":
+            print(f"  {r.entry.id}: needs setup ({r.entry.setup}): {r.first.refusal}"
+                  if r.first else "", file=out)
+            continue
         if r.status not in ("ok", "refused"):
             print(f"  {r.entry.id}: {r.status} (fetch github:{r.entry.repo})", file=out)
             continue
@@ -396,6 +408,7 @@ def report(results: list[Result], out=None) -> dict:
             if v.value in ("WRONG", "hint:wrong"):
                 print(f"  {r.entry.id}: {name}: {v.why}", file=out)
     ran = [r for r in results if r.status in ("ok", "refused")]
+    setup = [r for r in results if r.status == "needs setup"]
     all_right = [r for r in ran if (r.status == "ok" or r.entry.expect.refuse)
                  and all(v.value in ("right", "-") for v in r.fields.values())]
     hinted = [r for r in ran if r.status == "refused" and r.fields
@@ -411,7 +424,8 @@ def report(results: list[Result], out=None) -> dict:
                 kinds[v.kind or "other"] = kinds.get(v.kind or "other", 0) + 1
     totals = {
         "repos": len(results), "ran": len(ran),
-        "not_fetched": len(results) - len(ran),
+        "needs_setup": len(setup),
+        "not_fetched": len(results) - len(ran) - len(setup),
         "right": len(all_right), "right_pct": 100 * len(all_right) / max(len(ran), 1),
         "refused": sum(r.status == "refused" and not r.entry.expect.refuse for r in ran),
         "refused_as_expected": sum(r.status == "refused" and bool(r.entry.expect.refuse)
@@ -421,7 +435,8 @@ def report(results: list[Result], out=None) -> dict:
         "wrong_exit0": kinds,
     }
     print("\ntotals:", file=out)
-    print(f"  repos: {totals['repos']} ({totals['ran']} run, {totals['not_fetched']} not run)",
+    print(f"  entries: {totals['repos']} ({totals['ran']} judged; {totals['needs_setup']} need a "
+          f"setup this offline run cannot do; {totals['not_fetched']} not fetched or checked out)",
           file=out)
     print(f"  right with no flags but scale-down: {totals['right']}/{totals['ran']} "
           f"({totals['right_pct']:.0f} %)", file=out)
@@ -437,16 +452,26 @@ def report(results: list[Result], out=None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        repos = sorted({e.repo for e in load_manifest(MANIFEST)}, key=str.lower)
+    except (OSError, SystemExit, yaml.YAMLError):
+        repos = []
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="To fetch the mirrors: for each repo `--list` prints, call the session tool "
-               "`fetch github:<owner>/<name>`; it leaves a bare git directory at "
-               "<mirror>/<owner>+<name>/repo. The pinned commit must be in it.")
+        epilog=textwrap.fill(
+            "To fetch the mirrors (nothing is downloaded at run time): call the session tool "
+            "`fetch github:<owner>/<name>` for each repo below; each leaves a bare git "
+            "directory at <mirror>/<owner>+<name>/repo, which must hold the pinned commit "
+            "(`--list` prints repo and commit). Any bare clone there serves as well:", 88)
+        + "\n"
+               "  git clone --bare https://github.com/<owner>/<name> <mirror>/<owner>+<name>/repo\n"
+               "The repos of the corpus:\n" + "\n".join(f"  fetch github:{r}" for r in repos))
     parser.add_argument("--mirror", default=DEFAULT_MIRROR,
                         help="the folder of bare git mirrors, <owner>+<name>/repo each "
                              "(default: $AUTORESEARCH_CORPUS_MIRROR)")
-    parser.add_argument("--manifest", default=str(MANIFEST), help="the corpus (default: %(default)s)")
+    parser.add_argument("--manifest", default=str(MANIFEST),
+                        help="the corpus (default: benchmarks/init_corpus/manifest.yaml)")
     parser.add_argument("-k", dest="match", default="",
                         help="only the entries whose id or repo contains this")
     parser.add_argument("--list", action="store_true",
