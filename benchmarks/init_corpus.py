@@ -43,7 +43,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "init_corpus" / "manifest.yaml"
 DEFAULT_MIRROR = os.environ.get("AUTORESEARCH_CORPUS_MIRROR", "")
-FIELDS = ["script", "metric", "direction", "editable", "protected", "search", "on_timeout"]
+FIELDS = ["script", "metric", "reads", "direction", "editable", "protected", "search", "on_timeout"]
 FLAGS_FILE = "autoresearch.flags.yaml"
 SETUP = re.compile(r"uv sync|prepare the data|names no validation file|needs the project's env")
 HINT = re.compile(r"\b(?:pass|with|use|add)\s+(--(?:metric|script|direction|args|inputs|"
@@ -65,6 +65,9 @@ class Expect:
     not_searched: dict[str, str] = field(default_factory=dict)  # other settings to leave out
     on_timeout: str | None = None
     refuse: str | None = None       # init should stop (the reason): no task can be read
+    # lines the script prints (their form read from its code, the numbers made up) and the
+    # number each metric name should read from them: {output: str, values: {name: number}}
+    sample: dict = field(default_factory=dict)
 
     @property
     def metrics(self) -> list[str]:
@@ -199,6 +202,7 @@ def compare(exp: Expect, task: dict) -> dict[str, Verdict]:
     metric, direction = metric_of(task)
     check("metric", exp.metric, metric, metric is not None
           and any(norm(metric) == norm(m) for m in exp.metrics), "wrong metric")
+    out["reads"] = _reads(exp, task)
     check("direction", exp.direction, direction, direction == exp.direction)
     editable = _paths(task.get("editable"))
     protected = _paths(task.get("protected"))
@@ -218,6 +222,25 @@ def compare(exp: Expect, task: dict) -> dict[str, Verdict]:
     got_to = str(task.get("on_timeout", "fail"))
     check("on_timeout", want_to, got_to, got_to == want_to)
     return out
+
+
+def _reads(exp: Expect, task: dict) -> Verdict:
+    """Does the metric's pattern read the right number from a sample of the script's output
+    (the engine's own reader: the last match)?"""
+    from loop.run.runner import parse_metric
+    from loop.setup.metric import Metric
+    metric, _ = metric_of(task)
+    values = {norm(k): v for k, v in (exp.sample.get("values") or {}).items()}
+    if not exp.sample or metric is None or norm(metric) not in values:
+        return Verdict("-")
+    m = task.get("metric")
+    pattern = m.get("pattern", "") if isinstance(m, dict) else ""
+    got = parse_metric(exp.sample["output"], Metric(metric, pattern=pattern or "").pattern)
+    want = float(values[norm(metric)])
+    if got is not None and abs(got - want) <= 1e-9 * max(1.0, abs(want)):
+        return Verdict("right")
+    return Verdict("WRONG", f"{metric} reads {got} from the sample output, not {want}",
+                   "wrong metric")
 
 
 def _search(exp: Expect, space: list[str]) -> Verdict:

@@ -57,7 +57,8 @@ def test_compare_marks_each_field():
                  on_timeout="fail")
     got = compare(exp, task)
     assert {k: v.value for k, v in got.items()} == {
-        "script": "right", "metric": "right", "direction": "right", "editable": "right",
+        "script": "right", "metric": "right", "reads": "-", "direction": "right",
+        "editable": "right",
         "protected": "right", "search": "WRONG", "on_timeout": "WRONG"}
     assert got["search"].kind == "measurement searched"
     assert "SEQ_LEN (sets the validation batch)" in got["search"].why
@@ -93,7 +94,8 @@ def test_a_run_over_mirrors_reports_fields_refusals_and_missing_repos(tmp_path, 
         {"id": "good", "repo": "me/good", "commit": good,
          "expect": {"script": "train.py", "metric": "val_loss", "direction": "minimize",
                     "editable": ["train.py"], "searched": ["LEARNING_RATE"],
-                    "no_effect": {"NOT_THERE": "never defined"}}},
+                    "no_effect": {"NOT_THERE": "never defined"},
+                    "sample": {"output": "val_loss: 0.0100\n", "values": {"val_loss": 0.01}}}},
         {"id": "silent", "repo": "me/silent", "commit": silent,
          "expect": {"refuse": "it prints no number"}},
         {"id": "absent", "repo": "me/absent", "commit": "0" * 40,
@@ -104,9 +106,24 @@ def test_a_run_over_mirrors_reports_fields_refusals_and_missing_repos(tmp_path, 
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
             if line.split() and line.split()[0] in ("good", "silent", "absent")}
-    assert rows["good"][:5] == ["ok", "ok", "ok", "ok", "ok"]
+    assert rows["good"][:6] == ["ok"] * 6       # init, script, metric, reads, direction, editable
     assert rows["silent"] == ["refused*", "ok"]
     assert rows["absent"] == ["not", "fetched"]
     assert "absent: not fetched (fetch github:me/absent)" in out
     assert "right with no flags but scale-down: 2/2 (100 %)" in out
     assert "wrong with exit 0, by kind: none" in out
+
+
+def test_reads_checks_the_pattern_on_a_sample_of_the_output():
+    sample = {"output": "Train MAE: 7,504\nValidation MAE: 18,450\n",
+              "values": {"validation_mae": 18450}}
+    exp = Expect(metric="validation_mae", sample=sample)
+    stops_at_comma = {"metric": {"name": "validation_mae",
+                                 "pattern": r"Validation\s+MAE:\s*([0-9.]+)"}}
+    got = compare(exp, stops_at_comma)["reads"]
+    assert got.value == "WRONG" and got.kind == "wrong metric" and "reads 18.0" in got.why
+    whole = {"metric": {"name": "validation_mae", "pattern": r"Validation\s+MAE:\s*([0-9,]+)"}}
+    assert compare(exp, whole)["reads"].value == "WRONG"     # float('18,450') is no number
+    plain = Expect(metric="val_loss", sample={"output": "val_loss: 1.5\n",
+                                              "values": {"val_loss": 1.5}})
+    assert compare(plain, {"metric": "val_loss"})["reads"].value == "right"
