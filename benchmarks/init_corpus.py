@@ -177,7 +177,8 @@ def searched_of(task: dict) -> list[str]:
 class Verdict:
     value: str          # right | WRONG | refused | -
     why: str = ""       # for WRONG: what init did
-    kind: str = ""      # for WRONG: wrong metric | measurement searched | no effect searched
+    kind: str = ""      # for WRONG: its kinds, ", "-separated (wrong metric, measurement
+    #                     searched, no effect searched, other setting searched, setting missed)
 
 
 def compare(exp: Expect, task: dict) -> dict[str, Verdict]:
@@ -261,7 +262,8 @@ def _search(exp: Expect, space: list[str]) -> Verdict:
         problems.append(("setting missed", f"not searched: {', '.join(missing)} "
                                            f"(the space: {shown})"))
     if problems:
-        return Verdict("WRONG", "; ".join(p for _, p in problems), problems[0][0])
+        return Verdict("WRONG", "; ".join(p for _, p in problems),
+                       ", ".join(k for k, _ in problems))
     return Verdict("right")
 
 
@@ -444,7 +446,8 @@ def report(results: list[Result], out=None) -> dict:
             continue
         for v in r.fields.values():
             if v.value == "WRONG":
-                kinds[v.kind or "other"] = kinds.get(v.kind or "other", 0) + 1
+                for kind in (v.kind or "other").split(", "):
+                    kinds[kind] = kinds.get(kind, 0) + 1
     totals = {
         "repos": len(results), "ran": len(ran),
         "needs_setup": len(setup),
