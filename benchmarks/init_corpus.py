@@ -43,7 +43,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "init_corpus" / "manifest.yaml"
 DEFAULT_MIRROR = os.environ.get("AUTORESEARCH_CORPUS_MIRROR", "")
-FIELDS = ["script", "metric", "reads", "direction", "editable", "protected", "search", "on_timeout"]
+FIELDS = ["script", "metric", "reads", "direction", "editable", "protected", "search", "on_timeout",
+          "next"]
 FLAGS_FILE = "autoresearch.flags.yaml"
 SETUP = re.compile(r"uv sync|prepare the data|names no validation file|needs the project's env")
 HINT = re.compile(r"\b(?:pass|with|use|add)\s+(--(?:metric|script|direction|args|inputs|"
@@ -117,6 +118,7 @@ class Written:
     output: str
     task: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)      # the run config, autoresearch.yaml
 
     @property
     def refusal(self) -> str:
@@ -181,8 +183,9 @@ class Verdict:
     #                     searched, no effect searched, other setting searched, setting missed)
 
 
-def compare(exp: Expect, task: dict) -> dict[str, Verdict]:
-    """Each field of the task init wrote against the expected one."""
+def compare(exp: Expect, task: dict, config: dict | None = None) -> dict[str, Verdict]:
+    """Each field of the task init wrote against the expected one (and, given the run config
+    it wrote, whether the next step it prints can run)."""
     out: dict[str, Verdict] = {}
     if exp.refuse:      # init exited 0 where it should have stopped: its metric is made up
         metric, _ = metric_of(task)
@@ -222,7 +225,26 @@ def compare(exp: Expect, task: dict) -> dict[str, Verdict]:
     want_to = exp.on_timeout
     got_to = str(task.get("on_timeout", "fail"))
     check("on_timeout", want_to, got_to, got_to == want_to)
+    out["next"] = _next_step(task, config)
     return out
+
+
+def proposer_of(config: dict) -> str | None:
+    p = config.get("proposer")
+    return str(p.get("kind")) if isinstance(p, dict) and p.get("kind") else \
+        (str(p) if isinstance(p, str) else None)
+
+
+def _next_step(task: dict, config: dict | None) -> Verdict:
+    """`autoresearch run`, the step init prints last, refuses an offline proposer with
+    nothing to search (`--proposer mutate: nothing to search`, exit 2)."""
+    if config is None:
+        return Verdict("-")
+    proposer = proposer_of(config)
+    if proposer in ("mutate", "tune") and not task.get("search_space"):
+        return Verdict("WRONG", f"proposer {proposer} with an empty search_space: the "
+                                f"`autoresearch run` init prints exits 2", "next step fails")
+    return Verdict("right")
 
 
 def _reads(exp: Expect, task: dict) -> Verdict:
@@ -323,6 +345,9 @@ def run_init(autoresearch: list[str], repo: Path, entry: Entry, extra: list[str]
         flags = folder / FLAGS_FILE
         if flags.is_file():
             written.flags = yaml.safe_load(flags.read_text()) or {}
+        config = repo / "autoresearch.yaml"
+        if config.is_file():
+            written.config = yaml.safe_load(config.read_text()) or {}
     elif rc == 0:
         written.rc, written.output = 1, output + "\n(init exited 0 but wrote no task.yaml)"
     return written
@@ -366,7 +391,7 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
         result.fields = {"metric": Verdict("right", "refused, as expected")}
         return result
     if first.rc == 0:
-        result.fields = compare(entry.expect, first.task)
+        result.fields = compare(entry.expect, first.task, first.config)
         return result
     written, extra = first, []
     for _ in range(3):              # follow up to three hints in turn
@@ -382,7 +407,7 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
             break
     result.final = written
     if written.rc == 0:
-        for name, verdict in compare(entry.expect, written.task).items():
+        for name, verdict in compare(entry.expect, written.task, written.config).items():
             if verdict.value == "right":
                 verdict.value = "hint:right"
             elif verdict.value == "WRONG":
@@ -470,7 +495,7 @@ def report(results: list[Result], out=None) -> dict:
     print(f"  refused: {totals['refused']} (hint followed gave a right task: {len(hinted)}); "
           f"refused as expected: {totals['refused_as_expected']}", file=out)
     order = ["wrong metric", "measurement searched", "no effect searched",
-             "other setting searched", "setting missed"]
+             "other setting searched", "setting missed", "next step fails"]
     wrong = ", ".join(f"{k}: {kinds[k]}" for k in order + sorted(set(kinds) - set(order))
                       if k in kinds) or "none"
     print(f"  wrong with exit 0, by kind: {wrong}", file=out)

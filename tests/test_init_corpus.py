@@ -59,7 +59,7 @@ def test_compare_marks_each_field():
     assert {k: v.value for k, v in got.items()} == {
         "script": "right", "metric": "right", "reads": "-", "direction": "right",
         "editable": "right",
-        "protected": "right", "search": "WRONG", "on_timeout": "WRONG"}
+        "protected": "right", "search": "WRONG", "on_timeout": "WRONG", "next": "-"}
     assert got["search"].kind == "measurement searched"
     assert "SEQ_LEN (sets the validation batch)" in got["search"].why
 
@@ -107,6 +107,7 @@ def test_a_run_over_mirrors_reports_fields_refusals_and_missing_repos(tmp_path, 
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
             if line.split() and line.split()[0] in ("good", "silent", "absent")}
     assert rows["good"][:6] == ["ok"] * 6       # init, script, metric, reads, direction, editable
+    assert rows["good"][-1] == "ok"             # next: mutate has LEARNING_RATE to search
     assert rows["silent"] == ["refused*", "ok"]
     assert rows["absent"] == ["not", "fetched"]
     assert "absent: not fetched (fetch github:me/absent)" in out
@@ -127,3 +128,12 @@ def test_reads_checks_the_pattern_on_a_sample_of_the_output():
     plain = Expect(metric="val_loss", sample={"output": "val_loss: 1.5\n",
                                               "values": {"val_loss": 1.5}})
     assert compare(plain, {"metric": "val_loss"})["reads"].value == "right"
+
+
+def test_next_step_with_nothing_to_search_offline_is_wrong():
+    task = {"metric": "val_loss"}
+    got = compare(Expect(), task, {"proposer": {"kind": "mutate"}})["next"]
+    assert got.value == "WRONG" and got.kind == "next step fails"
+    assert compare(Expect(), task, {"proposer": {"kind": "llm"}})["next"].value == "right"
+    spaced = {"metric": "val_loss", "search_space": {"LR": {"range": [0.1, 1.0]}}}
+    assert compare(Expect(), spaced, {"proposer": {"kind": "tune"}})["next"].value == "right"
