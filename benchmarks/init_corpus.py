@@ -33,6 +33,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 from dataclasses import dataclass, field
@@ -86,6 +87,10 @@ class Entry:
     init_args: list[str] = field(default_factory=list)
     data: str = ""
     setup: str = ""     # needed before init and not possible offline (an environment, data)
+    # an offline stand-in for that setup, with --standin: {venv: true (a .venv seeing this
+    # Python's packages), stub_modules: [download-only modules, empty], files: [~/... paths
+    # of the data prepare.py would write, created empty under the run's own HOME]}
+    standin: dict = field(default_factory=dict)
     expect: Expect = field(default_factory=Expect)
 
     @property
@@ -324,14 +329,47 @@ def init_argv(args: list[str]) -> list[str]:
     return out
 
 
+def stand_in(repo: Path, entry: Entry, home: Path) -> None:
+    """The entry's offline stand-in for `uv sync && uv run prepare.py`: a .venv whose Python
+    sees this Python's packages and empty modules for those only the download needs, and
+    empty files where prepare.py would write its data. Enough for init, which imports
+    prepare.py for its constants and checks that the data exists; no run could use it."""
+    spec = entry.standin
+    folder = repo / entry.dir
+    if spec.get("venv"):
+        venv = folder / ".venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                       capture_output=True)
+        stubs = repo.parent / "stubs"
+        for mod in spec.get("stub_modules", []):
+            path = stubs / Path(*mod.split("."))
+            path.mkdir(parents=True, exist_ok=True)
+            (path / "__init__.py").write_text("")
+            for parent in list(path.relative_to(stubs).parents)[:-1]:
+                (stubs / parent / "__init__.py").touch()
+        site = next(venv.glob("lib/python*/site-packages"))
+        own = [p for p in sys.path if p.endswith("site-packages")]
+        own += [sysconfig.get_paths()["purelib"]]
+        (site / "corpus_standin.pth").write_text(
+            f"import site; list(map(site.addsitedir, {sorted(set(own))!r}))\n{stubs}\n")
+    for name in spec.get("files", []):
+        path = home / name.removeprefix("~/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
 def run_init(autoresearch: list[str], repo: Path, entry: Entry, extra: list[str],
-             timeout: float) -> Written:
+             timeout: float, standin: bool = False) -> Written:
     folder = repo / entry.dir
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--", "."], capture_output=True)
     subprocess.run(["git", "-C", str(repo), "clean", "-qfdx"], capture_output=True)
+    home = repo.parent / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir()
+    if standin and entry.standin:
+        stand_in(repo, entry, home)
     env = {**os.environ, "NO_COLOR": "1", "AUTORESEARCH_CACHE": str(repo.parent / "cache"),
-           "HOME": str(repo.parent / "home")}
-    (repo.parent / "home").mkdir(exist_ok=True)
+           "HOME": str(home)}
     try:
         argv = [*autoresearch, "init", str(folder), *init_argv(entry.init_args), *extra]
         done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=timeout,
@@ -377,11 +415,11 @@ class Result:
 
 
 def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
-            timeout: float) -> Result:
+            timeout: float, standin: bool = False) -> Result:
     repo = checkout(mirror, entry, tmp)
     if isinstance(repo, str):
         return Result(entry, repo)
-    first = run_init(autoresearch, repo, entry, [], timeout)
+    first = run_init(autoresearch, repo, entry, [], timeout, standin)
     first.output = first.output.replace(str(repo), "<checkout>")
     result = Result(entry, "ok" if first.rc == 0 else "refused", first=first, final=first)
     if first.rc != 0 and entry.setup and SETUP.search(first.refusal):
@@ -401,7 +439,7 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
             break
         extra += words
         result.followed.append(" ".join(shlex.quote(w) for w in words))
-        written = run_init(autoresearch, repo, entry, extra, timeout)
+        written = run_init(autoresearch, repo, entry, extra, timeout, standin)
         written.output = written.output.replace(str(repo), "<checkout>")
         if written.rc == 0:
             break
@@ -531,6 +569,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the autoresearch command (default: the one beside this Python)")
     parser.add_argument("--timeout", type=float, default=180, help="seconds per init call")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each init's output")
+    parser.add_argument("--no-standin", dest="standin", action="store_false",
+                        help="skip the manifest's offline stand-ins for a setup (uv sync, "
+                             "downloaded data: a .venv seeing this Python's packages, empty "
+                             "download-only modules, empty data files); those entries are "
+                             "then reported as needs setup")
     args = parser.parse_args(argv)
     entries = [e for e in load_manifest(Path(args.manifest))
                if args.match.lower() in (e.id + " " + e.repo).lower()]
@@ -548,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         for entry in entries:
             work = Path(tmp) / entry.id
             work.mkdir()
-            result = onboard(autoresearch, mirror, entry, work, args.timeout)
+            result = onboard(autoresearch, mirror, entry, work, args.timeout, args.standin)
             results.append(result)
             if args.verbose and result.first:
                 print(f"==== {entry.id}: init {' '.join(entry.init_args)}\n{result.first.output}")

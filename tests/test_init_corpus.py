@@ -137,3 +137,16 @@ def test_next_step_with_nothing_to_search_offline_is_wrong():
     assert compare(Expect(), task, {"proposer": {"kind": "llm"}})["next"].value == "right"
     spaced = {"metric": "val_loss", "search_space": {"LR": {"range": [0.1, 1.0]}}}
     assert compare(Expect(), spaced, {"proposer": {"kind": "tune"}})["next"].value == "right"
+
+
+def test_stand_in_gives_init_an_environment_and_the_data_files(tmp_path):
+    commit = _mirror(tmp_path, "shaped", {"prepare.py": "import tiktoken\nimport yaml\n"})
+    entry = init_corpus.Entry(id="shaped", repo="me/shaped", commit=commit, standin={
+        "venv": True, "stub_modules": ["tiktoken"], "files": ["~/.cache/shaped/val.bin"]})
+    repo = init_corpus.checkout(tmp_path / "mirror", entry, tmp_path / "work")
+    home = tmp_path / "home"
+    init_corpus.stand_in(repo, entry, home)
+    assert (home / ".cache" / "shaped" / "val.bin").is_file()
+    done = subprocess.run([str(repo / ".venv" / "bin" / "python"), "-c", "import prepare"],
+                          cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr     # the stub, and this Python's PyYAML
