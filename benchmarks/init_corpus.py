@@ -451,8 +451,10 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
             elif verdict.value == "WRONG":
                 verdict.value = "hint:wrong"
             result.fields[name] = verdict
-    else:
-        result.fields = {f: Verdict("refused") for f in FIELDS}
+    else:       # every field the manifest expects is refused; "next" had no config to check
+        expected = compare(entry.expect, {}, {})
+        result.fields = {f: Verdict("-" if v.value == "-" else "refused")
+                         for f, v in expected.items()}
     return result
 
 
