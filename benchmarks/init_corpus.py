@@ -255,7 +255,7 @@ def _next_step(task: dict, config: dict | None) -> Verdict:
 def _reads(exp: Expect, task: dict) -> Verdict:
     """Does the metric's pattern read the right number from a sample of the script's output
     (the engine's own reader: the last match)?"""
-    from loop.run.runner import parse_metric
+    from loop.run.capture import read_metric as parse_metric
     from loop.setup.metric import Metric
     metric, _ = metric_of(task)
     values = {norm(k): v for k, v in (exp.sample.get("values") or {}).items()}
