@@ -301,6 +301,8 @@ for _tag, _regexp, _first in (
 
 
 def _represent_str(dumper: Dumper, value: str):
+    if any(c in value for c in "\x85\u2028\u2029"):    # line breaks to YAML 1.1 only
+        return dumper.represent_scalar(STR, value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar(STR, value, style=style)
 
