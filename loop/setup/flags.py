@@ -37,7 +37,7 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
     the run's argv. FlagsError (one line naming the key) for anything else: no flat mapping
     of flag names to scalars, a duplicate or merge key, an anchor, alias or tag, a value over
     VALUE_CHARS_MAX characters, or flags too long together for one command line."""
-    from yaml.nodes import MappingNode, ScalarNode
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
     from loop.setup.yaml_io import VALUE_CHARS_MAX, YamlError, compose
     try:
@@ -47,8 +47,8 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
     if root is None:
         return []
     if not isinstance(root, MappingNode):
-        raise FlagsError(f"{where}: expected `name: value` lines (one flag each), got a "
-                         f"{root.id}")
+        raise FlagsError(f"{where}: expected `name: value` lines (one flag each), got "
+                         f"{'a list' if isinstance(root, SequenceNode) else 'one value'}")
     out: list[tuple[str, object]] = []
     length = 0
     for key, node in root.value:
@@ -57,7 +57,8 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
             raise FlagsError(f"{where}: {name!r} is not a flag name (letters, digits, `_`, "
                              f"`-`, `.`; written without its leading dashes)")
         if not isinstance(node, ScalarNode):
-            raise FlagsError(f"{where}: {name}: a flag takes one value, got a {node.id}")
+            raise FlagsError(f"{where}: {name}: a flag takes one value, got a "
+                             f"{'list' if isinstance(node, SequenceNode) else 'mapping'}")
         value: object = node.value
         if node.style is None and node.tag == BOOL:
             value = node.value in ("true", "True", "TRUE")

@@ -138,7 +138,8 @@ class _Loader(Reader, Scanner, Parser, Composer, SafeConstructor, _Core12Resolve
         return sign * int(body)
 
 
-_Loader.add_constructor(INT, _Loader.construct_yaml_int)
+_Loader.yaml_constructors = {**SafeConstructor.yaml_constructors,
+                             INT: _Loader.construct_yaml_int}
 
 
 def load(text: str, where: str, strict: bool = False) -> object:
