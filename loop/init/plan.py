@@ -192,7 +192,7 @@ def task_yaml(plan: Plan) -> str:
         lines += [f"on_timeout: last              # a run stopped at the time box is scored "
                   f"from the last {plan.metric} it printed"]
     if plan.throughput:
-        lines += [f"throughput_pattern: {plan.throughput}"]
+        lines += [f"throughput_pattern: {_q(plan.throughput)}"]
     if plan.memory:
         pattern = r"^\s*" + re.escape(plan.memory) + r"\s*[:=]\s*([0-9.]+)"
         lines += [f"memory_pattern: {_q(pattern)}"]
@@ -221,7 +221,7 @@ def config_yaml(plan: Plan) -> str:
     program = "program.md" if (plan.top / "program.md").is_file() else None
     lines = ["# Written by `autoresearch init`: a bare `autoresearch run` here reads this file.",
              "# Flags override any key (e.g. --proposer llm --model M, --iterations N).",
-             f"task: {task}", "iterations: 20"]
+             f"task: {_flow(task)}", "iterations: 20"]
     if program:
         lines += [f"program: {program}               # steers the proposals, re-read each "
                   f"iteration"]

@@ -44,7 +44,7 @@ CORE_BOOL = re.compile(r"true|True|TRUE|false|False|FALSE")
 CORE_NULL = re.compile(r"~|null|Null|NULL|")
 DECIMAL = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 # a string written unquoted: safe characters, and read back as a string by both schemas
-PLAIN = re.compile(r"[A-Za-z_$/~][\w./~$-]*")
+PLAIN = re.compile(r"[\w./~$][\w./~$-]*")
 
 
 class YamlError(ValueError):
@@ -270,8 +270,11 @@ def scalar(value: object) -> str:
 
 
 def _reads_as_text(text: str) -> bool:
-    return (yaml.SafeLoader(text).get_single_data() == text
-            and _Loader(text, strict=False).get_single_data() == text)
+    try:
+        return (yaml.SafeLoader(text).get_single_data() == text
+                and _Loader(text, strict=False).get_single_data() == text)
+    except (yaml.YAMLError, ValueError):
+        return False
 
 
 def _quoted(text: str) -> str:
