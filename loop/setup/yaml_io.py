@@ -14,6 +14,7 @@ number (`5.0e-05`, never `5e-05`, which YAML 1.1 reads as a string; integers wit
 zeros), every string quoted where either schema would read it as something else. Pure."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -145,31 +146,31 @@ _Loader.yaml_constructors = {**SafeConstructor.yaml_constructors,
 def load(text: str, where: str, strict: bool = False) -> object:
     """A YAML document's content (None when empty), read on the core schema; YamlError (one
     line starting with `where`) for anything not read."""
-    try:
-        return _Loader(text, strict).get_single_data()
-    except YamlError as exc:
-        raise YamlError(f"{where}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise YamlError(f"{where}: not valid YAML: {one_line(exc, 300)}") from None
-    except (ValueError, RecursionError) as exc:      # a 5000-digit integer; a runaway
-        raise YamlError(f"{where}: not read: {one_line(exc, 200)}") from None
+    return _read(lambda: _Loader(text, strict).get_single_data(), where)
 
 
 def compose(text: str, where: str, strict: bool = False) -> Node | None:
     """The node tree of a YAML document (values with their places in `text`), with `load`'s
     checks; YamlError when it is not read."""
-    loader = _Loader(text, strict)
-    try:
+    def composed() -> Node | None:
+        loader = _Loader(text, strict)
         node = loader.get_single_node()
         if node is not None:
             loader.construct_document(node)          # the checks on keys (duplicates, <<)
         return node
+    return _read(composed, where)
+
+
+def _read(reader, where: str):
+    at = f"{where}: " if where else ""
+    try:
+        return reader()
     except YamlError as exc:
-        raise YamlError(f"{where}: {exc}") from None
+        raise YamlError(f"{at}{exc}") from None
     except yaml.YAMLError as exc:
-        raise YamlError(f"{where}: not valid YAML: {one_line(exc, 300)}") from None
-    except (ValueError, RecursionError) as exc:
-        raise YamlError(f"{where}: not read: {one_line(exc, 200)}") from None
+        raise YamlError(f"{at}not valid YAML: {one_line(exc, 300)}") from None
+    except (ValueError, RecursionError) as exc:      # a 5000-digit integer; a runaway
+        raise YamlError(f"{at}not read: {one_line(exc, 200)}") from None
 
 
 @dataclass(frozen=True)
@@ -184,10 +185,19 @@ class Number:
 def numbers(text: str, where: str = "") -> list[Number]:
     """Every plain decimal number of a YAML file's block mappings, in file order, nested keys
     named by their path (`optim.lr`); flow style (`{a: 1}`), lists, quoted numbers and
-    aliased values are not among them. YamlError when the file is not read."""
-    root = compose(text, where)
+    aliased values are not among them. YamlError when the file is not read. Remembered by
+    text: a search asks for the same files' numbers several times a proposal."""
+    try:
+        return list(_numbers(text))
+    except YamlError as exc:
+        raise YamlError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _numbers(text: str) -> tuple[Number, ...]:
+    root = compose(text, "")
     if not isinstance(root, MappingNode):
-        return []
+        return ()
     uses: dict[int, int] = {}
     stack: list[Node] = [root]
     while stack:                          # a node an alias repeats is written in one place
@@ -212,7 +222,7 @@ def numbers(text: str, where: str = "") -> list[Number]:
                                   value.end_mark.index))
     if not root.flow_style:
         walk(root, "")
-    return out
+    return tuple(out)
 
 
 # -- written -------------------------------------------------------------------------------------
