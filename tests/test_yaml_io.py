@@ -10,6 +10,7 @@ import math
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from conftest import make_repo, run_cli
 from helpers import PLAIN, plain_repo, rows
 from loop.engine.engine import Engine
+from loop.init.plan import Plan, task_yaml
 from loop.proposers.base import Proposal
 from loop.setup import flags, settings, yaml_io
 from loop.setup.config import Config, JudgeConfig
@@ -113,6 +115,20 @@ def test_a_range_written_without_a_dot_is_a_number(bounds):
     assert space["LR"].low == pytest.approx(float(bounds[0]))
     text = "search_space:\n  LR: {log_range: [" + ", ".join(map(str, bounds)) + "]}\n"
     assert parse_space(yaml_io.load(text, "t")["search_space"], "t")["LR"].kind == "log_range"
+
+
+@PROPERTY
+@given(st.text(max_size=60), st.lists(finite.filter(lambda v: v > 0), min_size=2, max_size=2),
+       finite)
+def test_the_task_yaml_init_writes_reads_back_what_it_decided(description, bounds, budget):
+    plan = Plan(root=Path("/r"), top=Path("/r"), shape="plain", script="train.py", name="toy",
+                description=description, editable=["train.py"], metric="val_loss",
+                budget=abs(budget), space={"LR": {"log_range": sorted(bounds)}})
+    for read in both(task_yaml(plan)):
+        assert isinstance(read, dict) and read["search_space"]["LR"]["log_range"] == sorted(bounds)
+        assert read["time_budget_s"] == abs(budget)
+        assert " ".join(read["description"].split()) == " ".join(description.split()) \
+            if description.isprintable() else read["description"] == description
 
 
 # -- init: the learning rates that were refused ---------------------------------------------------

@@ -152,8 +152,12 @@ def _flow(value) -> str:
 
 def task_yaml(plan: Plan) -> str:
     lines = ["# Written by `autoresearch init` from this repo's code. Edit freely; commit it.",
-             f"name: {_flow(plan.name)}", "description: >-"]
-    lines += ["  " + s for s in textwrap.wrap(plan.description, 88)] or ["  ''"]
+             f"name: {_flow(plan.name)}"]
+    wrapped = textwrap.wrap(plan.description, 88) if plan.description.isprintable() else []
+    if wrapped:                                 # a folded block, as a README's prose reads
+        lines += ["description: >-", *("  " + s for s in wrapped)]
+    else:                                       # none, or a control character: quoted
+        lines += [f"description: {_q(plan.description)}"]
     lines += [f"editable: {_flow(plan.editable)}"]
     if plan.protected:
         lines += [f"protected: {_flow(plan.protected)}"]
