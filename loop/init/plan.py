@@ -2,13 +2,13 @@
 and autoresearch.yaml. The reading is loop/init/onboard.py and loop/init/shapes/."""
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.setup import yaml_io
 
 CONFIG_FILE = "autoresearch.yaml"
 TASK_FILE = "task.yaml"
@@ -142,25 +142,22 @@ def describe(plan: Plan) -> list[str]:
 
 # -- written -------------------------------------------------------------------------------------
 def _q(value) -> str:
-    """A YAML scalar: JSON's quoting is valid YAML."""
-    return json.dumps(value)
+    """A YAML scalar read back as `value` (loop/setup/yaml_io.py: `5.0e-05`, never `5e-05`)."""
+    return yaml_io.scalar(value)
 
 
 def _flow(value) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if isinstance(value, str) and re.fullmatch(r"[\w./~-]+", value) and not \
-            re.fullmatch(r"(true|false|null|yes|no|on|off|[-+.\d].*)", value, re.I):
-        return value
-    return _q(value)
+    return yaml_io.flow(value)
 
 
 def task_yaml(plan: Plan) -> str:
     lines = ["# Written by `autoresearch init` from this repo's code. Edit freely; commit it.",
-             f"name: {_flow(plan.name)}", "description: >-"]
-    lines += ["  " + s for s in textwrap.wrap(plan.description, 88)] or ["  ''"]
+             f"name: {_flow(plan.name)}"]
+    wrapped = textwrap.wrap(plan.description, 88) if plan.description.isprintable() else []
+    if wrapped:                                 # a folded block, as a README's prose reads
+        lines += ["description: >-", *("  " + s for s in wrapped)]
+    else:                                       # none, or a control character: quoted
+        lines += [f"description: {_q(plan.description)}"]
     lines += [f"editable: {_flow(plan.editable)}"]
     if plan.protected:
         lines += [f"protected: {_flow(plan.protected)}"]
@@ -188,7 +185,8 @@ def task_yaml(plan: Plan) -> str:
     metric = {"name": plan.metric, "direction": plan.direction}
     if plan.metric_pattern:
         metric["pattern"] = plan.metric_pattern
-    lines += [f"metric: {_flow(metric)}", f"time_budget_s: {plan.budget:g}"]
+    budget = int(plan.budget) if plan.budget == int(plan.budget) else plan.budget
+    lines += [f"metric: {_flow(metric)}", f"time_budget_s: {_q(budget)}"]
     if plan.budget_constant:
         lines += [f"budget_constant: {plan.budget_constant}   # --time-budget is refused: "
                   f"change the constant"]
@@ -198,7 +196,7 @@ def task_yaml(plan: Plan) -> str:
         lines += [f"on_timeout: last              # a run stopped at the time box is scored "
                   f"from the last {plan.metric} it printed"]
     if plan.throughput:
-        lines += [f"throughput_pattern: {plan.throughput}"]
+        lines += [f"throughput_pattern: {_q(plan.throughput)}"]
     if plan.memory:
         pattern = r"^\s*" + re.escape(plan.memory) + r"\s*[:=]\s*([0-9.]+)"
         lines += [f"memory_pattern: {_q(pattern)}"]
@@ -216,8 +214,9 @@ def flags_yaml(plan: Plan) -> str:
              f"# Written by `autoresearch init` from {plan.script}'s {plan.flags_how} defaults; "
              f"a search changes them here."]
     for name, value in plan.flags.items():
-        lines.append(f"{name}: {value}" + ("   # each run's own seed" if value.startswith("$")
-                                           else ""))
+        written = value if yaml_io.DECIMAL.fullmatch(value) else _q(value)
+        lines.append(f"{name}: {written}" + ("   # each run's own seed" if value.startswith("$")
+                                             else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -226,7 +225,7 @@ def config_yaml(plan: Plan) -> str:
     program = "program.md" if (plan.top / "program.md").is_file() else None
     lines = ["# Written by `autoresearch init`: a bare `autoresearch run` here reads this file.",
              "# Flags override any key (e.g. --proposer llm --model M, --iterations N).",
-             f"task: {task}", "iterations: 20"]
+             f"task: {_flow(task)}", "iterations: 20"]
     if program:
         lines += [f"program: {program}               # steers the proposals, re-read each "
                   f"iteration"]

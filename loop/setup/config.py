@@ -305,7 +305,7 @@ def load_config(path: str | Path | None, base_dir: Path | None = None) -> Config
     if isinstance(data, dict) and "base_dir" in data:
         raise ConfigError(f"{path}: unknown key 'base_dir'")
     if isinstance(data, dict) and isinstance(data.get("sandbox"), bool):
-        data["sandbox"] = "auto" if data["sandbox"] else "off"   # YAML reads `off` as false
+        data["sandbox"] = "auto" if data["sandbox"] else "off"   # `true` / `false`
     cfg = build(Config, data, str(path), ConfigError)
     cfg.base_dir = (base_dir or _repo_root(path.resolve().parent)).resolve()
     validate(cfg, str(path))

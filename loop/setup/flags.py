@@ -8,7 +8,10 @@ Each run's training command is the task's `run` followed by one `--name=value` p
 the file's order, read from the candidate's own worktree: `true` is `--name` alone (a switch),
 `false` and `null` leave the flag out, and the value `$AUTORESEARCH_SEED` is the run's own
 seed (so a script that takes its seed as a flag gets a fresh one each run). Every other value
-is passed as written, shell-quoted. Pure but for reading the one file."""
+is passed as written (YAML 1.2: `yes`, `no`, `1:00`, `0777` are text, passed as such),
+shell-quoted, so the file's diff is the run's argv. The file is read strictly
+(loop/setup/yaml_io.py): duplicate and merge keys, anchors, aliases, tags and over-long values
+are refused in one line naming the key. Pure but for reading the one file."""
 from __future__ import annotations
 
 import re
@@ -17,6 +20,9 @@ from pathlib import Path
 
 SEED_VALUE = "$AUTORESEARCH_SEED"
 NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+BOOL = "tag:yaml.org,2002:bool"
+NULL = "tag:yaml.org,2002:null"
+ARGV_CHARS_MAX = 100_000       # all the flags together; Linux takes about 2 MB of argv+env
 
 
 class FlagsError(ValueError):
@@ -24,32 +30,54 @@ class FlagsError(ValueError):
 
 
 def read(text: str, where: str) -> list[tuple[str, object]]:
-    """(name, value) of a flags file's entries, in order; FlagsError when it is no flat
-    mapping of flag names to scalars."""
-    import yaml
+    """(name, value) of a flags file's entries, in order, read by the one YAML reader
+    (loop/setup/yaml_io.py, strictly: the settings search reads the same file with it). A
+    value is True or False (`true`/`false` only), None (`null`, or nothing), or its text as
+    written (`1:00`, `0777`, `no`, `1e-3`, a quoted string's content), so the file's diff is
+    the run's argv. FlagsError (one line naming the key) for anything else: no flat mapping
+    of flag names to scalars, a duplicate or merge key, an anchor, alias or tag, a value over
+    VALUE_CHARS_MAX characters, or flags too long together for one command line."""
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    from loop.setup.yaml_io import VALUE_CHARS_MAX, YamlError, compose
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FlagsError(f"{where}: not valid YAML ({' '.join(str(exc).split())})") from None
-    if data is None:
+        root = compose(text, where, strict=True)
+    except YamlError as exc:
+        raise FlagsError(str(exc)) from None
+    if root is None:
         return []
-    if not isinstance(data, dict):
-        raise FlagsError(f"{where}: expected `name: value` lines (one flag each), "
-                         f"got {type(data).__name__}")
-    out = []
-    for name, value in data.items():
-        if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(root, MappingNode):
+        raise FlagsError(f"{where}: expected `name: value` lines (one flag each), got "
+                         f"{'a list' if isinstance(root, SequenceNode) else 'one value'}")
+    out: list[tuple[str, object]] = []
+    length = 0
+    for key, node in root.value:
+        name = key.value if isinstance(key, ScalarNode) else "?"
+        if not isinstance(key, ScalarNode) or not NAME.fullmatch(name):
             raise FlagsError(f"{where}: {name!r} is not a flag name (letters, digits, `_`, "
                              f"`-`, `.`; written without its leading dashes)")
-        if isinstance(value, (dict, list)):
-            raise FlagsError(f"{where}: {name}: a flag takes one value, got "
-                             f"{type(value).__name__}")
+        if not isinstance(node, ScalarNode):
+            raise FlagsError(f"{where}: {name}: a flag takes one value, got a "
+                             f"{'list' if isinstance(node, SequenceNode) else 'mapping'}")
+        value: object = node.value
+        if node.style is None and node.tag == BOOL:
+            value = node.value in ("true", "True", "TRUE")
+        elif node.style is None and node.tag == NULL:
+            value = None
+        elif "\0" in node.value:
+            raise FlagsError(f"{where}: {name}: a NUL character cannot be in a command line")
+        length += len(name) + len(node.value) + 4
+        if length > ARGV_CHARS_MAX:
+            raise FlagsError(f"{where}: {name}: the flags up to here make a command line over "
+                             f"{ARGV_CHARS_MAX} characters (each value at most "
+                             f"{VALUE_CHARS_MAX})")
         out.append((name, value))
     return out
 
 
 def argv(entries: list[tuple[str, object]]) -> str:
-    """The flags as they follow the run command: ` --lr=0.001 --batch-size=64`."""
+    """The flags as they follow the run command: ` --lr=0.001 --batch-size=64`, each value
+    as written in the file."""
     words = []
     for name, value in entries:
         if value is False or value is None:
@@ -59,7 +87,7 @@ def argv(entries: list[tuple[str, object]]) -> str:
         elif value == SEED_VALUE:
             words.append(f'--{name}="$AUTORESEARCH_SEED"')
         else:
-            words.append(shlex.quote(f"--{name}={_text(value)}"))
+            words.append(shlex.quote(f"--{name}={value}"))
     return "".join(" " + w for w in words)
 
 
@@ -76,8 +104,3 @@ def command(run: str, flags_file: str, folder: Path) -> str:
         why = str(exc)
     return f"echo {shlex.quote('autoresearch: the flags file ' + why)} >&2; exit 2"
 
-
-def _text(value: object) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)

@@ -89,9 +89,10 @@ def build(cls, data: Any, where: str, error: type[Exception]):
 
 
 def load_yaml(path, error: type[Exception]) -> object:
-    """A YAML file's content (None when empty); invalid YAML is one line of `error`."""
-    import yaml
+    """A YAML file's content (None when empty), read by loop/setup/yaml_io.py (YAML 1.2
+    core schema; duplicate and merge keys refused); YAML not read is one line of `error`."""
+    from loop.setup.yaml_io import YamlError, load
     try:
-        return yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise error(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+        return load(Path(path).read_text(), str(path))
+    except YamlError as exc:
+        raise error(str(exc)) from None

@@ -111,12 +111,12 @@ def _dim(name: str, kind: str, spec: dict, at: str) -> Dim:
     if "requires" in spec:
         extra["requires"] = _requires(spec["requires"], at)
     if kind == "choices":
-        values = spec["choices"]
+        values = _numbers(spec["choices"])
         if not isinstance(values, list) or not values or not all(_number(v) for v in values):
             raise SpaceError(f"{at}: choices must be a non-empty list of numbers")
         return Dim(name, kind, min(values), max(values), tuple(values),
                    integer or all(isinstance(v, int) for v in values), **extra)
-    bounds = spec[kind]
+    bounds = _numbers(spec[kind])
     if kind == "pow2":
         if not (isinstance(bounds, list) and len(bounds) == 2
                 and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 62
@@ -201,6 +201,20 @@ def number(text: str) -> float:
     line) when it is no number or beyond a float. Read, never evaluated (loop/untrusted.py):
     the text may be a model's."""
     return parse_number(text)
+
+
+def _numbers(values):
+    """A list's number texts (`'5e-05'`, as YAML 1.1 reads it) as numbers, by the one number
+    parser; anything else as it was (refused by the checks after)."""
+    if not isinstance(values, list):
+        return values
+    out = []
+    for v in values:
+        try:
+            out.append(parse_number(v) if isinstance(v, str) else v)
+        except ValueError:
+            out.append(v)
+    return out
 
 
 def _number(v) -> bool:

@@ -24,10 +24,6 @@ NUMBER = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 # `LEARNING_RATE = 3e-3  # ..`, `learning_rate: float = 6e-4`: a module-level assignment
 PY_SETTING = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                         rf"(?P<value>{NUMBER}|2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
-# `  lr: 0.001  # ...` (a YAML mapping entry whose value is a plain number)
-YAML_SETTING = re.compile(r"^(?P<indent>[ ]*)(?P<name>[A-Za-z_][\w.\-]*)(?P<eq>[ \t]*:[ \t]+)"
-                          rf"(?P<value>{NUMBER})(?P<rest>[ \t]*(?:#.*)?)$", re.M)
-YAML_PARENT = re.compile(r"^(?P<indent>[ ]*)(?P<name>[A-Za-z_][\w.\-]*)[ \t]*:[ \t]*(?:#.*)?$")
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 KINDS = {".py": "constant", ".yaml": "yaml", ".yml": "yaml", ".json": "json"}
 
@@ -77,8 +73,8 @@ def lookup(files: dict[str, str], path: str, name: str) -> Setting | None:
 def write(text: str, path: str, name: str, new: str, old: str | None = None) -> str | None:
     """`text` (the file `path`) with setting `name` set to `new`; None when the file has no
     such setting, or (with `old`) its value is not written `old` there. A value is written
-    in a form the file's own reader takes as a number (YAML 1.1 needs `1.0e-3`, not `1e-3`;
-    JSON has no `.5`)."""
+    in a form the file's own reader takes as a number (YAML 1.1 needs `1.0e-3`, not `1e-3`:
+    loop/setup/yaml_io.py writes it; JSON has no `.5`)."""
     s = next((s for s in find(path, text) if s.name == name), None)
     if s is None or (old is not None and s.text.strip() != old.strip()):
         return None
@@ -88,10 +84,12 @@ def write(text: str, path: str, name: str, new: str, old: str | None = None) -> 
 def written(kind: str, value: str) -> str:
     """`value` as a number literal the kind's reader parses as one."""
     v = value.strip().replace("_", "") if kind != "constant" else value.strip()
-    if kind == "yaml" and re.search(r"[eE]", v):          # PyYAML: a dot, a signed exponent
-        mant, exp = re.split(r"[eE]", v, maxsplit=1)
-        mant = mant if "." in mant else mant + ".0"
-        v = f"{mant}e{exp if exp[:1] in '+-' else '+' + exp}"
+    if kind == "yaml":              # read back the same by YAML 1.2 and PyYAML's 1.1 alike
+        from loop.setup.yaml_io import number
+        try:
+            return number(v)
+        except ValueError:
+            return v
     if kind == "json":
         v = v.lstrip("+")
         v = re.sub(r"^(-?)\.", r"\g<1>0.", v)
@@ -105,28 +103,16 @@ def _python(path: str, text: str) -> list[Setting]:
 
 
 def _yaml(path: str, text: str) -> list[Setting]:
-    """Numbers of a YAML file's block mappings, nested keys named by their path. Flow style
-    (`{a: 1}`), lists and quoted numbers are not settings."""
-    out: list[Setting] = []
-    parents: list[tuple[int, str]] = []          # (indent, key) of the mappings we are in
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        if body.strip() and not body.lstrip().startswith("#"):
-            indent = len(body) - len(body.lstrip(" "))
-            while parents and parents[-1][0] >= indent:
-                parents.pop()
-            m = YAML_SETTING.match(body)
-            if m:
-                name = ".".join([p for _, p in parents] + [m["name"]])
-                out.append(Setting(path, name, m["value"], "yaml", pos + m.start("value"),
-                                   pos + m.end("value")))
-            else:
-                parent = YAML_PARENT.match(body)
-                if parent:
-                    parents.append((indent, parent["name"]))
-        pos += len(line)
-    return out
+    """Numbers of a YAML file's block mappings, nested keys named by their path, read by the
+    one YAML reader (loop/setup/yaml_io.py, the same that reads the flags file for the run's
+    command line). Flow style (`{a: 1}`), lists, quoted numbers and aliased values are not
+    settings; a file that reader refuses (a duplicate key, `<<:`) has none."""
+    from loop.setup.yaml_io import YamlError, numbers
+    try:
+        return [Setting(path, n.name, n.text, "yaml", n.start, n.end)
+                for n in numbers(text, path)]
+    except YamlError:
+        return []
 
 
 def _json(path: str, text: str) -> list[Setting]:
