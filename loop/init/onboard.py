@@ -11,6 +11,7 @@ the lm shape (loop/init/shapes/lm.py). Any problem or any ambiguity it cannot se
 line, exit 2, nothing written."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -90,7 +91,11 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     _budget(plan, src, local_names(scan), known, time_budget_s)
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)
-    with_flags(plan, [src, *modules.values()])   # first: a flag overrides the config file
+    # first: a flag overrides the config file. Only what the run executes declares them:
+    # the script, and of each module it imports what importing and calling it runs (never
+    # a module's `if __name__ == "__main__":`, karpathy's prepare.py --num-shards)
+    with_flags(plan, [src, *(_as_imported(m, [src, *modules.values()])
+                             for m in modules.values())])
     if config:
         with_config(plan, config)
     with_config_files(plan, [src, *modules.values()])
@@ -162,6 +167,54 @@ def _local_modules(root: Path, src: Script) -> dict[str, Script]:
                 continue
             out[mod] = _parse(root, rel)
             todo.append(out[mod])
+    return out
+
+
+def _main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`, which importing the module never runs."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+        "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
+
+
+def _as_imported(module: Script, importers: list[Script]) -> Script:
+    """What of `module` a run executes when the script and its modules (`importers`) import
+    it: its module level without its `if __name__ == "__main__":` blocks, and of its
+    functions and classes those an importer names (`from prepare import load`,
+    `prepare.load`) or that code kept here names, in turn. A parser built in a function
+    only its own __main__ calls is the module's own command line, not the run's."""
+    def names(node: ast.AST) -> set[str]:
+        return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+                if isinstance(n, (ast.Name, ast.Attribute))}
+
+    body = [n for n in module.tree.body if not _main_guard(n)]
+    defs = {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                      ast.ClassDef))}
+    mod = module.path.removesuffix(".py").replace("/", ".")
+    wanted = {name for src in importers if src is not module for name in _names_taken(src, mod)}
+    wanted |= {name for n in body if n not in defs.values() for name in names(n)}
+    kept: set[str] = set()
+    todo = list(defs) if "*" in wanted else [name for name in wanted if name in defs]
+    while todo:
+        name = todo.pop()
+        if name not in kept:
+            kept.add(name)
+            todo += [n for n in names(defs[name]) if n in defs and n not in kept]
+    body = [n for n in body if n not in defs.values() or getattr(n, "name", "") in kept]
+    return Script(module.path, ast.unparse(ast.Module(body=body, type_ignores=[])))
+
+
+def _names_taken(script: Script, mod: str) -> set[str]:
+    """The names `script` takes from module `mod`: `from mod import a` (`*`: all of them)
+    and `mod.a` after `import mod [as m]`."""
+    out: set[str] = set()
+    aliases = set()
+    for node in ast.walk(script.tree):
+        if isinstance(node, ast.ImportFrom) and node.module == mod and node.level == 0:
+            out |= {"*" if a.name == "*" else a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name for a in node.names if a.name == mod}
+    out |= {n.attr for n in ast.walk(script.tree) if isinstance(n, ast.Attribute)
+            and ast.unparse(n.value) in aliases}
     return out
 
 
