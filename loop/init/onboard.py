@@ -2,8 +2,9 @@
 `autoresearch run` picks up, saying what it found, what it guessed, and the flag that
 changes each guess.
 
-Here: which script the user runs, which local modules it imports (protected), the budget,
-the interpreter. The repo's shape (who prints or grades the metric) is a registry,
+Here: the budget, the interpreter, the files the plan names; which script the user runs,
+which local modules it imports (protected) and what of them a run executes is
+loop/init/script_choice.py. The repo's shape (who prints or grades the metric) is a registry,
 loop/init/shapes/; the metric's choice is loop/init/metric_choice.py; the search space
 and a fixed seed, loop/init/settings_scan.py; the plan said back and written,
 loop/init/plan.py. Everything is read statically with `ast`, except the held-out file of
@@ -11,7 +12,6 @@ the lm shape (loop/init/shapes/lm.py). Any problem or any ambiguity it cannot se
 line, exit 2, nothing written."""
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shlex
@@ -30,6 +30,7 @@ from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, sea
 from loop.init.shapes import all_shapes, shape
 from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
+from loop.init.script_choice import executed, local_modules, parse, pick_script
 from loop.init.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
@@ -37,8 +38,6 @@ __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "
 BUDGET_NAME = re.compile(r"^(TIME_BUDGET|TIME_LIMIT|TRAIN(?:ING)?_SECONDS|MAX_SECONDS|"
                          r"BUDGET_S(?:ECONDS)?|TIME_BUDGET_S)$")
 MEMORY_NAME = re.compile(r"^peak_?(?:memory|mem|vram|gpu_mem\w*)_mb$|^(?:memory|vram)_mb$")
-SCRIPT_NAMES = ("train.py", "main.py", "run.py")
-SCRIPT_FLAG = "--script FILE"
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -60,14 +59,19 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if not root.is_dir():
         raise InitError(f"init: {root} is not a folder")
     top = _git_top(root)
+    choice = pick_script(root, script, metric_pattern)
+    root, rel = choice.folder, choice.script      # a folder the README points at, maybe
     for path in (root / TASK_FILE, top / CONFIG_FILE, root / FLAGS_FILE):
         if path.exists() and not force:
             raise InitError(f"init: {path} already exists (pass --force to overwrite it)")
-    rel, script_guess = _pick_script(root, script, metric_pattern)
-    src = _parse(root, rel)
-    modules = _local_modules(root, src)
+    src = parse(root, rel)
+    modules = local_modules(root, src)
     plan = Plan(root=root, top=top, shape="script", script=rel, editable=[rel])
-    plan.guesses["script"] = script_guess
+    plan.guesses["script"] = choice.guess
+    if choice.looked:
+        plan.notes.append(f"no script at the folder init was given reports numbers; it looked "
+                          f"in {choice.looked} and found {plan.root.relative_to(top).as_posix()}"
+                          f"/{rel}: the task folder is its folder, where it runs")
     plan.args, config = _script_args(root, script_args, modules)
     if config:              # the settings file the run is given: what the run trains with
         plan.config_file = config.path
@@ -79,7 +83,8 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     known: dict[str, object] = {}                # the protected modules' literals
     for mod_src in modules.values():
         known.update(mod_src.literals())
-    scan = Scan(root, src, modules, known)
+    ran = executed(modules, src)                 # what of each module a run executes
+    scan = Scan(root, src, ran, known)
     found = [c for s in all_shapes() for c in s.candidates(scan)]
     chosen = choose(plan, found, metric, metric_pattern, direction)
     kind = shape(chosen.shape)
@@ -94,8 +99,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     # first: a flag overrides the config file. Only what the run executes declares them:
     # the script, and of each module it imports what importing and calling it runs (never
     # a module's `if __name__ == "__main__":`, karpathy's prepare.py --num-shards)
-    with_flags(plan, [src, *(_as_imported(m, [src, *modules.values()])
-                             for m in modules.values())])
+    with_flags(plan, [src, *ran.values()])
     if config:
         with_config(plan, config)
     with_config_files(plan, [src, *modules.values()])
@@ -148,76 +152,6 @@ def _check_clean(plan: Plan, names: list[str], force: bool) -> None:
                         f"(the loop runs on a branch from HEAD)")
 
 
-def _parse(root: Path, rel: str) -> Script:
-    try:
-        return Script(rel, (root / rel).read_text(errors="replace"))
-    except SyntaxError as exc:
-        raise InitError(f"init: {rel} does not parse: {exc.msg} (line {exc.lineno})") from None
-
-
-def _local_modules(root: Path, src: Script) -> dict[str, Script]:
-    """{module: its code} for every module of the repo the script imports, and those they
-    import in turn: all protected."""
-    out: dict[str, Script] = {}
-    todo = [src]
-    while todo:
-        for mod in sorted(todo.pop().imported_modules()):
-            rel = f"{mod.replace('.', '/')}.py"
-            if mod in out or rel == src.path or not (root / rel).is_file():
-                continue
-            out[mod] = _parse(root, rel)
-            todo.append(out[mod])
-    return out
-
-
-def _main_guard(node: ast.stmt) -> bool:
-    """`if __name__ == "__main__":`, which importing the module never runs."""
-    return isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
-        "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
-
-
-def _as_imported(module: Script, importers: list[Script]) -> Script:
-    """What of `module` a run executes when the script and its modules (`importers`) import
-    it: its module level without its `if __name__ == "__main__":` blocks, and of its
-    functions and classes those an importer names (`from prepare import load`,
-    `prepare.load`) or that code kept here names, in turn. A parser built in a function
-    only its own __main__ calls is the module's own command line, not the run's."""
-    def names(node: ast.AST) -> set[str]:
-        return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
-                if isinstance(n, (ast.Name, ast.Attribute))}
-
-    body = [n for n in module.tree.body if not _main_guard(n)]
-    defs = {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                      ast.ClassDef))}
-    mod = module.path.removesuffix(".py").replace("/", ".")
-    wanted = {name for src in importers if src is not module for name in _names_taken(src, mod)}
-    wanted |= {name for n in body if n not in defs.values() for name in names(n)}
-    kept: set[str] = set()
-    todo = list(defs) if "*" in wanted else [name for name in wanted if name in defs]
-    while todo:
-        name = todo.pop()
-        if name not in kept:
-            kept.add(name)
-            todo += [n for n in names(defs[name]) if n in defs and n not in kept]
-    body = [n for n in body if n not in defs.values() or getattr(n, "name", "") in kept]
-    return Script(module.path, ast.unparse(ast.Module(body=body, type_ignores=[])))
-
-
-def _names_taken(script: Script, mod: str) -> set[str]:
-    """The names `script` takes from module `mod`: `from mod import a` (`*`: all of them)
-    and `mod.a` after `import mod [as m]`."""
-    out: set[str] = set()
-    aliases = set()
-    for node in ast.walk(script.tree):
-        if isinstance(node, ast.ImportFrom) and node.module == mod and node.level == 0:
-            out |= {"*" if a.name == "*" else a.name for a in node.names}
-        elif isinstance(node, ast.Import):
-            aliases |= {a.asname or a.name for a in node.names if a.name == mod}
-    out |= {n.attr for n in ast.walk(script.tree) if isinstance(n, ast.Attribute)
-            and ast.unparse(n.value) in aliases}
-    return out
-
-
 def _script_args(root: Path, args: str | None,
                  modules: dict[str, Script]) -> tuple[str, Script | None]:
     """The arguments `run` passes the script, and the settings file among them: a .py file
@@ -242,63 +176,8 @@ def _script_args(root: Path, args: str | None,
         if rel.removesuffix(".py").replace("/", ".") in modules:
             raise InitError(f"init: --args: {rel} is a module the script imports (it stays "
                             f"protected), not a settings file")
-        config = _parse(root, rel)
+        config = parse(root, rel)
     return " ".join(shlex.quote(w) for w in words), config
-
-
-def _reports(root: Path, path: Path) -> bool:
-    """Does running this file print a number: itself, or a local module it imports?"""
-    try:
-        src = Script(path.name, path.read_text(errors="replace"))
-        return bool(src.reported()) or any(m.reported()
-                                           for m in _local_modules(root, src).values())
-    except (SyntaxError, InitError):
-        return False
-
-
-def _pick_script(root: Path, script: str | None,
-                 metric_pattern: str | None = None) -> tuple[str, Guess]:
-    """The script the user runs: never a module another script imports (that one stays
-    protected); train.py, main.py or run.py first (one that reports numbers, or any with
-    --metric-pattern, which reads a line of a form the scan does not know), else the only
-    one that reports numbers."""
-    files = sorted(root.glob("*.py"))
-    importers: dict[str, str] = {}
-    for path in files:
-        try:
-            for mod in Script(path.name, path.read_text(errors="replace")).imported_modules():
-                importers.setdefault(f"{mod.replace('.', '/')}.py", path.name)
-        except SyntaxError:
-            continue
-    if script:
-        if len(script.split()) > 1:
-            raise InitError(f"init: --script {script!r}: one file; pass the script's arguments "
-                            f"with --args (e.g. --script {script.split()[0]} --args "
-                            f"{shlex.quote(' '.join(script.split()[1:]))})")
-        if not (root / script).is_file():
-            raise InitError(f"init: --script {script}: no such file in {root}")
-        if script in importers:
-            raise InitError(f"init: --script {script}: {importers[script]} imports it, and a "
-                            f"module the script you run imports stays protected; pass "
-                            f"--script {importers[script]}")
-        return script, Guess("--script", True, SCRIPT_FLAG)
-    entries = [p.name for p in files if p.name not in importers]
-    printing = [name for name in entries if _reports(root, root / name)]
-    for name in SCRIPT_NAMES:
-        if name in printing:
-            return name, Guess(f"a {name} that reports numbers", True, SCRIPT_FLAG)
-        if metric_pattern and name in entries:
-            return name, Guess(f"a {name}, its output read with --metric-pattern", True,
-                               SCRIPT_FLAG)
-    if len(printing) == 1:
-        return printing[0], Guess("the only script that reports numbers", False, SCRIPT_FLAG)
-    if not printing:
-        raise InitError(f"init: no metric found: no Python script in {root} (or a module it "
-                        f"imports) prints a number after a name (e.g. "
-                        f"print(f\"val_loss: {{loss:.4f}}\")); pass --script FILE --metric "
-                        f"NAME --metric-pattern REGEX for a line of another form")
-    raise InitError(f"init: several scripts print values ({', '.join(printing)}): pass "
-                    f"--script FILE")
 
 
 def _interpreter(root: Path) -> tuple[str, str]:
