@@ -30,7 +30,8 @@ from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, sea
 from loop.init.shapes import all_shapes, shape
 from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
-from loop.init.script_choice import executed, local_modules, parse, pick_script
+from loop.init.script_choice import (executed, local_modules, model_packages, parse,
+                                      pick_script)
 from loop.init.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
@@ -77,7 +78,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
         plan.config_file = config.path
         plan.editable.append(config.path)
     plan.python, plan.python_why = _interpreter(root)
-    plan.protected = sorted(f"{mod.replace('.', '/')}.py" for mod in modules)
+    plan.protected = sorted(code.path for code in modules.values())
     _check_clean(plan, [rel, *plan.editable, *plan.protected, "program.md", "README.md"],
                  force)
     known: dict[str, object] = {}                # the protected modules' literals
@@ -93,7 +94,9 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if plan.grader and plan.args:
         raise InitError("init: --args: the lm grader runs the script through its handover, "
                         "without arguments; give its settings in the script instead")
-    _budget(plan, src, local_names(scan), known, time_budget_s)
+    files = {mod: code.path for mod, code in modules.items()}
+    _budget(plan, src, {n: files[m] for n, m in local_names(scan).items()}, known, time_budget_s)
+    model_packages(plan, src, modules, chosen)   # a package of the repo: the model, editable
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)
     # first: a flag overrides the config file. Only what the run executes declares them:
@@ -191,10 +194,10 @@ def _interpreter(root: Path) -> tuple[str, str]:
 # -- budget, patterns, description ---------------------------------------------------------------
 def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None:
     """Where the training budget lives: a constant of a protected module the script imports
-    (karpathy's prepare.TIME_BUDGET), one of the script itself, or the engine's variable."""
+    (karpathy's prepare.TIME_BUDGET; `local`: {name: the file it comes from}), one of the
+    script itself, or the engine's variable."""
     own = src.literals()
-    found = [(n, f"{local[n].replace('.', '/')}.py", known.get(n)) for n in local
-             if BUDGET_NAME.match(n)]
+    found = [(n, local[n], known.get(n)) for n in local if BUDGET_NAME.match(n)]
     found += [(n, plan.script, own.get(n)) for n in own if BUDGET_NAME.match(n)]
     found = [f for f in found if isinstance(f[2], (int, float)) and f[2] > 0]
     flag = "--time-budget S"

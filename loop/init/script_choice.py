@@ -44,18 +44,64 @@ def parse(root: Path, rel: str) -> Script:
         raise InitError(f"init: {rel} does not parse: {exc.msg} (line {exc.lineno})") from None
 
 
+def module_path(root: Path, mod: str) -> str | None:
+    """The file of the repo a module name resolves to: `prepare.py`, or a package's
+    `MEGABYTE_pytorch/__init__.py`; None for a module from elsewhere."""
+    base = mod.replace(".", "/")
+    return next((rel for rel in (f"{base}.py", f"{base}/__init__.py")
+                 if (root / rel).is_file()), None)
+
+
+def module_name(rel: str) -> str:
+    """`pkg/sub.py` -> `pkg.sub`, `pkg/__init__.py` -> `pkg`."""
+    return rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def imports(src: Script) -> list[tuple[str, list[str]]]:
+    """(module, the names taken from it) for each import of a file, a relative one resolved
+    against the file's own package (`from .megabyte import MEGABYTE` in
+    `MEGABYTE_pytorch/__init__.py` is `MEGABYTE_pytorch.megabyte`); `import a.b` takes
+    nothing by name."""
+    package = module_name(src.path).split(".")
+    if not src.path.endswith("/__init__.py"):
+        package = package[:-1]
+    out: list[tuple[str, list[str]]] = []
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = package[:len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod:
+                out.append((mod, [a.name for a in node.names]))
+    return out
+
+
 def local_modules(root: Path, src: Script) -> dict[str, Script]:
-    """{module: its code} for every module of the repo the script imports, and those they
-    import in turn: all protected."""
+    """{module: its code} for every module of the repo the script imports (a module file,
+    a package's `__init__.py`, a submodule it names: `from pkg import sub`), and those they
+    import in turn, relative imports too."""
     out: dict[str, Script] = {}
     todo = [src]
     while todo:
-        for mod in sorted(todo.pop().imported_modules()):
-            rel = f"{mod.replace('.', '/')}.py"
-            if mod in out or rel == src.path or not (root / rel).is_file():
-                continue
-            out[mod] = parse(root, rel)
-            todo.append(out[mod])
+        for mod, names in sorted(imports(todo.pop())):
+            for name in [mod, *(f"{mod}.{n}" for n in names if n != "*")]:
+                rel = module_path(root, name)
+                if name in out or rel is None or rel == src.path:
+                    continue
+                out[name] = parse(root, rel)
+                todo.append(out[name])
+            for k in range(1, mod.count(".") + 1):     # `import a.b` runs a/__init__.py too
+                parent = mod.rsplit(".", k)[0]
+                rel = module_path(root, parent)
+                if parent not in out and rel is not None and rel.endswith("__init__.py"):
+                    out[parent] = parse(root, rel)
+                    todo.append(out[parent])
     return out
 
 
@@ -85,7 +131,7 @@ def as_imported(module: Script, importers: list[Script]) -> Script:
     body = [n for n in module.tree.body if not _main_guard(n)]
     defs = {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                       ast.ClassDef))}
-    mod = module.path.removesuffix(".py").replace("/", ".")
+    mod = module_name(module.path)
     wanted = {name for src in importers if src is not module for name in _names_taken(src, mod)}
     wanted |= {name for n in body if n not in defs.values() for name in names(n)}
     kept: set[str] = set()
@@ -100,14 +146,15 @@ def as_imported(module: Script, importers: list[Script]) -> Script:
 
 
 def _names_taken(script: Script, mod: str) -> set[str]:
-    """The names `script` takes from module `mod`: `from mod import a` (`*`: all of them)
-    and `mod.a` after `import mod [as m]`."""
+    """The names `script` takes from module `mod`: `from mod import a` (`*`: all of them;
+    relative imports resolved) and `mod.a` after `import mod [as m]`."""
     out: set[str] = set()
+    for name, names in imports(script):
+        if name == mod:
+            out |= set(names)
     aliases = set()
     for node in ast.walk(script.tree):
-        if isinstance(node, ast.ImportFrom) and node.module == mod and node.level == 0:
-            out |= {"*" if a.name == "*" else a.name for a in node.names}
-        elif isinstance(node, ast.Import):
+        if isinstance(node, ast.Import):
             aliases |= {a.asname or a.name for a in node.names if a.name == mod}
     out |= {n.attr for n in ast.walk(script.tree) if isinstance(n, ast.Attribute)
             and ast.unparse(n.value) in aliases}
@@ -245,3 +292,55 @@ def _in_pointed_folders(root: Path) -> Choice:
                     f"imports) prints a number after a name (e.g. print(f\"val_loss: "
                     f"{{loss:.4f}}\")); looked in {looked} too; pass --script FILE --metric "
                     f"NAME --metric-pattern REGEX for a line of another form")
+
+
+# -- a package of the repo: the model ------------------------------------------------------------
+# a file whose name says it holds the data, the evaluation or the metric: it decides what is
+# measured, so it stays protected inside an editable package
+MEASURES = re.compile(r"(^|_)(data|dataset|datasets|dataloader|loader|eval|evaluate|evaluation|"
+                      r"evaluator|metric|metrics|score|scoring|prepare|benchmark|bench)(_|$)",
+                      re.I)
+EVAL_NAME = re.compile(r"^(evaluate|eval_|compute_metric|metric|score|get_metric)", re.I)
+
+
+def model_packages(plan, src: Script, modules: dict[str, Script], chosen) -> None:
+    """A package of the repo the script imports (a folder with `__init__.py`, lucidrains'
+    `MEGABYTE_pytorch/`: `from MEGABYTE_pytorch import MEGABYTE`) is the model the script
+    builds: its files the run executes move from protected to editable, so the model itself
+    can be changed. A file of it that has a hand in the measurement stays protected: one
+    that prints the metric, the lm grader's evaluation, the budget constant, an evaluation
+    function the script takes from it, or a name that says data / eval / metric. Plain
+    modules beside the script (`prepare.py`) stay protected: the harness. Said in a note."""
+    by_package: dict[str, list[str]] = {}
+    for code in modules.values():
+        top = code.path.split("/")[0]
+        if "/" in code.path and (plan.root / top / "__init__.py").is_file():
+            by_package.setdefault(top, []).append(code.path)
+    if not by_package:
+        return
+    graded = plan.grader.get("eval_function", "").rpartition(".")[0] if plan.grader else ""
+    taken = {mod: names for mod, names in imports(src)}
+    for package, files in sorted(by_package.items()):
+        editable, kept = [], []
+        for rel in sorted(files):
+            mod = module_name(rel)
+            why = ("it prints " + plan.metric if chosen.file == rel else
+                   "it holds the evaluation the grader runs" if graded == mod else
+                   "it holds the budget" if plan.budget_constant.startswith(f"{rel}:") else
+                   "the script takes its evaluation from it" if any(
+                       EVAL_NAME.match(n) for n in taken.get(mod, [])) else
+                   "its name says data, evaluation or metric" if MEASURES.search(
+                       Path(rel).stem if Path(rel).stem != "__init__" else "") else "")
+            (kept if why else editable).append((rel, why))
+        if not editable:
+            continue
+        for rel, _ in editable:
+            plan.protected.remove(rel)
+            plan.editable.append(rel)
+        plan.notes.append(
+            f"{package}/ is a package of the repo that {plan.script} builds its model from: "
+            f"editable, so a search can change the model ({', '.join(r for r, _ in editable)})"
+            + ("; protected, as each has a hand in the measurement: "
+               + "; ".join(f"{r} ({why})" for r, why in kept) if kept else "")
+            + "; move a file between `editable` and `protected` in task.yaml to decide "
+              "otherwise")

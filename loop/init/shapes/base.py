@@ -25,7 +25,7 @@ class Scan:
     known: dict[str, object] = field(default_factory=dict)      # the modules' literals
 
     def module_file(self, mod: str) -> str:
-        return f"{mod.replace('.', '/')}.py"
+        return self.modules[mod].path if mod in self.modules else f"{mod.replace('.', '/')}.py"
 
 
 @dataclass
