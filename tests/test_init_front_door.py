@@ -4,6 +4,7 @@ twice, the script it read and where it looked, a package the script imports, and
 that runs."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -292,3 +293,57 @@ def test_a_package_that_prints_the_metric_stays_protected(tmp_path):
     task = task_of(repo)
     assert "toynet/report.py" in task["protected"] and "toynet/net.py" in task["editable"]
     assert "toynet/report.py (it prints val_loss)" in done.stdout
+
+
+# -- build item 3: the next step init prints runs -------------------------------------------------
+NOTHING_TO_SEARCH = """\
+import os
+import random
+
+
+def main():
+    width = 0.3
+    rng = random.Random(int(os.environ.get("AUTORESEARCH_SEED", "0")))
+    print(f"val_loss: {abs(width - 1.0) + rng.random() * 0.001:.5f}")
+
+
+main()
+"""
+
+WIDEN = """Description: widen the layer toward its optimum
+
+train.py
+```python
+<<<<<<< SEARCH
+    width = 0.3
+=======
+    width = 0.9
+>>>>>>> REPLACE
+```
+"""
+
+
+def test_with_nothing_to_search_the_printed_next_step_runs(tmp_path, mlflow_uri, openai_server):
+    repo = make_repo(tmp_path / "bare", {"train.py": NOTHING_TO_SEARCH})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    steps = done.stdout.split("; next:\n")[1].splitlines()
+    assert "  autoresearch run" not in steps               # mutate would be refused
+    command = next(s for s in steps if s.startswith("  autoresearch run --proposer llm"))
+    assert "or, offline: add one line to task.yaml, `search_space: {LR: {log_range: " \
+        "[0.0001, 0.01]}}`" in done.stdout
+    config = yaml.safe_load((repo / "autoresearch.yaml").read_text())
+    assert "proposer" not in config                       # no mutate over nothing
+    commit(repo, "autoresearch task")
+    bare = run_cli("run", cwd=repo)          # not printed: says why and what to pass instead
+    assert bare.returncode == 2 and "nothing to search" in bare.stderr and "--proposer llm" \
+        in bare.stderr
+    # the printed command, MODEL filled in, against an OpenAI-compatible endpoint
+    argv = command.split("(")[0].split()[1:]
+    argv[argv.index("MODEL")] = "m"
+    openai_server.models = ["m"]
+    openai_server.script(WIDEN)
+    env = {**os.environ, "OPENAI_BASE_URL": openai_server.base_url, "OPENAI_API_KEY": "sk-t"}
+    ran = run_cli(*argv, "--iterations", "1", cwd=repo, env=env)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "proposer llm" in ran.stdout and "widen the layer" in ran.stdout
