@@ -155,7 +155,8 @@ def test_several_scripts_in_the_pointed_folders_refused_with_the_command_that_pi
         "examples/python-guide/sklearn_example.py": RMSE_EXAMPLE.replace("0.05", "0.07")})
     line = refused(repo)
     assert "no script at toylib/ reports numbers; looked in examples/python-guide/, " \
-        "examples/regression/ (the folders README.md points at): 2 do (examples/python-guide/simple_example.py, " \
+        "examples/regression/ (the folders README.md points at): 2 do (" \
+        "examples/python-guide/simple_example.py, " \
         "examples/python-guide/sklearn_example.py)" in line
     command = re.search(r"`autoresearch (init [^`]+)`", line)[1].split()  # type: ignore
     done = run_cli(*command, cwd=repo)
@@ -231,7 +232,7 @@ def test_a_refusal_names_the_script_and_the_file_each_number_came_from(tmp_path)
         "(time (by utils.py))" in line
 
 
-# -- item 6: a package of the repo the script imports: the model, editable --------------------------
+# -- item 6: a package of the repo the script imports: the model, editable -----------------------
 # lucidrains' shape: train.py at the root, `from MEGABYTE_pytorch import MEGABYTE`, the model in
 # the package (its __init__ importing it relatively); here the data loader lives there too
 PACKAGE_FILES = {

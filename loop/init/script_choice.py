@@ -13,7 +13,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.init.plan import Guess, InitError
+from loop.init.plan import Guess, InitError, Plan
+from loop.init.shapes.base import Candidate
 from loop.setup.code_scan import Script
 
 SCRIPT_NAMES = ("train.py", "main.py", "run.py")
@@ -303,7 +304,8 @@ MEASURES = re.compile(r"(^|_)(data|dataset|datasets|dataloader|loader|eval|evalu
 EVAL_NAME = re.compile(r"^(evaluate|eval_|compute_metric|metric|score|get_metric)", re.I)
 
 
-def model_packages(plan, src: Script, modules: dict[str, Script], chosen) -> None:
+def model_packages(plan: Plan, src: Script, modules: dict[str, Script],
+                   chosen: Candidate) -> None:
     """A package of the repo the script imports (a folder with `__init__.py`, lucidrains'
     `MEGABYTE_pytorch/`: `from MEGABYTE_pytorch import MEGABYTE`) is the model the script
     builds: its files the run executes move from protected to editable, so the model itself
@@ -321,7 +323,8 @@ def model_packages(plan, src: Script, modules: dict[str, Script], chosen) -> Non
     graded = plan.grader.get("eval_function", "").rpartition(".")[0] if plan.grader else ""
     taken = {mod: names for mod, names in imports(src)}
     for package, files in sorted(by_package.items()):
-        editable, kept = [], []
+        editable: list[tuple[str, str]] = []
+        kept: list[tuple[str, str]] = []
         for rel in sorted(files):
             mod = module_name(rel)
             why = ("it prints " + plan.metric if chosen.file == rel else

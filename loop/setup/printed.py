@@ -256,9 +256,9 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         sure = _numeric(part.expr, part.spec, label, _after(parts, i))
         if sure is not None:
             found.append((i, label, gap, sure, part.expr))
-    numbers = {i for i, _, _, _, _ in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
-                                          and p.expr is not None
-                                          and _numeric(p.expr, p.spec, "", "") is not None}
+    numbers = {f[0] for f in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
+                                       and p.expr is not None
+                                       and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
