@@ -348,3 +348,14 @@ def test_with_nothing_to_search_the_printed_next_step_runs(tmp_path, mlflow_uri,
     ran = run_cli(*argv, "--iterations", "1", cwd=repo, env=env)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "proposer llm" in ran.stdout and "widen the layer" in ran.stdout
+
+
+def test_a_readme_linking_its_own_github_tree_points_at_that_folder(tmp_path):
+    """LightGBM's README links `https://github.com/microsoft/LightGBM/tree/master/examples`:
+    the folder of this checkout it names is looked in."""
+    readme = "# toylib\n\n- [**Examples**](https://github.com/someone/toylib/tree/master/examples)\n"
+    repo = library_repo(tmp_path / "toylib", {"README.md": readme})
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "looked in examples/ (the folders README.md points at)" in done.stdout
+    assert task_of(repo / "examples" / "python-guide")["metric"]["name"] == "rmse"

@@ -142,7 +142,7 @@ def describe(plan: Plan) -> list[str]:
         lines += [f"  autoresearch run --proposer llm --model MODEL   (nothing to search "
                   f"offline: the LLM edits {plan.script}; MODEL at your OpenAI-compatible "
                   f"endpoint, docs/proposers.md)",
-                  f"  or, offline: add one line to {TASK_FILE}, {example_space(plan)}, then "
+                  f"  or, offline: add one line to {files[0]}, {example_space(plan)}, then "
                   f"`autoresearch run --proposer mutate`"]
     return lines
 

@@ -236,8 +236,12 @@ def pointed_folders(root: Path) -> tuple[list[Path], str]:
     if readme is not None:
         for m in LINK.finditer(readme.read_text(errors="replace")):
             word = next(g for g in m.groups() if g)
+            # the repo's own page on GitHub: `https://github.com/o/r/tree/master/examples`
+            own = re.match(r"https?://github\.com/[^/]+/[^/]+/(?:tree|blob)/[^/]+/(.+)", word)
+            word = own[1] if own else word
+            bare = m[3] is not None and not own     # a word of prose, not a link
             if "://" in word or word.startswith(("/", "..", "#")) or \
-                    ("/" not in word and not word.endswith(".py")):
+                    (bare and "/" not in word and not word.endswith(".py")):
                 continue
             path = (root / word.removeprefix("./")).resolve()
             if root.resolve() not in path.parents or any(
