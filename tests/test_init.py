@@ -126,6 +126,7 @@ def test_karpathy_shape_plan(shaped):
     plan = analyse(repo)
     assert plan.shape == "lm" and plan.editable == ["train.py"]
     assert plan.protected == ["prepare.py"]
+    assert not plan.flags_file and not plan.flags     # prepare.py's --num-shards: not train.py's
     assert plan.grader == {"kind": "lm", "python": "python", "script": "train.py",
                            "eval_function": "prepare.evaluate_bpb",
                            "eval_call": "evaluate_bpb(model, Tokenizer.from_directory(), 16)",

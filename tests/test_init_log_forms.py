@@ -146,7 +146,8 @@ def test_a_bare_accuracy_in_a_log_line_is_not_taken_for_the_validation_one(tmp_p
              "    print(f'epoch {epoch}: loss {loss:.4f} acc {1 - loss:.4f}')\n")
     repo = plain_repo(tmp_path / "bare", {"train.py": train})
     assert refused(repo) == (
-        "autoresearch: error: init: no validation metric is printed: acc is printed inside a "
+        "autoresearch: error: init: train.py: no validation metric is printed: acc is printed "
+        "inside a "
         "log line that names no split (it may be the training one); if it is measured on "
         "held-out data, pass --metric acc")
     assert init(repo, "--metric", "acc").returncode == 0

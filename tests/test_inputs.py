@@ -212,7 +212,7 @@ def test_init_with_args_reads_the_config_and_guesses_inputs(tmp_path):
     # the config's learning_rate (1e-3) is what the run uses: the range is around it
     assert task["search_space"]["learning_rate"] == {"log_range": [0.00025, 0.004]}
     assert "config/train_shakespeare_char.py sets 3 settings for the run, over train.py's " \
-           "values: the search space moves learning_rate in " \
+           "values: the search space moves learning_rate, n_layer in " \
            "config/train_shakespeare_char.py, editable" in done.stdout
     # what init wrote runs, and mutate moves the config's value, not the script's
     git(repo, "add", "-A")

@@ -45,7 +45,7 @@ def is_training(candidate: Candidate) -> bool:
 def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str | None,
            direction: str | None) -> Candidate:
     """The chosen candidate; the plan's metric, direction and their guesses set."""
-    names = list(dict.fromkeys(c.name for c in found))
+    names = _where(found, plan.script)
     if pattern is not None:
         chosen = _given_pattern(plan, metric, pattern)
         plan.guesses["metric"] = Guess(f"--metric {metric} --metric-pattern", True, METRIC_FLAGS)
@@ -78,6 +78,13 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
         raise InitError(f"init: cannot tell whether a lower or a higher {plan.metric} is "
                         f"better: pass --direction minimize or --direction maximize")
     return chosen
+
+
+def _where(found: list[Candidate], script: str) -> list[str]:
+    """Each name printed, once, with the file that prints it when that is not the script
+    (`time (by utils.py)`)."""
+    return list(dict.fromkeys(c.name + (f" (by {c.file})" if c.file and c.file != script
+                                        else "") for c in found))
 
 
 def _loss_of_its_perplexity(names: list[str]) -> str | None:
@@ -129,21 +136,24 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
     held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
-    # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split
-    unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1))
+    # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split; a
+    # sentence said once after the loops (`The RMSE of prediction is: x`) is the result
+    unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1
+                                 and not c.report))
     likely = [c for c in likely if c.name not in unsplit]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
     tests = list(dict.fromkeys(tests))
     if not held and tests and distinct and all(len(words(n)) == 1 for n in distinct):
         # time_sequence_prediction: `loss:` in the closure, `test loss:` after the step
-        raise InitError(f"init: no validation metric is printed: it prints {tests[0]} (a "
+        raise InitError(f"init: {plan.script}: no validation metric is printed: it prints "
+                        f"{tests[0]} (a "
                         f"held-out split named test) and {', '.join(distinct)}, which names no "
                         f"split (likely the training one); if {tests[0]} is your validation "
                         f"split, pass --metric {tests[0]}")
     if len(distinct) == 1:
         chosen = pool[0]
-        others = [n for n in names if n != chosen.name]
+        others = [n for n in names if n.partition(" (by ")[0] != chosen.name]
         kind = "the validation metric" if held else "the only loss/accuracy-like name"
         plan.guesses["metric"] = Guess(
             f"{kind}, {chosen.source}" + (f"; others: {', '.join(others)}" if others else ""),
@@ -169,11 +179,12 @@ def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tes
     """No metric can be chosen: why, in one line, with the flag that settles it."""
     if len(distinct) > 1:
         kind = "validation metrics" if held else "metrics"
-        raise InitError(f"init: several {kind} printed ({', '.join(distinct)}): pass --metric "
-                        f"NAME")
+        raise InitError(f"init: {plan.script}: several {kind} printed ({', '.join(distinct)}): "
+                        f"pass --metric NAME")
     if unsplit:
         verb = "is" if len(unsplit) == 1 else "are"
-        raise InitError(f"init: no validation metric is printed: {', '.join(unsplit)} {verb} "
+        raise InitError(f"init: {plan.script}: no validation metric is printed: "
+                        f"{', '.join(unsplit)} {verb} "
                         f"printed inside a log line that names no split (it may be the "
                         f"training one); if it is measured on held-out data, pass --metric "
                         f"{unsplit[0]}")
@@ -181,16 +192,19 @@ def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tes
         tests = list(dict.fromkeys(tests))
         besides = (f", besides training metrics ({', '.join(training)}), never the objective"
                    if training else "")
-        raise InitError(f"init: only test metrics are printed ({', '.join(tests)}){besides}: "
+        raise InitError(f"init: {plan.script}: only test metrics are printed "
+                        f"({', '.join(tests)}){besides}: "
                         f"it prints {tests[0]}; if that is your validation split, pass "
                         f"--metric {tests[0]}")
     if training:
-        raise InitError(f"init: only a training metric is printed ({', '.join(training)}): as "
+        raise InitError(f"init: {plan.script}: only a training metric is printed "
+                        f"({', '.join(training)}): as "
                         f"the objective it rewards memorising the training data; print a "
                         f"validation metric, or pass --metric {training[0]} to accept it anyway")
     if names:
-        raise InitError(f"init: no metric found among the numbers printed ({', '.join(names)}):"
-                        f" none is named like a loss or an accuracy; pass --metric NAME")
+        raise InitError(f"init: no metric found among the numbers {plan.script} and the "
+                        f"modules it imports print ({', '.join(names)}): none is named like a "
+                        f"loss or an accuracy; pass --metric NAME")
     raise InitError(f"init: no metric found: {plan.script} and the modules it imports print "
                     f"no number after a name (e.g. print(f\"val_loss: {{loss:.4f}}\")); "
                     f"pass --metric NAME --metric-pattern REGEX for a line of another form")

@@ -2,8 +2,9 @@
 `autoresearch run` picks up, saying what it found, what it guessed, and the flag that
 changes each guess.
 
-Here: which script the user runs, which local modules it imports (protected), the budget,
-the interpreter. The repo's shape (who prints or grades the metric) is a registry,
+Here: the budget, the interpreter, the files the plan names; which script the user runs,
+which local modules it imports (protected) and what of them a run executes is
+loop/init/script_choice.py. The repo's shape (who prints or grades the metric) is a registry,
 loop/init/shapes/; the metric's choice is loop/init/metric_choice.py; the search space
 and a fixed seed, loop/init/settings_scan.py; the plan said back and written,
 loop/init/plan.py. Everything is read statically with `ast`, except the held-out file of
@@ -29,6 +30,8 @@ from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, sea
 from loop.init.shapes import all_shapes, shape
 from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
+from loop.init.script_choice import (executed, local_modules, model_packages, parse,
+                                      pick_script)
 from loop.init.time_box import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
@@ -36,8 +39,6 @@ __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "
 BUDGET_NAME = re.compile(r"^(TIME_BUDGET|TIME_LIMIT|TRAIN(?:ING)?_SECONDS|MAX_SECONDS|"
                          r"BUDGET_S(?:ECONDS)?|TIME_BUDGET_S)$")
 MEMORY_NAME = re.compile(r"^peak_?(?:memory|mem|vram|gpu_mem\w*)_mb$|^(?:memory|vram)_mb$")
-SCRIPT_NAMES = ("train.py", "main.py", "run.py")
-SCRIPT_FLAG = "--script FILE"
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -59,26 +60,32 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if not root.is_dir():
         raise InitError(f"init: {root} is not a folder")
     top = _git_top(root)
+    choice = pick_script(root, script, metric_pattern)
+    root, rel = choice.folder, choice.script      # a folder the README points at, maybe
     for path in (root / TASK_FILE, top / CONFIG_FILE, root / FLAGS_FILE):
         if path.exists() and not force:
             raise InitError(f"init: {path} already exists (pass --force to overwrite it)")
-    rel, script_guess = _pick_script(root, script, metric_pattern)
-    src = _parse(root, rel)
-    modules = _local_modules(root, src)
+    src = parse(root, rel)
+    modules = local_modules(root, src)
     plan = Plan(root=root, top=top, shape="script", script=rel, editable=[rel])
-    plan.guesses["script"] = script_guess
+    plan.guesses["script"] = choice.guess
+    if choice.looked:
+        plan.notes.append(f"no script at the folder init was given reports numbers; it looked "
+                          f"in {choice.looked} and found {plan.root.relative_to(top).as_posix()}"
+                          f"/{rel}: the task folder is its folder, where it runs")
     plan.args, config = _script_args(root, script_args, modules)
     if config:              # the settings file the run is given: what the run trains with
         plan.config_file = config.path
         plan.editable.append(config.path)
     plan.python, plan.python_why = _interpreter(root)
-    plan.protected = sorted(f"{mod.replace('.', '/')}.py" for mod in modules)
+    plan.protected = sorted(code.path for code in modules.values())
     _check_clean(plan, [rel, *plan.editable, *plan.protected, "program.md", "README.md"],
                  force)
     known: dict[str, object] = {}                # the protected modules' literals
     for mod_src in modules.values():
         known.update(mod_src.literals())
-    scan = Scan(root, src, modules, known)
+    ran = executed(modules, src)                 # what of each module a run executes
+    scan = Scan(root, src, ran, known)
     found = [c for s in all_shapes() for c in s.candidates(scan)]
     chosen = choose(plan, found, metric, metric_pattern, direction)
     kind = shape(chosen.shape)
@@ -87,10 +94,15 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if plan.grader and plan.args:
         raise InitError("init: --args: the lm grader runs the script through its handover, "
                         "without arguments; give its settings in the script instead")
-    _budget(plan, src, local_names(scan), known, time_budget_s)
+    files = {mod: code.path for mod, code in modules.items()}
+    _budget(plan, src, {n: files[m] for n, m in local_names(scan).items()}, known, time_budget_s)
+    model_packages(plan, src, modules, chosen)   # a package of the repo: the model, editable
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)
-    with_flags(plan, [src, *modules.values()])   # first: a flag overrides the config file
+    # first: a flag overrides the config file. Only what the run executes declares them:
+    # the script, and of each module it imports what importing and calling it runs (never
+    # a module's `if __name__ == "__main__":`, karpathy's prepare.py --num-shards)
+    with_flags(plan, [src, *ran.values()])
     if config:
         with_config(plan, config)
     with_config_files(plan, [src, *modules.values()])
@@ -143,28 +155,6 @@ def _check_clean(plan: Plan, names: list[str], force: bool) -> None:
                         f"(the loop runs on a branch from HEAD)")
 
 
-def _parse(root: Path, rel: str) -> Script:
-    try:
-        return Script(rel, (root / rel).read_text(errors="replace"))
-    except SyntaxError as exc:
-        raise InitError(f"init: {rel} does not parse: {exc.msg} (line {exc.lineno})") from None
-
-
-def _local_modules(root: Path, src: Script) -> dict[str, Script]:
-    """{module: its code} for every module of the repo the script imports, and those they
-    import in turn: all protected."""
-    out: dict[str, Script] = {}
-    todo = [src]
-    while todo:
-        for mod in sorted(todo.pop().imported_modules()):
-            rel = f"{mod.replace('.', '/')}.py"
-            if mod in out or rel == src.path or not (root / rel).is_file():
-                continue
-            out[mod] = _parse(root, rel)
-            todo.append(out[mod])
-    return out
-
-
 def _script_args(root: Path, args: str | None,
                  modules: dict[str, Script]) -> tuple[str, Script | None]:
     """The arguments `run` passes the script, and the settings file among them: a .py file
@@ -189,63 +179,8 @@ def _script_args(root: Path, args: str | None,
         if rel.removesuffix(".py").replace("/", ".") in modules:
             raise InitError(f"init: --args: {rel} is a module the script imports (it stays "
                             f"protected), not a settings file")
-        config = _parse(root, rel)
+        config = parse(root, rel)
     return " ".join(shlex.quote(w) for w in words), config
-
-
-def _reports(root: Path, path: Path) -> bool:
-    """Does running this file print a number: itself, or a local module it imports?"""
-    try:
-        src = Script(path.name, path.read_text(errors="replace"))
-        return bool(src.reported()) or any(m.reported()
-                                           for m in _local_modules(root, src).values())
-    except (SyntaxError, InitError):
-        return False
-
-
-def _pick_script(root: Path, script: str | None,
-                 metric_pattern: str | None = None) -> tuple[str, Guess]:
-    """The script the user runs: never a module another script imports (that one stays
-    protected); train.py, main.py or run.py first (one that reports numbers, or any with
-    --metric-pattern, which reads a line of a form the scan does not know), else the only
-    one that reports numbers."""
-    files = sorted(root.glob("*.py"))
-    importers: dict[str, str] = {}
-    for path in files:
-        try:
-            for mod in Script(path.name, path.read_text(errors="replace")).imported_modules():
-                importers.setdefault(f"{mod.replace('.', '/')}.py", path.name)
-        except SyntaxError:
-            continue
-    if script:
-        if len(script.split()) > 1:
-            raise InitError(f"init: --script {script!r}: one file; pass the script's arguments "
-                            f"with --args (e.g. --script {script.split()[0]} --args "
-                            f"{shlex.quote(' '.join(script.split()[1:]))})")
-        if not (root / script).is_file():
-            raise InitError(f"init: --script {script}: no such file in {root}")
-        if script in importers:
-            raise InitError(f"init: --script {script}: {importers[script]} imports it, and a "
-                            f"module the script you run imports stays protected; pass "
-                            f"--script {importers[script]}")
-        return script, Guess("--script", True, SCRIPT_FLAG)
-    entries = [p.name for p in files if p.name not in importers]
-    printing = [name for name in entries if _reports(root, root / name)]
-    for name in SCRIPT_NAMES:
-        if name in printing:
-            return name, Guess(f"a {name} that reports numbers", True, SCRIPT_FLAG)
-        if metric_pattern and name in entries:
-            return name, Guess(f"a {name}, its output read with --metric-pattern", True,
-                               SCRIPT_FLAG)
-    if len(printing) == 1:
-        return printing[0], Guess("the only script that reports numbers", False, SCRIPT_FLAG)
-    if not printing:
-        raise InitError(f"init: no metric found: no Python script in {root} (or a module it "
-                        f"imports) prints a number after a name (e.g. "
-                        f"print(f\"val_loss: {{loss:.4f}}\")); pass --script FILE --metric "
-                        f"NAME --metric-pattern REGEX for a line of another form")
-    raise InitError(f"init: several scripts print values ({', '.join(printing)}): pass "
-                    f"--script FILE")
 
 
 def _interpreter(root: Path) -> tuple[str, str]:
@@ -259,10 +194,10 @@ def _interpreter(root: Path) -> tuple[str, str]:
 # -- budget, patterns, description ---------------------------------------------------------------
 def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None:
     """Where the training budget lives: a constant of a protected module the script imports
-    (karpathy's prepare.TIME_BUDGET), one of the script itself, or the engine's variable."""
+    (karpathy's prepare.TIME_BUDGET; `local`: {name: the file it comes from}), one of the
+    script itself, or the engine's variable."""
     own = src.literals()
-    found = [(n, f"{local[n].replace('.', '/')}.py", known.get(n)) for n in local
-             if BUDGET_NAME.match(n)]
+    found = [(n, local[n], known.get(n)) for n in local if BUDGET_NAME.match(n)]
     found += [(n, plan.script, own.get(n)) for n in own if BUDGET_NAME.match(n)]
     found = [f for f in found if isinstance(f[2], (int, float)) and f[2] > 0]
     flag = "--time-budget S"

@@ -135,9 +135,22 @@ def describe(plan: Plan) -> list[str]:
     if Path.cwd().resolve() != plan.top:
         lines += [f"  cd {plan.top}"]
     lines += [f"  git add {' '.join(files)} && git commit -m 'autoresearch task'",
-              f"  autoresearch check-task {where}",
-              "  autoresearch run"]
+              f"  autoresearch check-task {where}"]
+    if plan.space:
+        lines += ["  autoresearch run"]
+    else:                  # mutate would be refused: nothing to search offline
+        lines += [f"  autoresearch run --proposer llm --model MODEL   (nothing to search "
+                  f"offline: the LLM edits {plan.script}; MODEL at your OpenAI-compatible "
+                  f"endpoint, docs/proposers.md)",
+                  f"  or, offline: add one line to {files[0]}, {example_space(plan)}, then "
+                  f"`autoresearch run --proposer mutate`"]
     return lines
+
+
+def example_space(plan: Plan) -> str:
+    """A `search_space:` line naming a setting of the script, as the user would add it."""
+    return (f"`search_space: {{LR: {{log_range: [0.0001, 0.01]}}}}` with LR a module-level "
+            f"setting of {plan.script}")
 
 
 # -- written -------------------------------------------------------------------------------------
@@ -229,10 +242,17 @@ def config_yaml(plan: Plan) -> str:
     if program:
         lines += [f"program: {program}               # steers the proposals, re-read each "
                   f"iteration"]
-    lines += ["proposer:", "  kind: mutate                 # offline random search over "
-              "search_space; or llm (--model M)",
-              "judge:", f"  rule: {JUDGE_RULE}             # keep a gain only when it beats the "
-              "measured run-to-run noise; the promising confirmed next to runs of the best"]
+    if plan.space:
+        lines += ["proposer:", "  kind: mutate                 # offline random search over "
+                  "search_space; or llm (--model M)"]
+    else:
+        lines += ["# proposer: none written. init found nothing for mutate to search in "
+                  f"{plan.script};",
+                  "# run the LLM proposer (--proposer llm --model M), or add a search_space "
+                  "to task.yaml",
+                  "# and write `proposer: {kind: mutate}` here."]
+    lines += ["judge:", f"  rule: {JUDGE_RULE}             # keep a gain only when it beats "
+              "the measured run-to-run noise; the promising confirmed next to runs of the best"]
     return "\n".join(lines) + "\n"
 
 

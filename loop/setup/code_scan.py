@@ -174,7 +174,8 @@ def _use_shown(use: ast.AST, parents: dict, target_shown, metric: str) -> bool:
         if parent is None:
             return False
         if _is_print(parent) and node is not parent.func:
-            return (printed_value(parent) or ("",))[0] != metric or not metric
+            # a print showing the metric anywhere (a log line, a sentence) is a real use
+            return not metric or metric not in {v.name for v in call_values(parent)}
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node is parent.value:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             names = []

@@ -6,8 +6,9 @@ normalised to text and fields, and one rule reads the label before a field: `nam
 opening the line (any name), else a metric name of the line (`val loss`, `test acc`,
 `| valid ppl 1446.77 |`, `loss=0.3`): a metric or count word right before the value, with the
 split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
-Average loss:` is `test_average_loss`), never the words of a sentence (`new top score of
-{score}` shows no metric). It must not decide which metric is the objective
+Average loss:` is `test_average_loss`), or the metric a sentence names before its verb
+(`The RMSE of prediction is: {rmse}` is `rmse`), never the words of a sentence (`new top
+score of {score}` shows no metric). It must not decide which metric is the objective
 (loop/init/metric_choice.py does) nor write patterns (shapes/base.py pattern_for does)."""
 from __future__ import annotations
 
@@ -31,12 +32,14 @@ SPLIT_WORDS = ("train", "training", "val", "valid", "validation", "eval", "dev",
                "holdout")
 QUALIFIERS = ("best", "avg", "average", "mean", "final", "running", "total", "min", "max")
 JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
+# a sentence that names its metric, then says it: `The RMSE of prediction is: {x}`
+COPULAS = ("is", "was", "are", "were", "equals")
 
 # the text before a printed number opening the line: `val_bpb:   ` or `accuracy=`
 PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
 # the words before a value inside a line, and the separator: `..., val loss ` or `| acc=`
 # (a word may hold `/` and `-`: `val/loss`, `val-acc`)
-TAIL = re.compile(r"(?<![\w./-])(?P<words>(?:[A-Za-z][\w./-]*[ \t]+){0,3}[A-Za-z][\w./-]*)"
+TAIL = re.compile(r"(?<![\w./-])(?P<words>(?:[A-Za-z][\w./-]*[ \t]+){0,5}[A-Za-z][\w./-]*)"
                   r"(?P<sep>\s*[:=]\s*|\s+)$")
 NUMERIC_SPEC = re.compile(r"^[<>^=+\- #0]*\d*[,_]?(?:\.\d+)?[eEfFgGn%d]$")
 NUMERIC_CALLS = {"float", "int", "round", "abs", "min", "max", "sum", "len", "item", "mean",
@@ -91,6 +94,7 @@ class Value:
     line: str = ""       # the line as it would print, each number a distinct sample
     sample: str = ""     # this value's sample in `line`
     split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
+    gap: str = ""        # a sentence's words between the label and the value: `of prediction is`
 
     @property
     def default_line(self) -> bool:
@@ -245,19 +249,20 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if not isinstance(part, Field) or part.expr is None or i == 0 \
                 or not isinstance(parts[i - 1], str):
             continue
-        label = _label(parts, i)
-        if label is None:
+        said = _label(parts, i)
+        if said is None:
             continue
+        label, gap = said
         sure = _numeric(part.expr, part.spec, label, _after(parts, i))
         if sure is not None:
-            found.append((i, label, sure, part.expr))
-    numbers = {i for i, _, _, _ in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
-                                          and p.expr is not None
-                                          and _numeric(p.expr, p.spec, "", "") is not None}
+            found.append((i, label, gap, sure, part.expr))
+    numbers = {f[0] for f in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
+                                       and p.expr is not None
+                                       and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
-    for i, label, sure, expr in found:
+    for i, label, gap, sure, expr in found:
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
@@ -265,7 +270,7 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
         out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
-                         _word_before(parts, i, label)))
+                         _word_before(parts, i, label), gap))
     return out
 
 
@@ -302,27 +307,35 @@ def _after(parts: list[Part], i: int) -> str:
     return str(parts[i + 1]) if i + 1 < len(parts) and isinstance(parts[i + 1], str) else ""
 
 
-def _label(parts: list[Part], i: int) -> str | None:
-    """The label before field `i`: `name:` opening the line, else the metric name the words
-    before it end with (`train loss: `, `| valid ppl `, `acc=`), or None (a sentence's words,
-    `saving model with new top score of `)."""
+def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
+    """The label before field `i` and the words between them: `name:` opening the line,
+    else the metric name the words before it end with (`train loss: `, `| valid ppl `,
+    `acc=`), or a sentence that names a metric and says it (`The RMSE of prediction is: `:
+    `RMSE`, then `of prediction is`); else None (a sentence's words, `saving model with new
+    top score of `)."""
     before = str(parts[i - 1])
     if i == 1:
         m = PRINTED_NAME.match(before)
         if m:
-            return m[1]
+            return m[1], ""
     m = TAIL.search(before)
     if m is None:
         return None
     words = m["words"].split()
-    if not _names_a_number(words[-1]):
-        return None
-    label = [words[-1]]
-    for w in reversed(words[:-1]):
+    end = len(words) - 1
+    if not _names_a_number(words[end]):
+        if words[end].lower() not in COPULAS:
+            return None
+        # the metric the sentence is about: its last metric word before the verb
+        end = next((k for k in range(end - 1, -1, -1) if direction_of(words[k])), -1)
+        if end < 0:
+            return None
+    label = [words[end]]
+    for w in reversed(words[:end]):
         if w.lower() not in JOINERS:
             break
         label.insert(0, w)
-    return " ".join(label)
+    return " ".join(label), " ".join(words[end + 1:])
 
 
 def _numeric(expr: ast.expr, spec: str, label: str, after: str) -> bool | None:

@@ -4,6 +4,7 @@ holds the table of shapes): what init read of the repo (`Scan`), a metric a shap
 the metric patterns the shapes share. Imports no shape."""
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from loop.setup.code_scan import Script, Value
-from loop.setup.printed import SPLIT_WORDS, name_words
+from loop.init.time_box import prints_in_loop
+from loop.setup.printed import SPLIT_WORDS, call_values, name_words, word_loops
 
 
 @dataclass
@@ -23,7 +25,7 @@ class Scan:
     known: dict[str, object] = field(default_factory=dict)      # the modules' literals
 
     def module_file(self, mod: str) -> str:
-        return f"{mod.replace('.', '/')}.py"
+        return self.modules[mod].path if mod in self.modules else f"{mod.replace('.', '/')}.py"
 
 
 @dataclass
@@ -36,6 +38,8 @@ class Candidate:
     sure: bool = True            # a number for certain (a numeric format, arithmetic)
     data: Any = None             # the shape's own (lm: the evaluation call)
     problem: str = ""            # why its pattern would not read exactly it ("": it does)
+    report: bool = False         # said in a sentence, outside any loop: the script's result
+    file: str = ""               # the file whose print shows it ("": the script's)
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,8 @@ class Shape:
 def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     r"""`metric.pattern` for a value: "" for a `name: value` line (the task's default reads
     it), else a regex for its label inside the line that matches no more than it names:
-    `valid loss 7.28` -> `(?<![\w./-])valid\s+loss\s*[:=]?\s*(NUMBER)`. The label must
+    `valid loss 7.28` -> `(?<![\w./-])valid\s+loss\s*[:=]?\s*(NUMBER)` (a sentence's
+    words after it too: `RMSE\s+of\s+prediction\s+is\s*[:=]?\s*(NUMBER)`). The label must
     not follow a word, a dot, `/` or `-` (`loss` never reads `train_loss` nor `val/loss`);
     a label without a split word must not follow one (`loss` never reads `train loss` or
     `test loss`), nor any word that another label of the script puts before it (`val loss`
@@ -68,20 +73,22 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
         by_length.setdefault(len(w), []).append(re.escape(w))
     guards = "".join(f"(?<!{alts[0]} )" if len(alts) == 1 else f"(?<!(?:{'|'.join(alts)}) )"
                      for _, alts in sorted(by_length.items()))
-    body = r"\s+".join(re.escape(w) for w in value.label.split())
+    body = r"\s+".join(re.escape(w) for w in (value.label + " " + value.gap).split())
     return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
 
 
-def pattern_problem(value: Value, pattern: str, lines: list[str]) -> str:
+def pattern_problem(value: Value, pattern: str, lines: list[str],
+                    twice: set[str] | frozenset = frozenset()) -> str:
     """Why `pattern` does not read exactly this value from the lines the script prints
-    (each rendered with a distinct sample number per value), or ""."""
+    (each rendered with a distinct sample number per value), or "". `twice`: the samples
+    of other prints of the same value, which it may read too."""
     if value.split_from:
         return (f"its split is printed from `{value.split_from}`, known only when the "
                 f"script runs")
     if not pattern or not value.line:
         return ""
     got = re.findall(pattern, "\n".join(lines), re.M | re.I)
-    if got == [value.sample]:
+    if value.sample in got and set(got) <= {value.sample, *twice}:
         return ""
     if value.sample not in got:
         return f"it would not read the line `{value.line}`"
@@ -91,9 +98,32 @@ def pattern_problem(value: Value, pattern: str, lines: list[str]) -> str:
 def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
     values = src.reported()
     lines = src.lines()
+    shown = _shown(src)
     out = []
     for v in values:
         pattern = pattern_for(v, values)
+        call = shown[v.sample][0] if v.sample in shown else None
+        report = bool(v.gap) and call is not None and not prints_in_loop(
+            src.tree, lambda node, call=call: node is call)
         out.append(Candidate(v.name, shape, source, pattern, v.sure,
-                             problem=pattern_problem(v, pattern, lines)))
+                             problem=pattern_problem(v, pattern, lines, _twice(v, shown)),
+                             report=report, file=src.path))
     return out
+
+
+def _shown(src: Script) -> dict[str, tuple[ast.AST, str]]:
+    """{a value's sample: the print or logging call that shows it, the expression shown}."""
+    loops = word_loops(src.tree)
+    return {v.sample: (node, ast.unparse(v.expr)) for node in ast.walk(src.tree)
+            for v in call_values(node, loops)}
+
+
+def _twice(value: Value, shown: dict[str, tuple[ast.AST, str]]) -> set[str]:
+    """The samples of the other prints of the very expression `value` shows (`test_loss`
+    on the step line, then in `test loss {test_loss} is the best so far`): one value
+    printed twice, so a pattern that reads them all reads that number. Another line of the
+    same print (a loop's `train` and `val`) is another value."""
+    if value.sample not in shown:
+        return set()
+    call, text = shown[value.sample]
+    return {sample for sample, (node, expr) in shown.items() if node is not call and expr == text}

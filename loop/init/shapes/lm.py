@@ -20,7 +20,7 @@ from loop.init.shapes.base import Candidate, Scan, Shape
 def candidates(scan: Scan) -> list[Candidate]:
     """The evaluation's result, when the script prints it as `name: value`."""
     local = local_names(scan)
-    call = _eval_call(scan.script, local, scan.root)
+    call = _eval_call(scan.script, local, scan.modules)
     if call is None:
         return []
     for name, expr in scan.script.printed():
@@ -45,14 +45,15 @@ def local_names(scan: Scan) -> dict[str, str]:
             if mod in scan.modules}
 
 
-def _eval_call(src: Script, local: dict[str, str], root: Path):
+def _eval_call(src: Script, local: dict[str, str], modules: dict[str, Script]):
     """(function, module, result name, call) for `x = evaluate_*(model, ...)` where the
-    function comes from a local module that defines it; else None."""
+    function comes from a local module file that defines it (the grader imports
+    `module.py`; a package's is not one); else None."""
     for func, mod in local.items():
         if not func.startswith(("evaluate", "eval_")):
             continue
-        mod_src = Script(f"{mod}.py", (root / f"{mod.replace('.', '/')}.py").read_text())
-        if not mod_src.defines(func):
+        mod_src = modules[mod]
+        if mod_src.path != f"{mod.replace('.', '/')}.py" or not mod_src.defines(func):
             continue
         for call in src.calls(func):
             target = src.assigned_from(call)
