@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import io
 import os
 import re
 import shlex
@@ -255,7 +256,7 @@ def _next_step(task: dict, config: dict | None) -> Verdict:
 def _reads(exp: Expect, task: dict) -> Verdict:
     """Does the metric's pattern read the right number from a sample of the script's output
     (the engine's own reader: the last match)?"""
-    from loop.run.capture import read_metric as parse_metric
+    from loop.run.capture import CappedLog
     from loop.setup.metric import Metric
     metric, _ = metric_of(task)
     values = {norm(k): v for k, v in (exp.sample.get("values") or {}).items()}
@@ -263,7 +264,11 @@ def _reads(exp: Expect, task: dict) -> Verdict:
         return Verdict("-")
     m = task.get("metric")
     pattern = m.get("pattern", "") if isinstance(m, dict) else ""
-    got = parse_metric(exp.sample["output"], Metric(metric, pattern=pattern or "").pattern)
+    read = Metric(metric, pattern=pattern or "").pattern
+    log = CappedLog(io.BytesIO(), 1 << 16, {"metric": read})
+    log.feed(exp.sample["output"].encode())      # read as the engine reads a run's output
+    log.close()
+    got = log.value("metric")
     want = float(values[norm(metric)])
     if got is not None and abs(got - want) <= 1e-9 * max(1.0, abs(want)):
         return Verdict("right")

@@ -18,6 +18,7 @@ from pathlib import Path
 from conftest import TOY_TRAIN, git, make_repo, run_cli
 from loop.proposers.base import Proposal
 from loop.pids import alive
+from loop.run.capture import CappedLog
 
 # -- a night's records ---------------------------------------------------------------------
 
@@ -298,3 +299,13 @@ def refused(repo: Path, *args: str) -> str:
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()} == before
     return done.stderr.strip()
+
+
+def read_metric(text: str, pattern: str) -> float | None:
+    """The last number `pattern` captures in `text`, read by the engine's own reader (the
+    CappedLog scan every run's output goes through), or None."""
+    import io
+    log = CappedLog(io.BytesIO(), 1 << 16, {"metric": pattern})
+    log.feed(text.encode())
+    log.close()
+    return log.value("metric")

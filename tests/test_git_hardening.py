@@ -62,7 +62,7 @@ def test_a_run_that_plants_programs_and_moves_main_is_undone(tmp_path, mlflow_ur
 def test_deleted_attempt_ref_and_new_refs_are_restored(toy_repo):
     ws = Workspace(toy_repo, "t", worktree_path(toy_repo, "t"))
     ws.open()
-    attempt = ws.stage("task", {"train.py": "X = 5\n"}, "try")
+    attempt = ws.stage_on(ws.tip(), "task", {"train.py": "X = 5\n"}, "try")
     ref = ws.keep_ref("attempt-1", attempt)
     before = ws.snapshot()
     # what an experiment can do from its worktree, as a separate process

@@ -13,8 +13,7 @@ import yaml
 
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
-from helpers import commit, init, plain_repo, refused
-from loop.run.capture import read_metric
+from helpers import commit, init, plain_repo, read_metric, refused
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 

@@ -106,9 +106,8 @@ def test_sweep_leaves_exactly_the_commit(tmp_path):
     (task / "locked").chmod(0)
     os.symlink(outside, task / "link")
     (task / "train.py").write_text("x = 2\n")       # a tracked change is not the sweep's
-    assert len(pristine.leftovers(repo)) == 6
+    assert len(set(os.listdir(task)) - {".gitignore", "train.py"}) == 6
     pristine.sweep(repo)
-    assert pristine.leftovers(repo) == []
     assert sorted(os.listdir(task)) == [".gitignore", "train.py"]
     assert (outside / "keep.txt").read_text() == "not the worktree's\n"   # links not followed
     assert git(repo, "status", "--porcelain", "--ignored") == "M task/train.py"

@@ -22,7 +22,7 @@ def branch_ref(ws) -> str:
 
 
 def test_the_branch_read_from_its_ref_file_is_what_git_says(ws):
-    kept = ws.recommit(ws.stage("task", {"train.py": "X = 1\n"}, "keep"), "keep\n")
+    kept = ws.recommit(ws.stage_on(ws.tip(), "task", {"train.py": "X = 1\n"}, "keep"), "keep\n")
     ws.advance(kept, ws.tip())
     assert loose_ref(ws.common_dir, branch_ref(ws)) == kept == ws.tip()
     assert ws.tip() == git(ws.repo_root, "rev-parse", branch_ref(ws))
@@ -63,7 +63,8 @@ def test_head_is_read_from_its_file_only_when_it_plainly_names_the_branch(ws):
 
 def test_one_diff_call_gives_gits_patch_and_line_counts(ws):
     base = ws.tip()
-    attempt = ws.stage("task", {"train.py": "X = 5\nY = 6\n", "data.bin": "\x00\x01"}, "two")
+    files = {"train.py": "X = 5\nY = 6\n", "data.bin": "\x00\x01"}
+    attempt = ws.stage_on(ws.tip(), "task", files, "two")
     patch, added, removed = ws.diff(base, attempt)
     assert patch == git(ws.repo_root, "diff", base, attempt) + "\n"
     numstat = [line.split("\t") for line in

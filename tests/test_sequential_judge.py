@@ -6,7 +6,8 @@ from loop.setup.config import JudgeConfig, load_config
 from loop.errors import ConfigError
 from loop.judge.judge import (DISCARD, KEEP, RERUN, back_to_back, best_runs_wanted,
                               drift_suspected, judge, judge_baseline, should_remeasure_best)
-from loop.judge.scoreboard import BASELINE, Scoreboard
+from loop.judge.scoreboard import Scoreboard
+from loop.words import BASELINE
 from loop.record import Record
 
 SEQ = JudgeConfig(rule="sequential")
@@ -25,7 +26,7 @@ def seq(candidate, best=BEST, pairs=None, cfg=SEQ, **kw):
 
 def test_a_worse_first_run_is_discarded_after_that_one_run():
     v = seq([1.02])
-    assert v.action == DISCARD and v.also_best == 0
+    assert v.action == DISCARD and (v.runs if v.paired else 0) == 0
     assert "stopped after one run" in v.reason and v.stats["candidate_runs"] == 1
 
 
@@ -40,26 +41,26 @@ def test_a_first_run_a_little_better_is_stopped_too():
 
 def test_a_promising_first_run_asks_for_a_run_of_the_best_alongside():
     v = seq([0.98])
-    assert v.action == RERUN and v.also_best == 1 and "next to the best" in v.reason
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1 and "next to the best" in v.reason
 
 
 def test_an_overwhelming_first_run_is_kept_at_once_by_default():
     # changed with the default fast_keep_p 0.002 (was 0: never on one run)
     v = seq([0.90])                              # 10 sd better
     assert v.action == KEEP and "clearly better on one run" in v.reason
-    assert v.stats["candidate_runs"] == 1 and v.also_best == 0
+    assert v.stats["candidate_runs"] == 1 and (v.runs if v.paired else 0) == 0
     assert seq([0.98]).action == RERUN           # 2 sd: promising, not overwhelming
 
 
 def test_fast_keep_off_asks_for_a_pair_even_for_an_overwhelming_first_run():
     cfg = JudgeConfig(rule="sequential", fast_keep_p=0.0)
     v = seq([0.90], cfg=cfg)
-    assert v.action == RERUN and v.also_best == 1
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1
 
 
 def test_noise_unknown_asks_for_a_pair():
     v = judge([0.98], [1.0], "minimize", SEQ, pairs=[], period_noise=[])
-    assert v.action == RERUN and v.also_best == 1 and "noise unknown" in v.reason
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1 and "noise unknown" in v.reason
 
 
 # --- pairs: keep as soon as it is sure, stop as soon as it is hopeless -------------------
@@ -83,7 +84,7 @@ def test_a_first_run_that_was_luck_is_stopped_after_one_pair():
 def test_a_marginal_candidate_gets_another_pair_then_a_bounded_end():
     # 2 sd better over one pair (t ~ 1.6): plausible, not sure
     v = seq([0.98, 0.98], pairs=[[0.98, 1.0]])
-    assert v.action == RERUN and v.also_best == 1
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1
     cfg = JudgeConfig(rule="sequential", confirm_runs=1)
     end = seq([0.98, 0.98], pairs=[[0.98, 1.0]], cfg=cfg)
     assert end.action == DISCARD and "not confirmed in 1 pairs" in end.reason
@@ -179,7 +180,7 @@ def test_a_step_in_the_best_s_latest_run_is_a_suspected_drift():
 def test_when_the_machine_slowed_the_screen_compares_with_the_fresh_run_of_the_best():
     # 1.04 is worse than the best's old runs (1.00) but 2 sd better than its run just now
     v = seq([1.04], best=SLOWED)
-    assert v.action == RERUN and v.also_best == 1
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1
     assert v.stats["best_runs"] == 1 and v.stats["best_mean"] == 1.06
     assert v.stats["drift_suspected"] == 1.0 and "compared with its latest run" in v.reason
     # against the old runs (as the screen did before, and does without a drift) it is lost
@@ -190,7 +191,8 @@ def test_when_the_machine_slowed_the_screen_compares_with_the_fresh_run_of_the_b
 def test_no_keep_on_one_run_while_the_best_drifts():
     sped_up = BEST + [0.94]                      # the machine got faster: 6 sd better
     v = seq([0.84], best=sped_up)                # 10 sd better than the fresh run
-    assert v.action == RERUN and v.also_best == 1 and v.stats["drift_suspected"] == 1.0
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1
+    assert v.stats["drift_suspected"] == 1.0
     assert seq([0.84]).action == KEEP            # the same run, the best steady: kept
 
 

@@ -113,8 +113,9 @@ def opened(repo, tag):
 
 def test_a_running_nights_refs_are_its_own_and_a_finished_nights_are_guarded(toy_repo):
     mine, other = opened(toy_repo, "t"), opened(toy_repo, "o")
-    mine_attempt = mine.keep_ref("attempt-1", mine.stage("task", {"train.py": "X = 5\n"}, "m"))
-    theirs = other.stage("task", {"train.py": "X = 6\n"}, "o")
+    staged = mine.stage_on(mine.tip(), "task", {"train.py": "X = 5\n"}, "m")
+    mine_attempt = mine.keep_ref("attempt-1", staged)
+    theirs = other.stage_on(other.tip(), "task", {"train.py": "X = 6\n"}, "o")
     lock = TagLock(toy_repo / ".autoresearch" / "o" / "lock")
     lock.acquire()                                 # the other night is running
     before = mine.snapshot()
@@ -175,7 +176,8 @@ def test_the_users_refs_are_guarded_while_another_night_runs(toy_repo):
     try:
         before = mine.snapshot()
         git(toy_repo, "update-ref", "-d", "refs/tags/v1")
-        git(toy_repo, "update-ref", "refs/heads/main", mine.stage("task", {"a.py": ""}, "x"))
+        moved = mine.stage_on(mine.tip(), "task", {"a.py": ""}, "x")
+        git(toy_repo, "update-ref", "refs/heads/main", moved)
         notes = " ".join(mine.check_tamper(before, "1-0"))
     finally:
         lock.release()

@@ -139,7 +139,7 @@ def test_the_best_is_the_mean_of_all_its_runs_and_no_keep_is_no_gain(tmp_path):
     from loop.ui import status
     from loop.state.journal import Journal
     from loop.record import Record, record_dict
-    from loop.judge.scoreboard import BASELINE
+    from loop.words import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="score",
                   direction="minimize")
@@ -183,7 +183,7 @@ def test_status_gain_is_the_difference_of_the_two_numbers_it_shows(tmp_path):
     from loop.ui import status
     from loop.state.journal import Journal
     from loop.record import Record, record_dict
-    from loop.judge.scoreboard import BASELINE
+    from loop.words import BASELINE
     journal = Journal(tmp_path / ".autoresearch" / "t" / "journal.jsonl")
     journal.write("start", tag="t", branch="autoresearch/t", task="task", metric="time_ms",
                   direction="minimize")

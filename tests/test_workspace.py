@@ -20,7 +20,7 @@ def test_branch_and_worktree_leave_the_user_checkout_alone(toy_repo):
     head = git(toy_repo, "rev-parse", "HEAD")
     w = Workspace(toy_repo, "t", worktree_path(toy_repo, "t"))
     assert w.open() is True
-    commit = w.stage("task", {"train.py": "X = 1.0\nprint('score: 0')\n"}, "try X=1")
+    commit = w.stage_on(w.tip(), "task", {"train.py": "X = 1.0\nprint('score: 0')\n"}, "try X=1")
     w.advance(w.recommit(commit, "try X=1\n\nkept"), head)
     w.restore()
     assert git(toy_repo, "rev-parse", "HEAD") == head
@@ -34,13 +34,14 @@ def test_branch_and_worktree_leave_the_user_checkout_alone(toy_repo):
 
 def test_keep_moves_the_branch_and_discard_restores(ws):
     base = ws.tip()
-    kept = ws.recommit(ws.stage("task", {"train.py": "X = 1\n"}, "keep me"), "keep me\n")
+    staged = ws.stage_on(ws.tip(), "task", {"train.py": "X = 1\n"}, "keep me")
+    kept = ws.recommit(staged, "keep me\n")
     ws.advance(kept, base)
     ws.restore()
     assert ws.tip() == kept
     assert (ws.worktree / "task" / "train.py").read_text() == "X = 1\n"
 
-    attempt = ws.stage("task", {"train.py": "X = 5\n"}, "discard me")
+    attempt = ws.stage_on(ws.tip(), "task", {"train.py": "X = 5\n"}, "discard me")
     ref = ws.keep_ref("attempt-2", attempt)
     (ws.worktree / "task" / "grade.py").write_text("tampered at run time\n")
     (ws.worktree / "task" / "checkpoint.bin").write_text("run output")
@@ -58,9 +59,9 @@ def test_keep_moves_the_branch_and_discard_restores(ws):
 
 def test_advance_is_compare_and_swap(ws):
     base = ws.tip()
-    first = ws.recommit(ws.stage("task", {"train.py": "X = 1\n"}, "a"), "a\n")
+    first = ws.recommit(ws.stage_on(ws.tip(), "task", {"train.py": "X = 1\n"}, "a"), "a\n")
     ws.advance(first, base)
-    stale = ws.recommit(ws.stage("task", {"train.py": "X = 2\n"}, "b"), "b\n")
+    stale = ws.recommit(ws.stage_on(ws.tip(), "task", {"train.py": "X = 2\n"}, "b"), "b\n")
     with pytest.raises(RuntimeError):
         ws.advance(stale, base)           # the tip moved since: refuse
     assert ws.tip() == first
@@ -70,13 +71,13 @@ def test_commits_without_a_git_identity(ws, monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))          # no global user.name
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     w = Workspace(ws.repo_root, "t", ws.worktree)
-    commit = w.stage("task", {"train.py": "X = 7\n"}, "anonymous")
+    commit = w.stage_on(w.tip(), "task", {"train.py": "X = 7\n"}, "anonymous")
     assert git(w.repo_root, "log", "-1", "--format=%an <%ae>", commit) == \
         "autoresearch <autoresearch@localhost>"
 
 
 def test_materialize_and_export(ws):
-    attempt = ws.stage("task", {"train.py": "X = 8\n"}, "x")
+    attempt = ws.stage_on(ws.tip(), "task", {"train.py": "X = 8\n"}, "x")
     ws.restore()
     ws.materialize(attempt)
     assert (ws.worktree / "task" / "train.py").read_text() == "X = 8\n"

@@ -38,7 +38,6 @@ class Engine:
         self.site = locate(config, self.tag, out, self.progress, proposer, backend)
         self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
         self.workspace, self.proposer = self.site.workspace, self.site.proposer
-        self.sandbox = self.site.sandbox
         self.parts: Parts | None = None     # opened under the lock
         self.loop: Loop | None = None
 

@@ -82,7 +82,7 @@ def abandon(parts: Parts, n: int, began: float, commit: str, run_id: str) -> Non
 def install_signals() -> None:
     """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal closed) stop like Ctrl-C:
     cleanly, nothing lost."""
-    def handler(signum, frame):
+    def handler(_signum, _frame):
         raise KeyboardInterrupt
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):

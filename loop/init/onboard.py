@@ -75,7 +75,6 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
                           f"/{rel}: the task folder is its folder, where it runs")
     plan.args, config = _script_args(root, script_args, modules)
     if config:              # the settings file the run is given: what the run trains with
-        plan.config_file = config.path
         plan.editable.append(config.path)
     plan.python, plan.python_why = _interpreter(root)
     plan.protected = sorted(code.path for code in modules.values())

@@ -35,7 +35,6 @@ class Plan:
     shape: str                          # a key of loop/init/shapes.SHAPES
     script: str
     args: str = ""                      # what `run` passes the script (init --args)
-    config_file: str = ""               # the settings file among them (editable)
     inputs: list[str] = field(default_factory=list)   # uncommitted data the run reads
     caches: list[str] = field(default_factory=list)   # ~/.cache/<name>: loop/setup/caches.py
     cache_vars: list[str] = field(default_factory=list)   # variables that moved a cache

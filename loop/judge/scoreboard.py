@@ -10,7 +10,7 @@ from statistics import fmean
 from loop.judge import judge as judging
 from loop.record import Record
 from loop.judge.stats import pooled_sd
-from loop.words import BASELINE  # noqa: F401  (re-exported: older imports)
+from loop.words import BASELINE
 
 
 class Scoreboard:

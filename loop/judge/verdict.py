@@ -23,11 +23,6 @@ class Verdict:
     runs: int = 0
     paired: bool = False
 
-    @property
-    def also_best(self) -> int:
-        """Runs of the best the judge wants beside the candidate's (see `paired_judge`)."""
-        return self.runs if self.paired else 0
-
 
 def improvement(candidate: float, best: float, direction: str) -> float:
     """Positive when candidate is better than best in the metric's direction."""

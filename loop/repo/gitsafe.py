@@ -130,9 +130,6 @@ class Git:
     def log(self, *args: str) -> str:
         return self("log", *args)
 
-    def ls_files(self, *args: str) -> str:
-        return self("ls-files", *args)
-
     def ls_tree(self, *args: str) -> str:
         return self("ls-tree", *args)
 

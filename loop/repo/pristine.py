@@ -39,13 +39,6 @@ def sweep(worktree: Path, env: dict | None = None) -> None:
                        f"({len(left)} left): the next run would see it")
 
 
-def leftovers(worktree: Path, env: dict | None = None) -> list[str]:
-    """What in `worktree` its index does not track (relative paths): [] once swept."""
-    tracked, folders = _tracked(Path(worktree), env)
-    return [p.relative_to(worktree).as_posix()
-            for p in _untracked(Path(worktree), tracked, folders)]
-
-
 def _tracked(worktree: Path, env: dict | None) -> tuple[set[bytes], set[bytes]]:
     """The index's paths (as git writes them, bytes) and every folder above one."""
     out = run_git(["ls-files", "-z", "--full-name"], worktree, env, binary=True).stdout

@@ -216,20 +216,6 @@ class Workspace:
         return out.split() if out else []
 
     # -- the loop's moves ---------------------------------------------------------
-    def stage(self, folder: str, files: dict[str, str], message: str) -> str:
-        """Write the proposal's files into the worktree and make an attempt commit of exactly
-        those changes on top of the tip (the branch does not move). Returns its sha."""
-        base = self.worktree / folder
-        paths = []
-        for rel, text in files.items():
-            target = base / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(sourcetext.encode(rel, text))
-            paths.append(str(Path(folder) / rel) if folder not in ("", ".") else rel)
-        self._wt("add", "--", *paths)
-        tree = self._wt("write-tree").strip()
-        return self._wt("commit-tree", tree, "-p", self.tip(), "-m", message).strip()
-
     def diff(self, old: str, new: str) -> tuple[str, int, int]:
         """The patch between two commits and its (lines added, lines removed)."""
         return self.facts.diff(old, new, lambda: numstat_and_patch(self.git.diff(
@@ -293,8 +279,9 @@ class Workspace:
 
     # -- several candidates at once (loop/engine/scheduler.py) ---------------------------
     def stage_on(self, base: str, folder: str, files: dict[str, str], message: str) -> str:
-        """Like `stage`, but on top of `base` and without touching any worktree (a private
-        index): a proposal made against an older tip is staged against what it saw."""
+        """An attempt commit of exactly `files` (paths relative to `folder`) on top of `base`,
+        the branch not moved and no worktree touched (a private index): a proposal made
+        against an older tip is staged against what it saw."""
         paths = {(f"{folder}/{rel}" if folder not in ("", ".") else rel):
                  sourcetext.encode(rel, text) for rel, text in files.items()}
         return staging.commit_on(self.repo_root, self._env, base, paths, _message(message),

@@ -13,7 +13,6 @@ metric, so a SIGTERM handler that prints a better value is never read (`on_timeo
 scores what was printed before the signal); the log still keeps everything."""
 from __future__ import annotations
 
-import io
 import os
 import re
 import select
@@ -130,15 +129,6 @@ class CappedLog:
             return float(self.last[name])
         except (KeyError, ValueError):
             return None
-
-
-def read_metric(text: str, pattern: str) -> float | None:
-    """The last number `pattern` captures in `text`, read as a run's output is read (the same
-    CappedLog scan a night uses), or None."""
-    log = CappedLog(io.BytesIO(), 1 << 16, {"metric": pattern})
-    log.feed(text.encode())
-    log.close()
-    return log.value("metric")
 
 
 class Pump(threading.Thread):

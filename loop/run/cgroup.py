@@ -29,7 +29,6 @@ import signal
 import time
 from pathlib import Path
 
-CONTROLLERS = ("pids", "memory")
 _GROUPS = itertools.count()
 
 

@@ -76,14 +76,6 @@ class Ended:
     out_of_memory: bool = False          # the kernel killed a process at the run's memory limit
 
 
-def run_command(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path,
-                append: bool = False) -> tuple[int | None, bool, float]:
-    """Run `command` confined (see `execute`). Returns (returncode or None when killed,
-    timed_out, wall seconds)."""
-    ended = execute(command, cwd, env, timeout_s, log_path, append=append)
-    return ended.returncode, ended.timed_out, ended.wall_s
-
-
 def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path, *,
             append: bool = False, patterns: dict[str, str] | None = None,
             limits: Limits | None = None, writable=(), hidden=(), readonly=(),

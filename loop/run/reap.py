@@ -85,7 +85,7 @@ def main(argv):
     class Stop(Exception):
         pass
 
-    def on_term(signum, frame):
+    def on_term(_signum, _frame):
         raise Stop
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)

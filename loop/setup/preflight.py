@@ -10,8 +10,6 @@ from loop.errors import UsageError
 from loop.setup.interpreter import resolve_command
 
 SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".R", ".jl", ".js")
-INTERPRETERS = {"python", "python3", "bash", "sh", "Rscript", "julia", "node", "uv", "torchrun",
-                "accelerate", "env", "exec", "time", "nice", "-m", "run"}
 
 
 def check_task_committed(task_rel: str, committed) -> None:

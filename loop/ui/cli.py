@@ -35,7 +35,7 @@ def _exit_quietly_on_sigint() -> None:
     import os
     import signal
 
-    def handler(signum, frame):
+    def handler(_signum, _frame):
         sys.stdout.flush()
         os._exit(130)
     try:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.judge.scoreboard import BASELINE
-from loop.ui.status import FAILURES, UNPROTECTED, num
+from loop.words import BASELINE, FAILURES, UNPROTECTED, num
 
 KEPT_COLOR = "#1b9e3e"
 DISCARD_COLOR = "#7f7f7f"

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.state.journal import Journal, replay
-from loop.words import (FAILURES, UNPROTECTED, commit_message, gain_text,  # noqa: F401
-                        is_baseline, kept_changes, num, plural, progress_line, resume_line,
+from loop.words import (UNPROTECTED, gain_text, is_baseline, kept_changes, num, plural,
                         shown_status)
 
 
