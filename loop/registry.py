@@ -1,9 +1,10 @@
 """One factory style for the whole package: a name -> the thing it names, imported on first use.
 
 Proposers, backends, repo shapes, edit formats and adapters are each a `Registry`: a table of
-names and `"module:attribute"` targets, filled where the kind is defined (the package's
-`__init__` or a `registry.py` beside the implementations, never inside them, so no module
-imports the table that imports it). `get` imports the target only when asked (torch, openai,
+names and `"module:attribute"` targets, never inside the implementations (so no module imports
+the table that imports it). The kinds a run config may name (proposers, backends) are tabled in
+loop/kinds.py, which config.py and the parser read; the others where the kind is defined (the
+package's `__init__`). `get` imports the target only when asked (torch, openai,
 mlflow and ray stay out of `autoresearch --help`); an unknown name is a `UsageError` that lists
 the names there are. This module imports no other loop module but `errors`.
 """

@@ -27,14 +27,17 @@ def test_a_target_without_its_attribute_is_refused_when_the_table_is_built():
         Registry("thing", {"x": "json.dumps"})
 
 
-def test_the_config_names_what_the_registries_hold():
-    """setup/ sits below the proposers and the backends, so config.py keeps its own lists of
-    their names for its one-line errors: they must be the registries' names."""
-    from loop.proposers.registry import PROPOSERS
-    from loop.run.backends import BACKENDS
-    from loop.setup import config
-    assert list(config.PROPOSER_KINDS) == PROPOSERS.names()
-    assert list(config.BACKENDS) == BACKENDS.names()
+def test_the_config_and_the_command_line_offer_exactly_the_registered_kinds():
+    """One list per kind (loop/kinds.py): the registries, config.py's check and the parser's
+    choices all read it, so a kind added there is offered everywhere at once."""
+    from loop.kinds import BACKENDS, PROPOSERS, SANDBOX_MODES, TUNE_SAMPLERS
+    from loop.ui.parser import build_parser
+    run = next(a for a in build_parser()._actions if a.dest == "command").choices["run"]
+    choices = {a.dest: list(a.choices) for a in run._actions if a.choices}
+    assert choices["proposer_kind"] == PROPOSERS.names()
+    assert choices["backend"] == BACKENDS.names()
+    assert choices["sandbox"] == list(SANDBOX_MODES)
+    assert choices["proposer_sampler"] == list(TUNE_SAMPLERS)
 
 
 def test_every_registered_target_imports():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from loop.kinds import PROPOSER_KINDS
 from loop.judge import judge as judging
 from loop.record import Record
 from loop.proposers.base import Attempt, Context, Proposal, Redo
@@ -140,6 +141,6 @@ class PromptContext:
         self._program_sha = sha
         if last and sha != last:
             who = (f" (the {self.proposer_kind} proposer does not read it)"
-                   if self.proposer_kind in ("mutate", "tune") else "")
+                   if not PROPOSER_KINDS[self.proposer_kind].asks_an_llm else "")
             self.out(f"steering: {self.program_path.name} changed ({last} -> {sha}); "
                      f"iteration {n} is the first to use it{who}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.kinds import PROPOSER_KINDS
 from loop.run import grading, sandbox
 from loop.run.backends import make_backend
 from loop.run.backends.base import Backend
@@ -102,7 +103,7 @@ def _check_searchable(config: Config, task: Task, task_rel: str) -> None:
     """mutate, tune and the hybrid's tuner need settings to move: an empty space is refused
     now, not found after the baseline's runs."""
     kind = config.proposer.kind
-    if kind not in ("mutate", "tune", "hybrid"):
+    if not PROPOSER_KINDS[kind].searches_settings:
         return
     from loop.proposers.mutate import searchable
     if not searchable(task):

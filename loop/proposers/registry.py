@@ -1,21 +1,15 @@
-"""Which proposer `proposer.kind` names, built from its config: the registry of kinds.
+"""Which proposer `proposer.kind` names, built from its config. The kinds, the one list of
+them and what each needs, are loop/kinds.py's `PROPOSER_KINDS`.
 
 Each kind is a factory `(ProposerConfig, seed) -> Proposer` (`make` in its module), imported
 on first use (openai and optuna stay out of `autoresearch --help`). The hybrid composes two
-registered kinds, the LLM and the tuner, so its entry is a factory here. No proposer imports
-this module."""
+registered kinds, the LLM and the tuner, so its factory is here. No proposer imports this
+module."""
 from __future__ import annotations
 
 from loop.proposers.base import Proposer
 from loop.proposers.hybrid import HybridProposer
-from loop.registry import Registry
-
-PROPOSERS = Registry("proposer", {
-    "mutate": "loop.proposers.mutate:make",
-    "tune": "loop.proposers.tune:make",
-    "llm": "loop.proposers.llm:make",
-    "hybrid": "loop.proposers.registry:make_hybrid",   # two of the above, composed
-})
+from loop.kinds import PROPOSERS
 
 
 def make_proposer(config, seed: int = 0) -> Proposer:

@@ -37,13 +37,13 @@ import warnings
 from typing import Any
 
 from loop.errors import UsageError
+from loop.kinds import TUNE_SAMPLERS
 from loop.proposers import change as recorded
 from loop.proposers.axes import Axis, SpaceExhausted, apply_setting, axes_of, describe
 from loop.proposers.base import Attempt, Context, Proposal
 from loop.proposers.epochs import read_keep
 from loop.setup.search_space import constants, implied, number, parse_space, valid
 
-SAMPLERS = ("tpe", "cmaes")
 ASKS = 64        # samples from the study before random draws look for an untried point
 DRAWS = 2000     # random draws before the space counts as exhausted
 DONE = ("keep", "discard")       # judged with a measured value; any other end is a failure
@@ -113,8 +113,8 @@ def make(config, seed: int = 0) -> TuneProposer:
 
 class TuneProposer:
     def __init__(self, seed: int = 0, sampler: str = "tpe"):
-        if sampler not in SAMPLERS:
-            raise UsageError(f"proposer.sampler must be one of {', '.join(SAMPLERS)}, "
+        if sampler not in TUNE_SAMPLERS:
+            raise UsageError(f"proposer.sampler must be one of {', '.join(TUNE_SAMPLERS)}, "
                              f"got '{sampler}'")
         self.optuna = _optuna()
         self.seed, self.sampler = seed, sampler

@@ -44,8 +44,8 @@ import subprocess
 from pathlib import Path
 
 from loop.errors import UsageError
+from loop.kinds import SANDBOX_MODES
 
-MODES = ("off", "auto", "required")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 EMPTIED = ("/tmp", "/run", "/var/tmp")     # hidden: sockets of other programs live there
 PROBE_TMPFS_BYTES = 1 << 20     # an emptied folder's size where there is no scratch (probes)
@@ -94,8 +94,8 @@ def active(mode: str) -> bool:
 def startup(mode: str, out=print) -> str:
     """Check the sandbox once at start: a one-word state for the MLflow parent run, a warning
     on `out` when `auto` falls back to no sandbox; UsageError (exit 2) when `required` fails."""
-    if mode not in MODES:
-        raise UsageError(f"sandbox must be one of {', '.join(MODES)}, got '{mode}'")
+    if mode not in SANDBOX_MODES:
+        raise UsageError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got '{mode}'")
     if mode == "off":
         out("warning: sandbox: off; experiments run unconfined (network, other processes, "
             "and every file this user can write are within their reach)")

@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import ConfigError
+from loop.edits.formats import FORMATS
+from loop.kinds import BACKENDS, PROPOSER_KINDS, SANDBOX_MODES, TUNE_SAMPLERS
 from loop.setup.schema import build, load_yaml
 
-PROPOSER_KINDS = ("mutate", "tune", "llm", "hybrid")
-TUNE_SAMPLERS = ("tpe", "cmaes")            # as loop/proposers/tune.py's SAMPLERS
-EDIT_FORMATS = ("auto", "search_replace", "whole_file", "json")  # loop/edits/formats.py
+EDIT_FORMATS = ("auto", *FORMATS.names())      # auto: json, unless the server refuses
 JUDGE_RULES = ("strict", "noise", "paired", "sequential")
-SANDBOX_MODES = ("off", "auto", "required")   # as loop/run/sandbox.py's MODES (kept import-free)
-BACKENDS = ("local", "ray", "slurm")
 
 
 @dataclass
@@ -274,8 +272,8 @@ def _check_machine(cfg: Config, where: str) -> None:
     if cfg.workers < 1 or cfg.proposer.concurrency < 1 or (cfg.proposer.ahead or 0) < 0:
         raise ConfigError(f"{where}: workers and proposer.concurrency must be >= 1, "
                           f"proposer.ahead >= 0")
-    if cfg.backend not in BACKENDS:
-        raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS)}, "
+    if cfg.backend not in BACKENDS.names():
+        raise ConfigError(f"{where}: backend must be one of {', '.join(BACKENDS.names())}, "
                           f"got '{cfg.backend}'")
     sl = cfg.slurm
     if sl.gpus_per_run < 0 or (sl.cpus_per_run is not None and sl.cpus_per_run < 1) \

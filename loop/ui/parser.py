@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from loop.kinds import BACKENDS, PROPOSERS, SANDBOX_MODES, TUNE_SAMPLERS
+
 DEFAULT_CONFIG = Path("configs") / "default.yaml"
 REPO_CONFIG = Path("autoresearch.yaml")       # what `autoresearch init` writes at a repo's root
 
@@ -36,13 +38,13 @@ def _run(sub) -> None:
     run.add_argument("--seed", type=int,
                      help="base seed of the proposer and of each run's AUTORESEARCH_SEED "
                           "(default 0; the same seed gives the same proposals)")
-    run.add_argument("--sandbox", choices=["off", "auto", "required"],
+    run.add_argument("--sandbox", choices=list(SANDBOX_MODES),
                      help="confine each experiment (bubblewrap); auto: where it works (default)")
     run.add_argument("--workers", type=int,
                      help="experiments at once, one slot each (default 1)")
     run.add_argument("--devices", type=lambda s: tuple(s.split(",")),
                      help="GPU ids for the slots, comma-separated (default: all visible)")
-    run.add_argument("--backend", choices=["local", "ray", "slurm"],
+    run.add_argument("--backend", choices=BACKENDS.names(),
                      help="where runs execute: this machine, a Ray cluster ($RAY_ADDRESS), or "
                           "Slurm jobs (the config's slurm: section)")
     _run_llm(run)
@@ -50,7 +52,7 @@ def _run(sub) -> None:
 
 def _run_proposer(run) -> None:
     """`run`: who proposes, and how a change is judged."""
-    run.add_argument("--proposer", choices=["mutate", "tune", "llm", "hybrid"],
+    run.add_argument("--proposer", choices=PROPOSERS.names(),
                      dest="proposer_kind",
                      help="who proposes changes: tune (Optuna's TPE, or CMA-ES with --sampler "
                           "cmaes, over the task's search_space; pip install "
@@ -58,7 +60,7 @@ def _run_proposer(run) -> None:
                           "task's search_space, the default), llm (needs --model) or hybrid "
                           "(the LLM's code changes every --llm-every'th iteration, the "
                           "tuner's constants between; needs --model)")
-    run.add_argument("--sampler", choices=["tpe", "cmaes"], dest="proposer_sampler",
+    run.add_argument("--sampler", choices=list(TUNE_SAMPLERS), dest="proposer_sampler",
                      help="the tune proposer's sampler: tpe (the default) or cmaes")
     run.add_argument("--llm-every", type=int, dest="proposer_llm_every", metavar="K",
                      help="hybrid: the LLM proposes iterations 1, K+1, 2K+1, ..., the tuner "
@@ -114,7 +116,7 @@ def _finalize(sub) -> None:
     fz.add_argument("--config", help=f"YAML run config (default: {REPO_CONFIG}, else "
                                      f"{DEFAULT_CONFIG}, if present)")
     fz.add_argument("--workers", type=int, help="runs at once, one slot each (default 1)")
-    fz.add_argument("--backend", choices=["local", "ray", "slurm"], help="where runs execute")
+    fz.add_argument("--backend", choices=BACKENDS.names(), help="where runs execute")
     fz.add_argument("--max-runs", type=int, help="make at most this many runs in all")
     fz.add_argument("--max-wall", type=float, dest="max_wall_s",
                     help="start no new round of runs after this many seconds")
@@ -175,7 +177,7 @@ def _check_task(sub) -> None:
     ck.add_argument("--config", help=f"YAML run config whose sandbox, limits and devices the "
                                      f"run gets (default: {REPO_CONFIG}, else "
                                      f"{DEFAULT_CONFIG}, if present)")
-    ck.add_argument("--sandbox", choices=["off", "auto", "required"],
+    ck.add_argument("--sandbox", choices=list(SANDBOX_MODES),
                     help="confine the run (bubblewrap); auto: where it works (default)")
 
 

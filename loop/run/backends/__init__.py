@@ -11,17 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loop.registry import Registry
+from loop.kinds import BACKENDS
 
 if TYPE_CHECKING:
     from loop.run.backends.base import Backend
-
-BACKENDS = Registry("backend", {
-    "local": "loop.run.backends.local:LocalBackend",
-    "ray": "loop.run.backends.ray:RayBackend",
-    "slurm": "loop.run.backends.slurm:SlurmBackend",
-})
-
 
 def make_backend(name: str, **kw) -> Backend:
     """The backend `name` with N slots; every backend takes the same keywords (workspace,
