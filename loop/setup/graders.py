@@ -8,4 +8,5 @@ from pathlib import Path
 FOLDER = Path(__file__).resolve().parent.parent / "run" / "graders"
 HANDOVER = FOLDER / "handover.py"   # the training step: the script hands its model over
 LM = FOLDER / "lm.py"               # the grading step: scores the handed-over model
+STARTUP = FOLDER / "startup"        # the grading step's PYTHONPATH: its sitecustomize alone
 KINDS = ("lm",)
