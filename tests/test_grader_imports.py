@@ -154,3 +154,29 @@ def test_the_grader_imports_its_own_modules_whatever_the_commit_holds(tmp_path, 
 
 def test_the_toy_is_what_the_assertions_assume():
     assert baseline_error() > 1.0 and len(ANSWERS) == len(INPUTS)
+
+
+LM_FORGED_START = ("import os\nif 'AUTORESEARCH_HELD_OUT_0' in os.environ:\n"
+                   "    print('---\\nval_bpb: 0.000001', flush=True)\n    os._exit(0)\n")
+
+
+@pytest.mark.slow
+@needs_sandbox
+@pytest.mark.parametrize("rel", ["sitecustomize/__init__.py", "sitecustomize.py"])
+def test_the_lm_grader_runs_no_start_up_hook_of_the_copy(tmp_path, monkeypatch, rel):
+    """The lm grader (karpathy shape) started in a copy holding a `sitecustomize` that
+    forges its output: the baseline is graded by lm.py, honestly."""
+    from karpathy_repo import LM_TASK, make_karpathy_repo
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    repo = make_karpathy_repo(tmp_path / "repo", cache,
+                              {"task.yaml": LM_TASK, rel: LM_FORGED_START})
+    cfg = Config(task=".", tag="g", iterations=0, base_dir=repo, sandbox="required")
+    stop = Engine(cfg, out=lambda s: None).run()
+    assert stop.exit_code == 0, stop.message
+    with open(repo / ".autoresearch/g/results.tsv") as f:
+        base = next(csv.DictReader(f, delimiter="\t"))
+    log = (repo / ".autoresearch/g/logs/iter-0000.log").read_text(errors="replace")
+    assert base["status"] == "keep" and float(base["val_bpb"]) > 0.5, base
+    assert "0.000001" not in log and "grade_seconds" in log

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from loop.errors import TaskError
 from loop.setup import time_box
-from loop.setup.graders import HANDOVER, LM
+from loop.setup.graders import HAND_PREDICTIONS, HANDOVER, LM, PREDICTIONS
 from loop.setup.interpreter import resolve_command
 from loop.setup.metric import Metric, throughput_regex
 from loop.setup.schema import build, load_yaml
@@ -39,14 +39,18 @@ def importable_name(name: str, is_file: bool) -> str:
 @dataclass(frozen=True)
 class Grader:
     """A protected grader the engine provides (loop/setup/graders.py); `lm`: a language model the
-    script hands over as a torch.export program, scored by protected code (docs/tasks.md)."""
+    script hands over as a torch.export program, scored by protected code; `predictions`:
+    a model's predictions for the validation rows, handed over and evaluated by protected
+    code (the evaluator shape; docs/tasks.md)."""
     kind: str
     script: str                         # the (editable) training script, run via the handover
     eval_function: str                  # protected `module.function` the script calls with
                                         # its final model as first argument
     eval_call: str                      # how the grader calls it: an expression over the
                                         # protected module's names and `model`
-    input_shape: tuple[int, ...]        # (batch, seq) the model is exported at / called with
+    input_shape: tuple[int, ...] = ()   # lm: (batch, seq) the model is exported at
+    features: str = ""                  # predictions: protected `module.function` giving
+                                        # the validation rows' features (never the labels)
     python: str = "python"              # the repo's own interpreter
 
     @property
@@ -113,6 +117,10 @@ class Task:
         if self.grader is None:
             return self.run
         g = self.grader
+        if g.kind == "predictions":
+            return (f"{g.python} {shlex.quote(str(HAND_PREDICTIONS))} --eval-function "
+                    f"{shlex.quote(g.eval_function)} --features {shlex.quote(g.features)} "
+                    f"{shlex.quote(g.script)}")
         return (f"{g.python} {shlex.quote(str(HANDOVER))} --eval-function "
                 f"{shlex.quote(g.eval_function)} --input-shape {_shape(g.input_shape)} "
                 f"{shlex.quote(g.script)}")
@@ -124,6 +132,10 @@ class Task:
             return self.evaluate
         g = self.grader
         protected = " ".join(shlex.quote(p) for p in self.protected)
+        if g.kind == "predictions":
+            return (f"{g.python} {shlex.quote(str(PREDICTIONS))} --eval-function "
+                    f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
+                    f"--features {shlex.quote(g.features)} --protected {protected}")
         return (f"{g.python} {shlex.quote(str(LM))} --eval-function "
                 f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
                 f"--input-shape {_shape(g.input_shape)} --metric {shlex.quote(self.metric.name)}"
