@@ -1,10 +1,10 @@
 """Cheats on a tabular repo of the evaluator shape (tests/tabular_repo.py: train.py calls the
 protected `prepare.evaluate(model)`, which prints the metric), graded as `autoresearch init`
-writes it (`grader: {kind: predictions}`): the run hands over its model's predictions for the validation rows, whose
-labels are held out, and the grader calls the real evaluation with them. The five cheats the
-lm shape is tested against (tests/test_lm_cheats.py), each never kept, never recorded with
-the number it forges; an honest edit is graded and kept. Real git, the real engine, bwrap.
-One baseline and one proposal per test (a few seconds each)."""
+writes it (`grader: {kind: predictions}`): the run hands over its model's predictions for
+the validation rows, whose labels are held out, and the grader calls the real evaluation
+with them. The five cheats the lm shape is tested against (tests/test_lm_cheats.py), each
+never kept, never recorded with the number it forges; an honest edit is graded and kept.
+Real git, the real engine, bwrap. One baseline and one proposal per test (seconds each)."""
 from __future__ import annotations
 
 import csv
@@ -149,3 +149,51 @@ def test_an_honest_edit_is_graded_and_kept(tmp_path, monkeypatch):
     assert float(table[1]["val_accuracy"]) == pytest.approx(0.85)
     assert float(table[0]["val_accuracy"]) < 0.85 - MIN_GAIN
     assert "handover: predict of the validation rows saved" in log
+
+
+GRADED = """\
+name: tabular
+editable: [train.py]
+protected: [prepare.py]
+grader:
+  kind: predictions
+  script: train.py
+  eval_function: prepare.evaluate
+  eval_call: "evaluate(model)"
+  features: prepare.validation_features
+metric: {name: val_accuracy, direction: maximize}
+"""
+
+
+@pytest.mark.parametrize("change, message", [
+    (("  features: prepare.validation_features\n", ""), "grader.features is missing"),
+    (("features: prepare.validation_features", "features: train.validation_features"),
+     "grader.features lives in 'train.py', which is not protected"),
+    (("features: prepare.validation_features", "features: validation_features"),
+     "grader.features must be module.function"),
+    (("  features:", "  input_shape: [4, 8]\n  features:"),
+     "grader.input_shape belongs to kind lm"),
+])
+def test_a_predictions_grader_is_checked_at_load(tmp_path, change, message):
+    from loop.errors import TaskError
+    from loop.setup.task import load_task
+    from tabular_repo import PREPARE
+    for rel, text in {"prepare.py": PREPARE, "train.py": TRAIN,
+                      "task.yaml": GRADED.replace(*change)}.items():
+        (tmp_path / rel).write_text(text)
+    with pytest.raises(TaskError) as err:
+        load_task(tmp_path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_predictions_task_commands(tmp_path):
+    from loop.setup.task import load_task
+    from tabular_repo import PREPARE
+    for rel, text in {"prepare.py": PREPARE, "train.py": TRAIN, "task.yaml": GRADED}.items():
+        (tmp_path / rel).write_text(text)
+    task = load_task(tmp_path)
+    assert "hand_predictions.py --eval-function prepare.evaluate --features " \
+           "prepare.validation_features train.py" in task.train_command
+    assert "predictions.py --eval-function prepare.evaluate --eval-call 'evaluate(model)' " \
+           "--features prepare.validation_features --protected prepare.py" in task.grade_command
+    assert task.protected_metric

@@ -201,6 +201,9 @@ def _validate_grader(task: Task, where: str, files: list[str]) -> None:
         return
     if g.features:
         raise TaskError(f"{where}: grader.features belongs to kind predictions")
+    if not g.input_shape:
+        raise TaskError(f"{where}: grader: missing required key 'input_shape' (kind lm: the "
+                        f"[batch, seq] the model is exported at)")
     if len(g.input_shape) != 2 or min(g.input_shape) < 1:
         raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
                         f"integers, got {list(g.input_shape)}")
