@@ -85,8 +85,9 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     plan.shape, plan.shape_line = kind.key, kind.words
     kind.apply(plan, scan, chosen)
     if plan.grader and plan.args:
-        raise InitError("init: --args: the lm grader runs the script through its handover, "
-                        "without arguments; give its settings in the script instead")
+        raise InitError(f"init: --args: the {plan.grader['kind']} grader runs the script "
+                        f"through its handover, without arguments; give its settings in the "
+                        f"script instead")
     _budget(plan, src, local_names(scan), known, time_budget_s)
     _patterns(plan, [src, *modules.values()])
     search_space(plan, src, known)

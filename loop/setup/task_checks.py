@@ -109,8 +109,9 @@ def _validate_flags(task: Task, where: str) -> None:
     if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.endswith((".yaml", ".yml")):
         raise TaskError(f"{where}: flags: '{rel}' must be a .yaml file inside the task folder")
     if task.grader is not None:
-        raise TaskError(f"{where}: flags: the lm grader runs the script through its handover, "
-                        f"without arguments; give its settings in the script instead")
+        raise TaskError(f"{where}: flags: the {task.grader.kind} grader runs the script "
+                        f"through its handover, without arguments; give its settings in the "
+                        f"script instead")
     if not task.is_editable(rel) or task.is_protected(rel):
         raise TaskError(f"{where}: flags: {rel} must be editable (list it under `editable`): "
                         f"it holds the settings a search changes")
