@@ -180,3 +180,41 @@ def test_the_lm_grader_runs_no_start_up_hook_of_the_copy(tmp_path, monkeypatch, 
     log = (repo / ".autoresearch/g/logs/iter-0000.log").read_text(errors="replace")
     assert base["status"] == "keep" and float(base["val_bpb"]) > 0.5, base
     assert "0.000001" not in log and "grade_seconds" in log
+
+
+def grader_python(copy, script: str, protected: str = "") -> str:
+    """`python <script>` in `copy` with the grading step's start-up (as loop/run/spec.py
+    sets it), its output."""
+    import os
+    import subprocess
+    import sys
+    from loop.setup.graders import STARTUP
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update({"PYTHONPATH": str(STARTUP), "AUTORESEARCH_GRADER_PATH": str(copy),
+                "AUTORESEARCH_GRADER_PROTECTED": protected, "PYTHONDONTWRITEBYTECODE": "1"})
+    done = subprocess.run([sys.executable, script], cwd=copy, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_an_installed_package_is_imported_from_the_environment(tmp_path):
+    """A `numpy.py` or `yaml/` of the copy, first on a plain `python script.py`'s path (the
+    script's folder), is not what the grader imports; its own modules still are."""
+    (tmp_path / "numpy.py").write_text("def mean(xs):\n    return 0.0\n")
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml" / "__init__.py").write_text("raise SystemExit('forged yaml')\n")
+    (tmp_path / "helper.py").write_text("WHO = 'the copy'\n")
+    (tmp_path / "grade.py").write_text(
+        "import numpy, yaml, statistics, helper\n"
+        "print(numpy.mean([1.0, 3.0]), statistics.fmean([1.0, 3.0]), helper.WHO)\n")
+    assert grader_python(tmp_path, "grade.py").split() == ["2.0", "2.0", "the", "copy"]
+
+
+def test_a_protected_module_is_imported_from_the_copy_whatever_is_installed(tmp_path):
+    """The task's own protected `yaml.py` (a name an installed package has) is trusted: the
+    grader imports it from the copy."""
+    (tmp_path / "yaml.py").write_text("WHO = 'the protected file'\n")
+    (tmp_path / "grade.py").write_text("import yaml\nprint(yaml.WHO)\n")
+    assert grader_python(tmp_path, "grade.py", "yaml.py\ngrade.py").strip() == \
+        "the protected file"

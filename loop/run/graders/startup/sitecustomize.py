@@ -53,6 +53,12 @@ def _site_folders():
     return folders
 
 
+def _packages(path):
+    """A package folder another environment lends this one through a `.pth` line (a
+    layered venv); not a project's own folder an editable install adds (its src/)."""
+    return os.path.basename(os.path.normpath(path)) in ("site-packages", "dist-packages")
+
+
 class EnvironmentFirst:
     """A meta-path finder: a top-level module that the environment itself provides (standard
     library, site-packages) is imported from there, whatever folder comes before them."""
@@ -87,14 +93,14 @@ def _set_up():
     stdlib, sites = _stdlib_folders(), _site_folders()
     base = {_real(sys.base_prefix)}
     environment = [p for p in sys.path if p and (_inside(p, stdlib) and not _inside(p, sites)
-                                                  or _real(p) in sites
+                                                  or _real(p) in sites or _packages(p)
                                                   or p.endswith(".zip") and _inside(p, base))]
     code = [p for p in os.environ.get(PATH_ENV, "").split(os.pathsep) if p]
     protected = os.environ.get(PROTECTED_ENV, "").split("\n")
     sys.meta_path.insert(0, EnvironmentFirst(environment, code, [g for g in protected if g]))
     at = 0
     for i, p in enumerate(sys.path):
-        if p in environment and _real(p) not in sites:
+        if p in environment and _real(p) not in sites and not _packages(p):
             at = i + 1
     sys.path[at:at] = [p for p in dict.fromkeys(code) if p not in sys.path]
     return code
