@@ -88,8 +88,7 @@ class EnvironmentFirst:
 
 
 def _set_up():
-    if HERE in sys.path:
-        sys.path.remove(HERE)
+    sys.path[:] = [p for p in sys.path if _real(p) != _real(HERE)]
     stdlib, sites = _stdlib_folders(), _site_folders()
     base = {_real(sys.base_prefix)}
     environment = [p for p in sys.path if p and (_inside(p, stdlib) and not _inside(p, sites)
@@ -118,4 +117,9 @@ def _environments_own(code):
         own.loader.exec_module(module)
 
 
-_environments_own(_set_up())
+try:
+    _code = _set_up()
+except Exception as exc:     # never grade without it: `site` would only warn and go on
+    print(f"error: the grader's start-up failed: {type(exc).__name__}: {exc}", flush=True)
+    os._exit(1)
+_environments_own(_code)
