@@ -30,6 +30,12 @@ env: {PYTHONPATH: extra}
 """
 
 
+GRADED_TASK = TASK.replace("run: .venv/bin/python scripts/train.py\n",
+                           "run: .venv/bin/python -c 'print(1)'\n"
+                           "evaluate: .venv/bin/python scripts/train.py\n"
+                           "protected: [scripts/train.py]\n")
+
+
 def commit(repo: Path, msg: str) -> None:
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", msg)
@@ -51,7 +57,17 @@ def installed(tmp_path_factory) -> Path:
     """A repo whose package `mypkg` is installed editable (offline, no build isolation) in
     the repo's own .venv; its script lives in scripts/, so the script's folder on sys.path
     does not find the package."""
-    repo = tmp_path_factory.mktemp("installed") / "repo"
+    return installed_repo(tmp_path_factory.mktemp("installed") / "repo", TASK)
+
+
+@pytest.fixture(scope="module")
+def installed_graded(tmp_path_factory) -> Path:
+    """The same repo, its metric printed by a protected grading step that imports the
+    package too (loop/run/graders/startup/: the grader's own start-up)."""
+    return installed_repo(tmp_path_factory.mktemp("graded") / "repo", GRADED_TASK)
+
+
+def installed_repo(repo: Path, task: str) -> Path:
     (repo / "mypkg").mkdir(parents=True)
     (repo / "scripts").mkdir()
     (repo / "mypkg" / "__init__.py").write_text("from mypkg.settings import VALUE\n")
@@ -61,7 +77,7 @@ def installed(tmp_path_factory) -> Path:
     (repo / "pyproject.toml").write_text(
         '[project]\nname = "mypkg"\nversion = "0.1"\n[tool.setuptools]\npackages = ["mypkg"]\n')
     (repo / ".gitignore").write_text(".venv/\n*.egg-info/\n__pycache__/\nbuild/\n")
-    (repo / "task.yaml").write_text(TASK)
+    (repo / "task.yaml").write_text(task)
     editable_venv(repo / ".venv", repo)
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "a package and its script")
@@ -93,6 +109,17 @@ def test_an_editable_install_runs_the_candidates_package(installed, mode, value)
     assert (result.status, result.metric) == ("ok", value), result.detail
 
 
+@pytest.mark.parametrize("mode,value", [("off", 0.5), ("required", 0.25)])
+def test_a_grader_importing_the_package_gets_the_candidates(installed_graded, mode, value):
+    """The grader's start-up puts its copy after the standard library, but still before
+    site-packages and the editable install's finder: the package it imports is the
+    candidate's, from its own copy of the commit."""
+    if mode == "required":
+        require("sandbox", None if sandbox.active("auto") else "bwrap does not work here")
+    result = candidate_checked(installed_graded, mode, value)
+    assert (result.status, result.metric) == ("ok", value), result.detail
+
+
 def test_the_worktree_comes_first_and_the_tasks_path_after(tmp_path):
     """Training's path: the task folder, the checkout's root, its src/; the grader's: the
     same places in its own copy; the task's `env` PYTHONPATH last."""
@@ -113,6 +140,22 @@ def test_the_spec_of_a_run_puts_its_folder_first(tmp_path, installed):
     job = RunJob.make(1, RunKey.candidate(0), "c", "r", 0, tmp_path / "l", tmp_path / "run")
     spec = make_spec(job, task, installed, tmp_path / "grader")
     assert spec.env["PYTHONPATH"] == f"{installed}:extra"
+
+
+def test_the_graders_python_starts_with_none_of_its_copy(tmp_path, installed_graded):
+    """Every backend's spec (a slot, Ray, Slurm, check-task, finalize's re-measures):
+    the grader's PYTHONPATH is the engine's start-up folder alone, its code folders in
+    $AUTORESEARCH_GRADER_PATH, the task's protected globs beside them."""
+    from loop.setup.graders import STARTUP
+    task = load_task(installed_graded)
+    job = RunJob.make(1, RunKey.candidate(0), "c", "r", 0, tmp_path / "l", tmp_path / "run")
+    spec = make_spec(job, task, installed_graded, tmp_path / "grader")
+    assert spec.grade is not None
+    assert spec.grade.env["PYTHONPATH"] == str(STARTUP)
+    assert spec.grade.env["AUTORESEARCH_GRADER_PATH"] == f"{tmp_path / 'grader'}:extra"
+    assert spec.grade.env["AUTORESEARCH_GRADER_PROTECTED"] == "scripts/train.py"
+    assert (STARTUP / "sitecustomize.py").is_file() and len(list(STARTUP.iterdir())) == 1
+    assert spec.env["PYTHONPATH"] == f"{installed_graded}:extra"     # training: unchanged
 
 
 # -- the failure's hint (loop/run/uncommitted.py `import_line`) ----------------------------

@@ -62,7 +62,7 @@ def test_held_out_expands_home(tmp_path, monkeypatch, cache):
 
 @pytest.mark.parametrize("change, message", [
     (("grader:", "run: python train.py\ngrader:"), "give either 'run' or 'grader', not both"),
-    (("kind: lm", "kind: vision"), "grader.kind must be one of lm, got 'vision'"),
+    (("kind: lm", "kind: vision"), "grader.kind must be one of lm, predictions, got 'vision'"),
     (("script: train.py", "script: prepare.py"), "grader.script 'prepare.py' must be an "
                                                    "editable file"),
     (("script: train.py", "script: nope.py"), "grader.script 'nope.py' not found"),

@@ -12,3 +12,4 @@ _.RayBackend
 _.SlurmBackend
 _.proposal_s             # Usage.proposal_s: written by the scheduler, read through vars(usage)
 _._results_timeout_s     # submitit's own attribute, set on its job (slurm.py says why)
+_.invalidate_caches     # the grader start-up finder: importlib calls it (the finder protocol)

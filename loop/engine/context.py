@@ -128,6 +128,11 @@ class PromptContext:
                 return reason
             if "\x00" in proposal.files[rel]:
                 return f"{rel}: binary content"
+        present = self._list(base)
+        for rel in map(canonical_path, proposal.files):
+            reason = None if rel in present else self.task.check_new_path(rel, present)
+            if reason:
+                return reason
         current = self._read(base, list(proposal.files))
         if all(current.get(p) == t for p, t in proposal.files.items()):
             return "the edit changes nothing"

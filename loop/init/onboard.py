@@ -91,8 +91,9 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     plan.shape, plan.shape_line = kind.key, kind.words
     kind.apply(plan, scan, chosen)
     if plan.grader and plan.args:
-        raise InitError("init: --args: the lm grader runs the script through its handover, "
-                        "without arguments; give its settings in the script instead")
+        raise InitError(f"init: --args: the {plan.grader['kind']} grader runs the script "
+                        f"through its handover, without arguments; give its settings in the "
+                        f"script instead")
     files = {mod: code.path for mod, code in modules.items()}
     _budget(plan, src, {n: files[m] for n, m in local_names(scan).items()}, known, time_budget_s)
     model_packages(plan, src, modules, chosen)   # a package of the repo: the model, editable

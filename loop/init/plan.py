@@ -84,6 +84,13 @@ def _guess(plan: Plan, key: str) -> str:
     return f" ({'found' if g.found else 'guessed'}: {g.why}; change with {g.flags})"
 
 
+def _grader_words(grader: dict) -> str:
+    if grader["kind"] == "predictions":
+        return (f"predictions: the model's predictions for {grader['features']}() handed "
+                f"over, then {grader['eval_call']}")
+    return f"lm: {grader['eval_call']} at input shape {grader['input_shape']}"
+
+
 def describe(plan: Plan) -> list[str]:
     where = plan.root.relative_to(plan.top).as_posix() or "."
     lines = [f"init: {plan.root}",
@@ -94,8 +101,8 @@ def describe(plan: Plan) -> list[str]:
     if plan.grader:
         lines += [f"  run:        {plan.python} {plan.script}, handing its model to "
                   f"{plan.grader['eval_function']} ({plan.python_why})",
-                  f"  grader:     lm: {plan.grader['eval_call']} at input shape "
-                  f"{plan.grader['input_shape']}, on held-out {', '.join(plan.held_out)}",
+                  f"  grader:     {_grader_words(plan.grader)}, on held-out "
+                  f"{', '.join(plan.held_out)}",
                   f"  read-only:  {', '.join(plan.read_only) or 'none'} (no run may change "
                   f"what the grader reads besides the held-out data)"]
     else:

@@ -112,7 +112,7 @@ def _job(tmp: Path) -> RunJob:
 
 
 def _header(task: Task, where: str) -> str:
-    grading = "the lm grader" if task.grader else f"`{task.evaluate}`"
+    grading = f"the {task.grader.kind} grader" if task.grader else f"`{task.evaluate}`"
     return (f"check-task: {task.name}: running `{task.run}` in {where}"
             + (f", then grading with {grading}" if task.grade_command else "")
             + f" (budget {task.time_budget_s:g}s)")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from loop.run import netbridge, sandbox
 from loop.run.early_stop import StopRule
 from loop.run.process import Limits, experiment_env
-from loop.setup import flags, interpreter
+from loop.setup import flags, graders, interpreter
 from loop.words import RunKey
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ PRIVATE_ENV = "AUTORESEARCH_PRIVATE_DIR"  # the grader's held-out folder
 HELD_OUT_ENV = "AUTORESEARCH_HELD_OUT"   # _0, _1, ...: the grader's held-out paths
 READ_ONLY_ENV = "AUTORESEARCH_READ_ONLY"  # _0, _1, ...: read-only data both steps see
 NETWORK_ENV = netbridge.ENV              # the endpoints a step may reach
+GRADER_PATH_ENV = "AUTORESEARCH_GRADER_PATH"      # the grader's code folders (sitecustomize)
+GRADER_PROTECTED_ENV = "AUTORESEARCH_GRADER_PROTECTED"   # the task's protected globs
 
 
 @dataclass
@@ -163,7 +165,7 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
     `grader_folder` (made only after training); artifacts under the job's run folder."""
     env, grader_env = run_envs(task, job, job.artifacts, slot_env)
     env = code_first(env, folder, folder)
-    grader_env = code_first(grader_env, folder, grader_folder)
+    grader_env = isolated(code_first(grader_env, folder, grader_folder), task.protected)
     grade = GradeStep(task.grade_command, grader_folder, grader_env, task.grade_timeout_s) \
         if task.grade_command else None
     software = [root for command in (task.train_command, task.grade_command) if command
@@ -184,8 +186,19 @@ def grader_only(env: dict[str, str], grader_env: dict[str, str]) -> tuple[str, .
     """Existing absolute paths the grader's environment names and training's does not (the
     private data, held-out files): hidden from training, read-only to the grader. Not the
     grader's PYTHONPATH: its own copy of the code (`code_first`), nothing to hide."""
-    return tuple(v for k, v in grader_env.items() if k != "PYTHONPATH"
+    return tuple(v for k, v in grader_env.items() if k not in ("PYTHONPATH", GRADER_PATH_ENV)
                  and env.get(k) != v and v.startswith("/") and os.path.exists(v))
+
+
+def isolated(env: dict[str, str], protected: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The grading step's environment with nothing of the candidate's copy on the path while
+    its Python starts: PYTHONPATH names only the engine's start-up folder, whose
+    `sitecustomize` puts the code folders (`code_first`'s, in $AUTORESEARCH_GRADER_PATH)
+    after the standard library and imports every module the environment provides from the
+    environment (loop/run/graders/startup/sitecustomize.py). So a candidate's new
+    `statistics/`, `sitecustomize/` or `numpy.py` is never what the grader imports."""
+    return {**env, "PYTHONPATH": str(graders.STARTUP), GRADER_PATH_ENV: env.get("PYTHONPATH", ""),
+            GRADER_PROTECTED_ENV: "\n".join(protected)}
 
 
 def code_first(env: dict[str, str], folder: Path, copy: Path) -> dict[str, str]:

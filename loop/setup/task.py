@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 from loop.errors import TaskError
 from loop.setup import time_box
-from loop.setup.graders import HANDOVER, LM
+from loop.setup.graders import HAND_PREDICTIONS, HANDOVER, LM, PREDICTIONS
 from loop.setup.interpreter import resolve_command
 from loop.setup.metric import Metric, throughput_regex
 from loop.setup.schema import build, load_yaml
@@ -21,20 +22,35 @@ from loop.setup.task_checks import validate
 from loop.setup.taskfiles import TASK_FILE, list_files, matches
 from loop.untrusted import canonical_path
 
+# top-level names a new file of the task folder may not take: the grader's Python imports
+# its own (every Python since 3.10 lists its standard library's)
+SHADOWING = frozenset(sys.stdlib_module_names) | {"sitecustomize", "usercustomize"}
+MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".pyi", ".so", ".pyd")
 
+
+def importable_name(name: str, is_file: bool) -> str:
+    """The module a top-level file or folder of that name is imported as ("" for none)."""
+    if is_file:
+        suffix = next((s for s in MODULE_SUFFIXES if name.endswith(s)), "")
+        return name.split(".")[0] if suffix else ""
+    return name if name.isidentifier() else ""
 
 
 @dataclass(frozen=True)
 class Grader:
     """A protected grader the engine provides (loop/setup/graders.py); `lm`: a language model the
-    script hands over as a torch.export program, scored by protected code (docs/tasks.md)."""
+    script hands over as a torch.export program, scored by protected code; `predictions`:
+    a model's predictions for the validation rows, handed over and evaluated by protected
+    code (the evaluator shape; docs/tasks.md)."""
     kind: str
     script: str                         # the (editable) training script, run via the handover
     eval_function: str                  # protected `module.function` the script calls with
                                         # its final model as first argument
     eval_call: str                      # how the grader calls it: an expression over the
                                         # protected module's names and `model`
-    input_shape: tuple[int, ...]        # (batch, seq) the model is exported at / called with
+    input_shape: tuple[int, ...] = ()   # lm: (batch, seq) the model is exported at
+    features: str = ""                  # predictions: protected `module.function` giving
+                                        # the validation rows' features (never the labels)
     python: str = "python"              # the repo's own interpreter
 
     @property
@@ -101,6 +117,10 @@ class Task:
         if self.grader is None:
             return self.run
         g = self.grader
+        if g.kind == "predictions":
+            return (f"{g.python} {shlex.quote(str(HAND_PREDICTIONS))} --eval-function "
+                    f"{shlex.quote(g.eval_function)} --features {shlex.quote(g.features)} "
+                    f"{shlex.quote(g.script)}")
         return (f"{g.python} {shlex.quote(str(HANDOVER))} --eval-function "
                 f"{shlex.quote(g.eval_function)} --input-shape {_shape(g.input_shape)} "
                 f"{shlex.quote(g.script)}")
@@ -112,6 +132,10 @@ class Task:
             return self.evaluate
         g = self.grader
         protected = " ".join(shlex.quote(p) for p in self.protected)
+        if g.kind == "predictions":
+            return (f"{g.python} {shlex.quote(str(PREDICTIONS))} --eval-function "
+                    f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
+                    f"--features {shlex.quote(g.features)} --protected {protected}")
         return (f"{g.python} {shlex.quote(str(LM))} --eval-function "
                 f"{shlex.quote(g.eval_function)} --eval-call {shlex.quote(g.eval_call)} "
                 f"--input-shape {_shape(g.input_shape)} --metric {shlex.quote(self.metric.name)}"
@@ -166,6 +190,29 @@ class Task:
             return f"{rel}: protected file (the harness and grader may not be edited)"
         if not self.is_editable(rel):
             return f"{rel}: not an editable file (editable: {', '.join(self.editable)})"
+        name = rel.rsplit("/", 1)[-1]
+        if name == ".gitattributes":     # export-ignore, export-subst: the grader's copy
+            return f"{rel}: a .gitattributes would change the grader's copy of the commit"
+        if name.endswith(".pth"):
+            return f"{rel}: a .pth file is a start-up hook of Python, never an edit"
+        return None
+
+    @staticmethod
+    def check_new_path(rel: str, present: list[str]) -> str | None:
+        """Why an edit may not add the new file `rel` beside the files `present` in the task
+        folder, or None: a top-level name the grader's Python would import from it in place
+        of its own (docs/sandbox.md)."""
+        parts = rel.split("/")
+        tops = [parts[:1]] + ([parts[:2]] if parts[0] == "src" and len(parts) > 2 else [])
+        for top in tops:
+            name = importable_name(top[-1], is_file=len(top) == len(parts))
+            where = "/".join(top)
+            new = not any(p == where or p.startswith(where + "/") for p in present)
+            if name and new and name in SHADOWING:
+                what = "the standard library's" if name in sys.stdlib_module_names else \
+                    "Python's start-up hook"
+                return (f"{rel}: a new top-level `{name}` would shadow {what} `{name}` "
+                        f"in the grader's Python; name it otherwise")
         return None
 
 

@@ -109,8 +109,9 @@ def _validate_flags(task: Task, where: str) -> None:
     if Path(rel).is_absolute() or ".." in Path(rel).parts or not rel.endswith((".yaml", ".yml")):
         raise TaskError(f"{where}: flags: '{rel}' must be a .yaml file inside the task folder")
     if task.grader is not None:
-        raise TaskError(f"{where}: flags: the lm grader runs the script through its handover, "
-                        f"without arguments; give its settings in the script instead")
+        raise TaskError(f"{where}: flags: the {task.grader.kind} grader runs the script "
+                        f"through its handover, without arguments; give its settings in the "
+                        f"script instead")
     if not task.is_editable(rel) or task.is_protected(rel):
         raise TaskError(f"{where}: flags: {rel} must be editable (list it under `editable`): "
                         f"it holds the settings a search changes")
@@ -183,16 +184,7 @@ def _validate_grader(task: Task, where: str, files: list[str]) -> None:
     if not task.is_editable(g.script):
         raise TaskError(f"{where}: grader.script '{g.script}' must be an editable file (it is "
                         f"the training script)")
-    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*", g.eval_function):
-        raise TaskError(f"{where}: grader.eval_function must be module.function, got "
-                        f"'{g.eval_function}'")
-    module_file = g.module.replace(".", "/") + ".py"
-    if module_file not in files:
-        raise TaskError(f"{where}: grader.eval_function: module file '{module_file}' not "
-                        f"found in {task.root}")
-    if not task.is_protected(module_file):
-        raise TaskError(f"{where}: grader.eval_function lives in '{module_file}', which is "
-                        f"not protected: the evaluation must be a protected file")
+    _protected_function(task, files, where, "eval_function", g.eval_function)
     try:
         compile(g.eval_call, "eval_call", "eval")
     except SyntaxError as exc:
@@ -200,9 +192,35 @@ def _validate_grader(task: Task, where: str, files: list[str]) -> None:
                         f"{exc.msg}") from None
     if not re.search(r"\bmodel\b", g.eval_call):
         raise TaskError(f"{where}: grader.eval_call must pass `model` (the graded model)")
+    if g.kind == "predictions":
+        if not g.features:
+            raise TaskError(f"{where}: grader.features is missing: the protected function "
+                            f"giving the validation rows the model predicts")
+        _protected_function(task, files, where, "features", g.features)
+        if g.input_shape:
+            raise TaskError(f"{where}: grader.input_shape belongs to kind lm")
+        return
+    if g.features:
+        raise TaskError(f"{where}: grader.features belongs to kind predictions")
+    if not g.input_shape:
+        raise TaskError(f"{where}: grader: missing required key 'input_shape' (kind lm: the "
+                        f"[batch, seq] the model is exported at)")
     if len(g.input_shape) != 2 or min(g.input_shape) < 1:
         raise TaskError(f"{where}: grader.input_shape must be [batch, seq] of positive "
                         f"integers, got {list(g.input_shape)}")
+
+
+def _protected_function(task, files: list[str], where: str, key: str, name: str) -> None:
+    """`name` (grader.`key`) is module.function of a protected file of the task folder."""
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*", name):
+        raise TaskError(f"{where}: grader.{key} must be module.function, got '{name}'")
+    module_file = name.rpartition(".")[0].replace(".", "/") + ".py"
+    if module_file not in files:
+        raise TaskError(f"{where}: grader.{key}: module file '{module_file}' not "
+                        f"found in {task.root}")
+    if not task.is_protected(module_file):
+        raise TaskError(f"{where}: grader.{key} lives in '{module_file}', which is "
+                        f"not protected: the evaluation must be a protected file")
 
 
 def _outside_the_task(task: Task, key: str, where: str, overlap_hint: str) -> None:

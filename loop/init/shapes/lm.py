@@ -125,25 +125,7 @@ print("@@probe " + json.dumps(out))
 def _held_out(plan: Plan, mod: str) -> str:
     """The validation file the protected module reads: imported with the repo's own
     interpreter (its data paths are often computed: a cache folder, an env variable)."""
-    from loop.errors import TaskError
-    from loop.setup.interpreter import argv
-    try:        # the interpreter a run gets: `uv run python` is the .venv, never a sync
-        cmd = [*argv(plan.python, plan.root), "-c", PROBE, mod]
-    except TaskError as exc:        # it says `init: python: ...` itself
-        raise InitError(str(exc)) from None
-    try:
-        done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise InitError(f"init: `{cmd[0]}` not found: this repo runs with `{plan.python}` "
-                        f"({plan.python_why}); install it, or run init where it is") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InitError(f"init: could not import {mod}.py with `{plan.python}`: {exc}") from None
-    line = next((s for s in done.stdout.splitlines() if s.startswith("@@probe ")), None)
-    if done.returncode != 0 or line is None:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InitError(f"init: could not import {mod}.py with `{plan.python}` to find its "
-                        f"validation data: {last}")
-    values = json.loads(line[len("@@probe "):])
+    values = probe_values(plan, mod)
     strings = {k: v for k, v in values.items() if isinstance(v, str)}
     dirs = [Path(v).expanduser() for k, v in strings.items() if k.endswith(("_DIR", "_PATH"))
             and Path(v).expanduser().is_dir()]
@@ -169,6 +151,30 @@ def _held_out(plan: Plan, mod: str) -> str:
     plan.read_only = [_home_relative(d) for d in data
                       if not any(d in o.parents for o in data) and plan.top not in d.parents]
     return _home_relative(path)
+
+
+def probe_values(plan: Plan, mod: str) -> dict:
+    """The protected module's UPPER_CASE strings and numbers, as the repo's own interpreter
+    computes them on import (protected code, at init time, in a subprocess)."""
+    from loop.errors import TaskError
+    from loop.setup.interpreter import argv
+    try:        # the interpreter a run gets: `uv run python` is the .venv, never a sync
+        cmd = [*argv(plan.python, plan.root), "-c", PROBE, mod]
+    except TaskError as exc:        # it says `init: python: ...` itself
+        raise InitError(str(exc)) from None
+    try:
+        done = subprocess.run(cmd, cwd=plan.root, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise InitError(f"init: `{cmd[0]}` not found: this repo runs with `{plan.python}` "
+                        f"({plan.python_why}); install it, or run init where it is") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InitError(f"init: could not import {mod}.py with `{plan.python}`: {exc}") from None
+    line = next((s for s in done.stdout.splitlines() if s.startswith("@@probe ")), None)
+    if done.returncode != 0 or line is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InitError(f"init: could not import {mod}.py with `{plan.python}` to find its "
+                        f"validation data: {last}")
+    return json.loads(line[len("@@probe "):])
 
 
 def _home_relative(path: Path) -> str:

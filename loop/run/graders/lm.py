@@ -353,8 +353,13 @@ def main(argv: list[str]) -> None:
     except (ValueError, AssertionError):
         fail(EXIT_ERROR, f"--input-shape must be BATCHxSEQ, got '{opts.input_shape}'")
     folder = os.getcwd()
-    sys.path[0] = folder                     # the task's protected modules, not this folder
-    sys.meta_path.insert(0, ProtectedOnly(folder, opts.protected))
+    # the task's protected modules, not this folder; where the engine's start-up
+    # (graders/startup/sitecustomize.py) put the folder after the standard library, there
+    del sys.path[0]
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    after = [i + 1 for i, f in enumerate(sys.meta_path) if type(f).__name__ == "EnvironmentFirst"]
+    sys.meta_path.insert(after[0] if after else 0, ProtectedOnly(folder, opts.protected))
 
     import torch
     torch.set_num_threads(_threads())
