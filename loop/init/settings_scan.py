@@ -13,7 +13,7 @@ import math
 import re
 import shlex
 
-from loop.init import cli_scan
+from loop.init import cli_scan, hydra_scan
 from loop.setup import settings
 from loop.setup.code_scan import Script
 from loop.setup.flags import SEED_VALUE
@@ -25,6 +25,9 @@ from loop.setup.search_space import SEED, SETTING, constants, number
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
                          r"workers|port|every|freq|frequency|rank|world|"
                          r"nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
+# gradient accumulation (`GRADIENT_ACCUMULATE_EVERY`) sets the effective batch: trained, not
+# a cadence, though its name says "every"
+ACCUMULATION = re.compile(r"ACCUM", re.I)
 # the training's length: the time box bounds a run already, and a search that lengthens it
 # proposes longer and longer runs until one is killed (max_iters, epochs, num_steps)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
@@ -32,6 +35,14 @@ LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
+
+
+def is_cadence(name: str) -> bool:
+    """Logging, checkpointing or evaluation cadence, or the training's length (a key path's
+    last part, `training.max_epochs`): not searched."""
+    leaf = name.rpartition(".")[2]
+    return bool(BOOKKEEPING.search(name) and not ACCUMULATION.search(leaf)
+                or LENGTH.search(leaf))
 
 
 def search_space(plan: Plan, src: Script, known: dict) -> None:
@@ -46,7 +57,7 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
     seeds = [n for n in values if SEED.search(n)]
-    cadence = [n for n in values if BOOKKEEPING.search(n) or LENGTH.search(n)]
+    cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
     texts = _sources(src.source, lowercase)
@@ -167,7 +178,7 @@ def with_config(plan: Plan, config: Script) -> None:
         if name in plan.skipped:
             continue
         spec = _dim_spec(name, values[name], texts.get(name, "")) if first and not (
-            SEED.search(name) or BOOKKEEPING.search(name) or LENGTH.search(name)) else None
+            SEED.search(name) or is_cadence(name)) else None
         if spec:
             plan.space[name] = spec
         elif not first:
@@ -192,6 +203,8 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     it overrides the same name in the script or its config file, which then leaves the space.
     A seed flag gets each run's own seed; a module-level constant that is only a flag's
     default leaves the space (the flag decides the value)."""
+    if with_hydra(plan, scripts[0]):
+        return
     found = [f for src in scripts for f in cli_scan.flags(src)]
     given = _given(plan)
     known = {f.name for f in found}
@@ -221,7 +234,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         if f.name in values and values[f.name] == SEED_VALUE:
             continue
         plan.space.pop(f.dest, None)                # the flag, last, decides the value
-        if BOOKKEEPING.search(f.name) or LENGTH.search(f.name):
+        if is_cadence(f.name):
             plan.skipped.append(f"--{f.name}")
             continue
         spec = ({"choices": list(f.choices)} if f.choices else
@@ -233,6 +246,43 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         plan.notes.append(f"--args sets {', '.join(overriding)} as --key=value: last on the "
                           f"command line, they override the script's and its config file's "
                           f"values, so {FLAGS_FILE} passes them and the search moves them there")
+
+
+def with_hydra(plan: Plan, src: Script) -> bool:
+    """A Hydra app (`@hydra.main`, loop/init/hydra_scan.py): the numeric keys of its composed
+    config are its settings, named by their key path (`training.batch_size`). Those a search
+    may move, and a seed, go into the flags file in the `hydra` style: each run is given
+    them as overrides (`training.batch_size=16`), which win over every config file, so a
+    searched value takes effect where the run reads it. True when `src` is a Hydra app."""
+    found = hydra_scan.app(plan.root, src)
+    if found is None:
+        return False
+    given = {w.partition("=")[0]: w.partition("=")[2]
+             for w in (shlex.split(plan.args) if plan.args else [])
+             if re.fullmatch(r"[A-Za-z_][\w.]*=\S+", w)}        # overrides among --args
+    values = {**found.values, **{k: v for k, v in given.items() if _is_number(v)}}
+    flags: dict[str, str] = {}
+    left_out = []
+    for key, text in values.items():
+        leaf = key.rpartition(".")[2]
+        if SEED.search(leaf):
+            flags[key] = SEED_VALUE
+        elif is_cadence(key):
+            left_out.append(key)
+        else:
+            spec = _dim_spec(leaf, number(text), text)
+            if spec:
+                plan.space[key] = spec
+                flags[key] = settings.written("yaml", text)
+    plan.skipped += left_out
+    plan.flags_file, plan.flags, plan.flags_how = FLAGS_FILE, flags, "hydra"
+    plan.editable.append(FLAGS_FILE)
+    plan.args = " ".join(shlex.quote(w) for w in shlex.split(plan.args or "")
+                         if w.partition("=")[0] not in flags)
+    plan.notes.append(f"{plan.script} is a Hydra app: its config {found.primary} composes "
+                      f"{', '.join(found.files)}; {FLAGS_FILE} passes the searched keys and "
+                      f"the seed as overrides (key=value), which win over those files")
+    return True
 
 
 def _text(value: object) -> str:
@@ -304,7 +354,7 @@ def with_config_files(plan: Plan, scripts: list[Script]) -> None:
         moved = []
         for s in found:
             leaf = s.name.rpartition(".")[2]
-            if SEED.search(leaf) or BOOKKEEPING.search(s.name) or LENGTH.search(leaf):
+            if SEED.search(leaf) or is_cadence(s.name):
                 plan.skipped.append(s.name)
                 continue
             spec = _dim_spec(leaf, number(s.text), s.text)
