@@ -217,10 +217,10 @@ def task_yaml(plan: Plan) -> str:
 
 
 def flags_yaml(plan: Plan) -> str:
+    each = "name=value (a Hydra override)" if plan.flags_how == "hydra" else "--name=value"
     lines = [f"# The command-line flags `autoresearch run` passes to {plan.script} (task.yaml "
              f"`flags`): each line",
-             f"# becomes {'name=value (a Hydra override)' if plan.flags_how == 'hydra' else '--name=value'}"
-             f" after the run command, read from the candidate's commit.",
+             f"# becomes {each} after the run command, read from the candidate's commit.",
              f"# Written by `autoresearch init` from {plan.script}'s {plan.flags_how} defaults; "
              f"a search changes them here."]
     for name, value in plan.flags.items():

@@ -13,7 +13,7 @@ import math
 import re
 import shlex
 
-from loop.init import cli_scan, hydra_scan
+from loop.init import cli_scan, hydra_scan, measurement
 from loop.setup import settings
 from loop.setup.code_scan import Script
 from loop.setup.flags import SEED_VALUE
@@ -29,9 +29,10 @@ BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|i
 # a cadence, though its name says "every"
 ACCUMULATION = re.compile(r"ACCUM", re.I)
 # the training's length: the time box bounds a run already, and a search that lengthens it
-# proposes longer and longer runs until one is killed (max_iters, epochs, num_steps)
+# proposes longer and longer runs until one is killed (max_iters, epochs, num_steps,
+# NUM_BATCHES)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
-                    r"updates)$", re.I)
+                    r"updates|batches)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
@@ -72,7 +73,123 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     for cond in plan.conditions:
         first = next(n for n in space if re.search(rf"\b{n}\b", cond))
         space[first].setdefault("requires", []).append(cond)
+    space.update(_literal_settings(plan, src))
     plan.space = space
+
+
+# keywords that are plumbing, not settings: axes, defaults, indices, shapes, devices, workers
+PLUMBING = re.compile(r"^(dim|axis|axes|keepdim|default|ignore_index|padding_idx|index|start|"
+                      r"end|stop|step|ndigits|decimals|size|shape|dtype|device|n_jobs|"
+                      r"num_workers|verbose|verbosity|indent|nargs|figsize|dpi|fontsize|level|"
+                      r"flush|mininterval|maxinterval|ncols|position|total|num_classes|"
+                      r"n_classes|in_features|out_features|in_channels|out_channels|"
+                      r"num_embeddings|vocab_size|num_tokens|timeout|port|precision)$", re.I)
+# calls whose keyword numbers are no settings (tensor shapes, printing, argparse's defaults)
+NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "getenv", "range",
+                "tqdm", "trange", "zeros", "ones", "empty", "full", "arange", "linspace",
+                "randn", "rand", "randint", "normal", "reshape", "view", "figure", "subplots",
+                "plot", "savefig", "scatter", "hist", "set_defaults", "Field", "field", "sleep",
+                "isclose", "allclose", "seed", "manual_seed", "exit", "tensor", "topk",
+                "softmax", "log_softmax", "argmax", "cat", "stack", "sum", "mean", "max",
+                "min", "split", "chunk", "clamp", "to", "cuda", "basicConfig", "info", "debug",
+                "warning", "generate", "sample", "item", "unsqueeze", "squeeze", "permute",
+                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial"}
+
+
+def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
+    """Dict-literal keys (`params.learning_rate`) and literal numeric keyword arguments
+    (`LogisticRegression.C`, `AdamW.lr`) of the script, where much real code keeps its
+    settings (loop/setup/settings.py): seeds, cadence, length and plumbing left out."""
+    out: dict[str, dict] = {}
+    for s in settings.find(plan.script, src.source):
+        if s.kind not in ("dict", "kwarg"):
+            continue
+        parts = s.name.split(".")
+        key = parts[-2] if parts[-1].isdigit() else parts[-1]      # AdamW.betas.0: betas
+        if s.kind == "kwarg" and (parts[0] in NOT_SETTINGS or PLUMBING.search(key)):
+            continue
+        if SEED.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
+            plan.skipped.append(s.name)
+            continue
+        try:
+            value = number(s.text)
+        except ValueError:
+            continue
+        spec = _dim_spec(s.name if parts[-1].isdigit() else key, value, s.text)
+        if spec:
+            out[s.name] = spec
+    return out
+
+
+def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
+                        known: dict) -> None:
+    """No setting that changes what the metric measures is searched (loop/init/
+    measurement.py): the settings the metric's computation reads, and those that only feed
+    output the metric never reads, leave the space, named with why; the limits the code
+    asserts bound the ranges of the rest. A metric the lm grader computes is measured with
+    the grader's own settings: nothing to leave out. Where the script does not compute the
+    metric it prints, a note says this could not be read."""
+    if plan.grader or not plan.space:
+        return
+    found = measurement.measured(src, modules, plan.metric)
+    if found is None:
+        plan.notes.append(f"whether a searched setting changes what {plan.metric} measures "
+                          f"could not be read ({plan.script} does not compute the "
+                          f"{plan.metric} it reports): check that search_space leaves out "
+                          f"the settings that size the validation data and the evaluation")
+        return
+    literal_at = {s.name: _line_col(src.source, s.start)
+                  for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
+    for name in list(plan.space):
+        dest = name.replace("-", "_")
+        if found.reads(dest, literal_at.get(name)):
+            plan.space.pop(name)
+            plan.skipped.append(f"{name} ({measurement.reason(name)})")
+    module_level = {n for n in plan.space if n in src.assigns()}
+    for name in sorted(measurement.output_only(src, module_level,
+                                               measurement.metric_expr(src, plan.metric))):
+        plan.space.pop(name)
+        plan.skipped.append(f"{name} (only feeds output {plan.metric} never reads)")
+    limits = measurement.asserted_limits(src, modules, set(plan.space), known)
+    for name, bounds in limits.items():
+        spec = _within(plan.space[name], bounds)
+        if spec is None:
+            plan.space.pop(name)
+            plan.skipped.append(f"{name} (its value is at the limit the code asserts)")
+        else:
+            plan.space[name] = spec
+
+
+def _line_col(text: str, start: int) -> tuple[int, int]:
+    """An index into `text` as `ast` places a node: (line, UTF-8 column)."""
+    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+    return text.count("\n", 0, start) + 1, len(text[line_start:start].encode())
+
+
+def _within(spec: dict, bounds: list[tuple[str, float]]) -> dict | None:
+    """`spec` narrowed to the asserted bounds (an integer bound `< b` is `<= b - 1`); None
+    when nothing of it is left."""
+    spec = dict(spec)
+    integer = "pow2" in spec or spec.get("integer", False)
+    hi = min((b - 1 if integer and op == "<" else b for op, b in bounds if op in ("<", "<=")),
+             default=math.inf)
+    lo = max((b + 1 if integer and op == ">" else b for op, b in bounds if op in (">", ">=")),
+             default=-math.inf)
+    if "pow2" in spec:
+        a, b = spec["pow2"]
+        while b >= a and 2 ** b > hi:
+            b -= 1
+        while a <= b and 2 ** a < lo:
+            a += 1
+        return {**spec, "pow2": [a, b]} if a < b else None
+    kind = "range" if "range" in spec else "log_range" if "log_range" in spec else ""
+    if not kind:
+        return spec
+    a, b = spec[kind]
+    a, b = max(a, lo), min(b, hi)
+    if integer:
+        a, b = int(math.ceil(a)), int(math.floor(b))
+    return {**spec, kind: [a, b]} if a < b else None
 
 
 def explain_empty(plan: Plan) -> None:
