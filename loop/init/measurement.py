@@ -39,21 +39,38 @@ PASS_THROUGH = (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Attribute,
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "len", "sum"}
 
 
+# names of the validation side: its data, loaders, splits and the function that evaluates
+VALIDATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluate|evaluation|dev|holdout|"
+                        r"estimate)", re.I)
+# names that size data or an evaluation, or tune a metric (a threshold)
+SIZING = re.compile(r"batch|seq|block|context|ctx|_len|len_|^len|eval|split|test|sample|"
+                    r"thresh|cutoff|window|horizon", re.I)
+
+
 @dataclass
 class Measurement:
-    """What the metric's computation reads."""
-    names: set[str] = field(default_factory=set)        # module-level names it reaches
-    chains: set[str] = field(default_factory=set)       # attribute paths: args.bs, cfg.a.b
-    nodes: set[tuple[int, int]] = field(default_factory=set)   # (line, col) of nodes it reads
+    """What the metric's computation reads, each with whether it was reached through the
+    validation side (a name such as val_loader, X_test, estimate_loss on the way)."""
+    names: dict[str, bool] = field(default_factory=dict)     # module-level names it reaches
+    chains: dict[str, bool] = field(default_factory=dict)    # attribute paths: args.bs, cfg.a.b
+    nodes: dict[tuple[int, int], bool] = field(default_factory=dict)  # (line, col) it reads
 
-    def reads(self, name: str, start: tuple[int, int] | None = None) -> bool:
+    def reads(self, name: str, start: tuple[int, int] | None = None) -> bool | None:
         """Whether the metric's computation reads setting `name` (a module-level name, a
-        flag's dest, a config key path) or, with `start`, the literal written there."""
-        if start is not None and start in self.nodes:
-            return True
-        if name in self.names:
-            return True
-        return any(c == name or c.endswith("." + name) for c in self.chains)
+        flag's dest, a config key path) or, with `start`, the literal written there: None
+        when it does not, else whether it was reached through the validation side."""
+        found = [v for v in (self.nodes.get(start) if start else None, self.names.get(name),
+                             *(v for c, v in self.chains.items()
+                               if c == name or c.endswith("." + name)))
+                 if v is not None]
+        return any(found) if found else None
+
+    def changes_measure(self, name: str, start: tuple[int, int] | None = None) -> bool:
+        """A setting the metric's computation reads through the validation side, or whose
+        name says it sizes data or the evaluation: it changes what the metric measures (a
+        toy loss formula that reads a learning rate directly does not make it one)."""
+        via = self.reads(name, start)
+        return via is not None and (via or bool(SIZING.search(name.rpartition(".")[2])))
 
 
 def reason(name: str) -> str:
@@ -95,11 +112,11 @@ class _Slicer:
                         for child in ast.iter_child_nodes(node)}
         self.trained = _trained(src.tree)
         self.out = Measurement()
-        self.done: set[tuple[int, str]] = set()
+        self.done: set[tuple[int, str, bool]] = set()
         self.entered: set[str] = set()
 
     def run(self, expr: ast.expr) -> Measurement:
-        self.expr(expr, self._scope(expr))
+        self.expr(expr, self._scope(expr), False)
         return self.out
 
     def _scope(self, node: ast.AST) -> ast.AST:
@@ -110,48 +127,53 @@ class _Slicer:
                 return node
         return self.src.tree
 
-    def expr(self, expr: ast.AST, scope: ast.AST) -> None:
+    def expr(self, expr: ast.AST, scope: ast.AST, val: bool) -> None:
+        """Visit what `expr` reads; `val`: reached through the validation side."""
         for node in ast.walk(expr):
             if hasattr(node, "lineno"):
-                self.out.nodes.add((node.lineno, node.col_offset))
+                at = (node.lineno, node.col_offset)
+                self.out.nodes[at] = self.out.nodes.get(at, False) or val
             if isinstance(node, (ast.Attribute, ast.Subscript)):
                 chain = _chain(node)
                 if chain:
-                    self.out.chains.add(chain)
+                    self.out.chains[chain] = self.out.chains.get(chain, False) or val
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.name(node.id, scope, getattr(node, "lineno", 0))
+                self.name(node.id, scope, getattr(node, "lineno", 0), val)
             if isinstance(node, ast.Call):
                 called = _called(node)
                 func = self.functions.get(called)
-                if func is not None and called not in self.entered:
-                    self.entered.add(called)
+                key = f"{called}:{val}"
+                if func is not None and key not in self.entered:
+                    self.entered.add(key)
+                    inside = val or bool(VALIDATION.search(called))
                     for ret in ast.walk(func):
                         if isinstance(ret, ast.Return) and ret.value is not None:
-                            self.expr(ret.value, func)
+                            self.expr(ret.value, func, inside)
 
-    def name(self, name: str, scope: ast.AST, line: int) -> None:
-        if name in self.trained or (id(scope), name) in self.done:
+    def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
+        val = val or bool(VALIDATION.search(name))
+        if name in self.trained or (id(scope), name, val) in self.done:
             return
-        self.done.add((id(scope), name))
+        self.done.add((id(scope), name, val))
         defs = _defs(scope, name)
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args,
                                       *scope.args.kwonlyargs)]
             if name in params:
-                self._call_sites(scope, params.index(name), name)
+                self._call_sites(scope, params.index(name), name, val)
                 return
             if not defs:                                  # a global the function reads
-                self.name(name, self.src.tree, 10 ** 9)
+                self.name(name, self.src.tree, 10 ** 9, val)
                 return
         if scope is self.src.tree and defs:
-            self.out.names.add(name)
+            self.out.names[name] = self.out.names.get(name, False) or val
         before = [d for d in defs if d[0] <= line] or defs
         last = max((i for i, d in enumerate(before) if not d[2]), default=0)
         for _, value, _ in before[last:]:
             if value is not None:
-                self.expr(value, scope)
+                self.expr(value, scope, val)
 
-    def _call_sites(self, func: ast.AST, index: int, param: str) -> None:
+    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> None:
         name = getattr(func, "name", "")
         for node in ast.walk(self.src.tree):
             if isinstance(node, ast.Call) and _called(node) == name:
@@ -159,7 +181,7 @@ class _Slicer:
                 if arg is None and index < len(node.args):
                     arg = node.args[index]
                 if arg is not None:
-                    self.expr(arg, self._scope(node))
+                    self.expr(arg, self._scope(node), val)
 
 
 def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
@@ -278,7 +300,7 @@ def _ends_in_output(use: ast.AST, parents: dict, metric_nodes: set, target_only)
             return False
         if isinstance(parent, ast.Call) and node is not parent.func:
             called = _called(parent)
-            if OUTPUT_CALL.search(called):
+            if OUTPUT_CALL.search(called) and not _is_math(parent):
                 return not any(id(n) in metric_nodes for n in ast.walk(parent))
             if called not in PURE_CALLS:
                 return False
@@ -290,6 +312,16 @@ def _ends_in_output(use: ast.AST, parents: dict, metric_nodes: set, target_only)
         elif isinstance(parent, ast.Call) or not isinstance(parent, PASS_THROUGH):
             return False
         node = parent
+
+
+MATH_MODULES = {"math", "np", "numpy", "torch", "jnp", "F", "tf", "cmath", "scipy"}
+
+
+def _is_math(call: ast.Call) -> bool:
+    """`math.log(x)`, `np.log(x)`: arithmetic, not a log line."""
+    f = call.func
+    return _called(call) == "log" and not (isinstance(f, ast.Attribute) and isinstance(
+        f.value, ast.Name) and f.value.id not in MATH_MODULES)
 
 
 # -- limits the code asserts ---------------------------------------------------------------------

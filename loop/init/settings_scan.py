@@ -142,7 +142,7 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
                   for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
     for name in list(plan.space):
         dest = name.replace("-", "_")
-        if found.reads(dest, literal_at.get(name)):
+        if found.changes_measure(dest, literal_at.get(name)):
             plan.space.pop(name)
             plan.skipped.append(f"{name} ({measurement.reason(name)})")
     module_level = {n for n in plan.space if n in src.assigns()}
