@@ -151,3 +151,52 @@ def test_click_and_fire_flags():
     assert click == {"lr": 0.01, "layers": 3}
     fire = {f.name: f.default for f in cli_scan.flags(Script("f.py", FIRE)) if f.numeric}
     assert fire == {"lr": 3e-4, "epochs": 10, "wd": 0.1}
+
+
+LITERALS_PY = """\
+import torch
+from sklearn.linear_model import LogisticRegression
+
+LR = 3e-4
+params = {"learning_rate": 0.05, "num_leaves": 31, "objective": "binary",
+          "tree": {"max_depth": -1}}
+xgb_params = dict(eta=0.3, max_depth=6)
+clf = LogisticRegression(max_iter=1000, C=1.0)   # the regularization, inverse
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95))
+clf2 = LogisticRegression(max_iter=50)           # a second call: not a setting
+"""
+
+
+def test_dict_keys_and_keyword_arguments_are_settings_of_a_python_file():
+    found = {s.name: (s.text, s.kind) for s in settings.find("train.py", LITERALS_PY)}
+    assert found == {
+        "LR": ("3e-4", "constant"),
+        "params.learning_rate": ("0.05", "dict"), "params.num_leaves": ("31", "dict"),
+        "params.tree.max_depth": ("-1", "dict"),
+        "xgb_params.eta": ("0.3", "dict"), "xgb_params.max_depth": ("6", "dict"),
+        "LogisticRegression.max_iter": ("1000", "kwarg"), "LogisticRegression.C": ("1.0", "kwarg"),
+        "AdamW.lr": ("3e-4", "kwarg"), "AdamW.weight_decay": ("0.1", "kwarg"),
+        "AdamW.betas.0": ("0.9", "kwarg"), "AdamW.betas.1": ("0.95", "kwarg")}
+
+
+@pytest.mark.parametrize("name, new, line", [
+    ("params.num_leaves", "63", '"num_leaves": 63,'),
+    ("params.tree.max_depth", "8", '"tree": {"max_depth": 8}}'),
+    ("xgb_params.eta", "0.1", "dict(eta=0.1, max_depth=6)"),
+    ("LogisticRegression.C", "0.25", "LogisticRegression(max_iter=1000, C=0.25)   # the"),
+    ("AdamW.betas.1", "0.99", "betas=(0.9, 0.99))"),
+])
+def test_a_literal_setting_is_rewritten_in_place_and_the_file_still_runs_as_python(name, new,
+                                                                                    line):
+    out = settings.write(LITERALS_PY, "train.py", name, new)
+    assert out is not None and line in out
+    compile(out, "train.py", "exec")
+    assert {s.name: s.text for s in settings.find("train.py", out)}[name] == new
+    # only that value changed
+    changed = [(a, b) for a, b in zip(LITERALS_PY.splitlines(), out.splitlines()) if a != b]
+    assert len(changed) == 1 and line in changed[0][1]
+
+
+def test_a_candidate_that_does_not_parse_keeps_its_constants_only():
+    broken = LITERALS_PY + "def oops(:\n"
+    assert [s.name for s in settings.find("train.py", broken)] == ["LR"]
