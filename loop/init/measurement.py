@@ -192,8 +192,9 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if name in _stored(t):
-                    out.append((node.lineno, node.value, isinstance(t, ast.Subscript)))
+                for part, value in _pairs(t, node.value):      # `a, b = x, y`: a from x
+                    if name in _stored(part):
+                        out.append((node.lineno, value, isinstance(part, ast.Subscript)))
         elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
             out.append((node.lineno, node.value, True))
         elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
@@ -205,6 +206,16 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
         elif isinstance(node, ast.comprehension) and name in _stored(node.target):
             out.append((getattr(node.iter, "lineno", 0), node.iter, False))
     return sorted(out, key=lambda d: d[0])
+
+
+def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """An assignment's target parts with the values they get, element by element where a
+    tuple is unpacked from a tuple of the same length."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts) \
+            and not any(isinstance(e, ast.Starred) for e in target.elts):
+        return [p for t, v in zip(target.elts, value.elts) for p in _pairs(t, v)]
+    return [(target, value)]
 
 
 def _own_nodes(scope: ast.AST):

@@ -24,7 +24,8 @@ from loop.setup.search_space import SEED, SETTING, constants, number
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
                          r"workers|port|every|freq|frequency|rank|world|"
-                         r"nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
+                         r"threads|plot|display|val|valid|test)([_.-]|$)|(^|[_.-])(num_?|n)nodes$",
+                         re.I)
 # gradient accumulation (`GRADIENT_ACCUMULATE_EVERY`) sets the effective batch: trained, not
 # a cadence, though its name says "every"
 ACCUMULATION = re.compile(r"ACCUM", re.I)
