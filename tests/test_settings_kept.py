@@ -145,3 +145,7 @@ def test_dict_and_keyword_argument_settings_are_found_and_searched(tmp_path, mlf
     changed = [line for line in diff.splitlines()
                if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
     assert 2 <= len(changed) <= 4, diff        # the settings' own lines, nothing else
+
+    night(repo, "t", "tune", iterations=2)     # tune writes whole points of the same space
+    for row in rows(repo, "t")[1:]:
+        assert re.search(r"Set (params\.\w+|LogisticRegression\.C) to .* in train\.py", row), row

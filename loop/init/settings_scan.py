@@ -84,7 +84,8 @@ PLUMBING = re.compile(r"^(dim|axis|axes|keepdim|default|ignore_index|padding_idx
                       r"num_workers|verbose|verbosity|indent|nargs|figsize|dpi|fontsize|level|"
                       r"flush|mininterval|maxinterval|ncols|position|total|num_classes|"
                       r"n_classes|in_features|out_features|in_channels|out_channels|"
-                      r"num_embeddings|vocab_size|num_tokens|timeout|port|precision)$", re.I)
+                      r"num_embeddings|vocab_size|num_tokens|timeout|port|precision|mean)$",
+                      re.I)
 # calls whose keyword numbers are no settings (tensor shapes, printing, argparse's defaults)
 NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "getenv", "range",
                 "tqdm", "trange", "zeros", "ones", "empty", "full", "arange", "linspace",
