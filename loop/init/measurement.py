@@ -130,7 +130,7 @@ class _Slicer:
     def expr(self, expr: ast.AST, scope: ast.AST, val: bool) -> None:
         """Visit what `expr` reads; `val`: reached through the validation side."""
         for node in ast.walk(expr):
-            if hasattr(node, "lineno"):
+            if isinstance(node, (ast.expr, ast.stmt)):
                 at = (node.lineno, node.col_offset)
                 self.out.nodes[at] = self.out.nodes.get(at, False) or val
             if isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -348,7 +348,7 @@ def asserted_limits(src: Script, modules: list[Script], names: set[str],
     the script's own literals give)."""
     values = {**known, **src.literals()}
     receivers: dict[tuple[str, str], set[str]] = {}     # (function, param) -> settings
-    functions = {}
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for script in [*modules, src]:
         for node in ast.walk(script.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -379,25 +379,23 @@ def asserted_limits(src: Script, modules: list[Script], names: set[str],
         if isinstance(expr, ast.Name) and isinstance(values.get(expr.id), (int, float)):
             return float(values[expr.id])  # type: ignore[arg-type]
         return None
-    scripts = [*modules, src]
-    for script in scripts:
-        for func in [script.tree, *functions.values()]:
-            for node in _own_nodes(func):
-                if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
-                        and len(node.test.ops) == 1 and type(node.test.ops[0]) in _FLIP):
+    scopes: list[ast.AST] = [src.tree, *functions.values()]   # module level: the script's
+    for scope in scopes:
+        for node in _own_nodes(scope):
+            if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
+                    and len(node.test.ops) == 1 and type(node.test.ops[0]) in _FLIP):
+                continue
+            left, op = node.test.left, type(node.test.ops[0])
+            right = node.test.comparators[0]
+            for side, limit, kind in ((left, right, op), (right, left, _FLIP[op])):
+                b = bound(limit)
+                if b is None or not isinstance(side, (ast.Name, ast.Attribute)):
                     continue
-                left, op = node.test.left, type(node.test.ops[0])
-                right = node.test.comparators[0]
-                for side, limit, kind in ((left, right, op), (right, left, _FLIP[op])):
-                    b = bound(limit)
-                    if b is None or not isinstance(side, (ast.Name, ast.Attribute)):
-                        continue
-                    ident = side.id if isinstance(side, ast.Name) else side.attr
-                    fname = getattr(func, "name", "")
-                    tied = ({ident} & names if func is src.tree else set()) | \
-                        receivers.get((fname, ident), set())
-                    for setting in tied:
-                        text = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}[kind]
-                        if (text, b) not in out.get(setting, []):
-                            out.setdefault(setting, []).append((text, b))
+                ident = side.id if isinstance(side, ast.Name) else side.attr
+                tied = ({ident} & names if scope is src.tree else set()) | \
+                    receivers.get((getattr(scope, "name", ""), ident), set())
+                for setting in tied:
+                    text = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}[kind]
+                    if (text, b) not in out.get(setting, []):
+                        out.setdefault(setting, []).append((text, b))
     return out
