@@ -85,6 +85,19 @@ def test_flags_file_to_command_line_through_a_real_shell():
                                    "--seed=1007"])
 
 
+def test_a_hydra_flags_file_is_overrides_through_a_real_shell():
+    text = "training.lr: 0.001\nmodel.name: a b\ntraining.amp: true\nuse_cuda: false\n" \
+           "skip: null\nseed: $AUTORESEARCH_SEED\n"
+    suffix = flags.argv(flags.read(text, "f.yaml"), flags.HYDRA)
+    printed = subprocess.run(
+        ["/bin/sh", "-c", f"{shlex.quote(sys.executable)} -c 'import sys; "
+                          f"print(sys.argv[1:])'" + suffix],
+        env={"AUTORESEARCH_SEED": "1007", "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True, check=True).stdout
+    assert printed.strip() == str(["training.lr=0.001", "model.name=a b", "training.amp=true",
+                                   "use_cuda=false", "seed=1007"])
+
+
 @pytest.mark.parametrize("text, expect", [
     ("- a\n- b\n", "expected `name: value` lines"),
     ("lr: [1, 2]\n", "lr: a flag takes one value"),

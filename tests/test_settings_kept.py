@@ -90,6 +90,33 @@ def night(repo: Path, tag: str, proposer: str, iterations: int):
     return done
 
 
+def test_a_hydra_config_is_composed_as_hydra_composes_it(tmp_path):
+    """Packages (`group@pkg`, `# @package _global_`), a group file's own defaults, a plain
+    config, `_self_` first (the files after it win), and a later file overriding a key."""
+    from loop.init import hydra_scan
+    from loop.setup.code_scan import Script
+    files = {
+        "src/train.py": HYDRA_TRAIN.replace('config_path="config"', 'config_path="../conf"'),
+        "conf/config.yaml": "defaults:\n  - _self_\n  - base\n  - model: big\n"
+                            "  - optim@training.optimizer: adamw\n  - extra: tweaks\n\n"
+                            "seed: 0\nlr_scale: 2.0\n",
+        "conf/base.yaml": "lr_scale: 1.0\nwarmup: 100\n",
+        "conf/model/big.yaml": "defaults:\n  - encoder: deep\n\nwidth: 256\n",
+        "conf/model/encoder/deep.yaml": "layers: 12\n",
+        "conf/optim/adamw.yaml": "lr: 0.0003\nbetas: [0.9, 0.95]\n",
+        "conf/extra/tweaks.yaml": "# @package _global_\nwarmup: 50\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    app = hydra_scan.app(tmp_path, Script("src/train.py", files["src/train.py"]))
+    assert app is not None and app.primary == "conf/config.yaml"
+    assert app.values == {"seed": "0", "lr_scale": "1.0", "warmup": "50",
+                          "model.encoder.layers": "12", "model.width": "256",
+                          "training.optimizer.lr": "0.0003"}
+    assert app.where["warmup"] == "conf/extra/tweaks.yaml"
+
+
 def test_a_hydra_app_is_searched_through_overrides_that_win_over_its_yaml(tmp_path,
                                                                           mlflow_uri):
     pytest.importorskip("hydra")

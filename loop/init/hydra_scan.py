@@ -13,6 +13,7 @@ it on the command line (`training.batch_size=16`), which wins over every file. U
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +46,8 @@ def app(root: Path, src: Script) -> HydraApp | None:
                 path, name = _str(kw.get("config_path")), _str(kw.get("config_name"))
                 if path is None or name is None:
                     return None
-                base = (Path(src.path).parent / path).as_posix()
-                return _compose(root, base, name)
+                base = posixpath.normpath(posixpath.join(posixpath.dirname(src.path), path))
+                return None if base.startswith("..") else _compose(root, base, name)
     return None
 
 
