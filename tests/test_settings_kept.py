@@ -176,3 +176,24 @@ def test_dict_and_keyword_argument_settings_are_found_and_searched(tmp_path, mlf
     night(repo, "t", "tune", iterations=2)     # tune writes whole points of the same space
     for row in rows(repo, "t")[1:]:
         assert re.search(r"Set (params\.\w+|LogisticRegression\.C) to .* in train\.py", row), row
+
+
+def test_a_refusal_for_nothing_to_search_names_the_settings_to_declare(tmp_path, mlflow_uri):
+    """A hand-written task.yaml without search_space over a script whose settings are
+    keyword arguments: refused before the baseline, naming them; declared, they are run."""
+    repo = make_repo(tmp_path / "hand", {"train.py": TABULAR_TRAIN})
+    task = {"name": "hand", "editable": ["train.py"], "run": "python train.py",
+            "metric": {"name": "val_accuracy", "direction": "maximize"}, "time_budget_s": 60}
+    (repo / "task.yaml").write_text(yaml.safe_dump(task))
+    (repo / "autoresearch.yaml").write_text("task: .\n")
+    commit(repo, "task")
+    done = run_cli("run", "--tag", "x", "--proposer", "mutate", "--iterations", "1", cwd=repo)
+    assert done.returncode == 2
+    line = done.stderr.strip().splitlines()[-1]
+    assert "nothing to search" in line and "LogisticRegression.C" in line, line
+    task["search_space"] = {"LogisticRegression.C": {"log_range": [0.01, 10.0]}}
+    (repo / "task.yaml").write_text(yaml.safe_dump(task))
+    commit(repo, "declare the space the refusal named")
+    night(repo, "m", "mutate", iterations=1)
+    assert re.search(r"Set LogisticRegression\.C to \S+ \(was 1\.0\) in train\.py",
+                     rows(repo, "m")[1]), rows(repo, "m")
