@@ -119,7 +119,7 @@ def test_a_hydra_config_is_composed_as_hydra_composes_it(tmp_path):
 
 def test_a_hydra_app_is_searched_through_overrides_that_win_over_its_yaml(tmp_path,
                                                                           mlflow_uri):
-    pytest.importorskip("hydra")
+    pytest.importorskip("hydra", reason="Hydra is not installed (the test extra: hydra-core)")
     repo = make_repo(tmp_path / "hydra", {"train.py": HYDRA_TRAIN, **HYDRA_FILES})
     done = run_cli("init", cwd=repo)
     assert done.returncode == 0, done.stderr
