@@ -47,6 +47,17 @@ SIZING = re.compile(r"batch|seq|block|context|ctx|_len|len_|^len|eval|split|test
                     r"thresh|cutoff|window|horizon", re.I)
 
 
+# a validation-side name that holds a result, not data (`val_loss`, `test_acc`, `val`)
+RESULT = re.compile(r"loss|acc|score|metric|bpb|ppl|perplexity|auc|f1|rmse|mae|mse|err|^val$|"
+                    r"^valid$|^test$|^eval$", re.I)
+
+
+def _validation_data(name: str) -> bool:
+    """A name of the validation side's data or loader (`val_loader`, `X_test`, `data_val`),
+    not of a result computed on it."""
+    return bool(VALIDATION.search(name)) and not RESULT.search(name)
+
+
 @dataclass
 class Measurement:
     """What the metric's computation reads, each with whether it was reached through the
@@ -151,7 +162,7 @@ class _Slicer:
                             self.expr(ret.value, func, inside)
 
     def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
-        val = val or bool(VALIDATION.search(name))
+        val = val or _validation_data(name)
         if name in self.trained or (id(scope), name, val) in self.done:
             return
         self.done.add((id(scope), name, val))
