@@ -210,6 +210,15 @@ def test_a_literal_setting_is_rewritten_in_place_and_the_file_still_runs_as_pyth
     assert len(changed) == 1 and line in changed[0][1]
 
 
+def test_keyword_numbers_inside_an_f_string_are_read_where_they_are_written():
+    src = 'x = 1\nprint(f"{round(v, ndigits=2)} {g(a=3)}")\nopt = AdamW(p, lr=-3e-4)\n'
+    found = {s.name: s for s in settings.find("t.py", src)}
+    assert {n: s.text for n, s in found.items()} == {"x": "1", "round.ndigits": "2", "g.a": "3",
+                                                      "AdamW.lr": "-3e-4"}
+    assert all(src[s.start:s.end] == s.text for s in found.values())
+    assert settings.write(src, "t.py", "g.a", "5") == src.replace("g(a=3)", "g(a=5)")
+
+
 def test_a_candidate_that_does_not_parse_keeps_its_constants_only():
     broken = LITERALS_PY + "def oops(:\n"
     assert [s.name for s in settings.find("train.py", broken)] == ["LR"]

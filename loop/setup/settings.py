@@ -130,7 +130,8 @@ def _literals(path: str, text: str) -> list[Setting]:
         if _is_number(node):
             start, end = offsets(node.lineno, node.col_offset), \
                 offsets(node.end_lineno or node.lineno, node.end_col_offset or 0)
-            out.append(Setting(path, name, text[start:end], kind, start, end))
+            if _reads_as(text[start:end], node):     # (inside an f-string, positions drift)
+                out.append(Setting(path, name, text[start:end], kind, start, end))
         elif isinstance(node, ast.Tuple):
             for i, elt in enumerate(node.elts):
                 if _is_number(elt):
@@ -182,6 +183,14 @@ def _is_number(node: ast.expr) -> bool:
         node = node.operand
     return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
         and not isinstance(node.value, bool)
+
+
+def _reads_as(written: str, node: ast.expr) -> bool:
+    """Whether the text at a node's position is that node's number."""
+    try:
+        return ast.literal_eval(written) == ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
 
 
 def _offsets(text: str):
