@@ -265,3 +265,25 @@ REPORT_PY = """\
 def report(value):
     print(f"val_loss: {value:.4f}")
 """
+
+
+def test_asserted_limits_at_module_level_and_in_a_called_function():
+    from loop.init.measurement import asserted_limits
+    from loop.setup.code_scan import Script
+    src = Script("train.py", textwrap.dedent("""\
+        MAX_LEN = 512
+        SEQ_LEN = 128
+        WIDTH = 64
+        DEPTH = 4
+        assert SEQ_LEN < MAX_LEN
+
+        def build(width, depth):
+            assert width <= 1024
+            assert 2 <= depth
+            return width * depth
+
+        build(WIDTH, depth=DEPTH)
+        """))
+    limits = asserted_limits(src, [], {"SEQ_LEN", "WIDTH", "DEPTH"}, {})
+    assert limits == {"SEQ_LEN": [("<", 512.0)], "WIDTH": [("<=", 1024.0)],
+                      "DEPTH": [(">=", 2.0)]}
