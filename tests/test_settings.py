@@ -85,6 +85,19 @@ def test_flags_file_to_command_line_through_a_real_shell():
                                    "--seed=1007"])
 
 
+def test_a_hydra_flags_file_is_overrides_through_a_real_shell():
+    text = "training.lr: 0.001\nmodel.name: a b\ntraining.amp: true\nuse_cuda: false\n" \
+           "skip: null\nseed: $AUTORESEARCH_SEED\n"
+    suffix = flags.argv(flags.read(text, "f.yaml"), flags.HYDRA)
+    printed = subprocess.run(
+        ["/bin/sh", "-c", f"{shlex.quote(sys.executable)} -c 'import sys; "
+                          f"print(sys.argv[1:])'" + suffix],
+        env={"AUTORESEARCH_SEED": "1007", "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True, check=True).stdout
+    assert printed.strip() == str(["training.lr=0.001", "model.name=a b", "training.amp=true",
+                                   "use_cuda=false", "seed=1007"])
+
+
 @pytest.mark.parametrize("text, expect", [
     ("- a\n- b\n", "expected `name: value` lines"),
     ("lr: [1, 2]\n", "lr: a flag takes one value"),
@@ -151,3 +164,61 @@ def test_click_and_fire_flags():
     assert click == {"lr": 0.01, "layers": 3}
     fire = {f.name: f.default for f in cli_scan.flags(Script("f.py", FIRE)) if f.numeric}
     assert fire == {"lr": 3e-4, "epochs": 10, "wd": 0.1}
+
+
+LITERALS_PY = """\
+import torch
+from sklearn.linear_model import LogisticRegression
+
+LR = 3e-4
+params = {"learning_rate": 0.05, "num_leaves": 31, "objective": "binary",
+          "tree": {"max_depth": -1}}
+xgb_params = dict(eta=0.3, max_depth=6)
+clf = LogisticRegression(max_iter=1000, C=1.0)   # the regularization, inverse
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, betas=(0.9, 0.95))
+clf2 = LogisticRegression(max_iter=50)           # a second call: not a setting
+"""
+
+
+def test_dict_keys_and_keyword_arguments_are_settings_of_a_python_file():
+    found = {s.name: (s.text, s.kind) for s in settings.find("train.py", LITERALS_PY)}
+    assert found == {
+        "LR": ("3e-4", "constant"),
+        "params.learning_rate": ("0.05", "dict"), "params.num_leaves": ("31", "dict"),
+        "params.tree.max_depth": ("-1", "dict"),
+        "xgb_params.eta": ("0.3", "dict"), "xgb_params.max_depth": ("6", "dict"),
+        "LogisticRegression.max_iter": ("1000", "kwarg"), "LogisticRegression.C": ("1.0", "kwarg"),
+        "AdamW.lr": ("3e-4", "kwarg"), "AdamW.weight_decay": ("0.1", "kwarg"),
+        "AdamW.betas.0": ("0.9", "kwarg"), "AdamW.betas.1": ("0.95", "kwarg")}
+
+
+@pytest.mark.parametrize("name, new, line", [
+    ("params.num_leaves", "63", '"num_leaves": 63,'),
+    ("params.tree.max_depth", "8", '"tree": {"max_depth": 8}}'),
+    ("xgb_params.eta", "0.1", "dict(eta=0.1, max_depth=6)"),
+    ("LogisticRegression.C", "0.25", "LogisticRegression(max_iter=1000, C=0.25)   # the"),
+    ("AdamW.betas.1", "0.99", "betas=(0.9, 0.99))"),
+])
+def test_a_literal_setting_is_rewritten_in_place_and_the_file_still_runs_as_python(name, new,
+                                                                                    line):
+    out = settings.write(LITERALS_PY, "train.py", name, new)
+    assert out is not None and line in out
+    compile(out, "train.py", "exec")
+    assert {s.name: s.text for s in settings.find("train.py", out)}[name] == new
+    # only that value changed
+    changed = [(a, b) for a, b in zip(LITERALS_PY.splitlines(), out.splitlines()) if a != b]
+    assert len(changed) == 1 and line in changed[0][1]
+
+
+def test_keyword_numbers_inside_an_f_string_are_read_where_they_are_written():
+    src = 'x = 1\nprint(f"{round(v, ndigits=2)} {g(a=3)}")\nopt = AdamW(p, lr=-3e-4)\n'
+    found = {s.name: s for s in settings.find("t.py", src)}
+    assert {n: s.text for n, s in found.items()} == {"x": "1", "round.ndigits": "2", "g.a": "3",
+                                                      "AdamW.lr": "-3e-4"}
+    assert all(src[s.start:s.end] == s.text for s in found.values())
+    assert settings.write(src, "t.py", "g.a", "5") == src.replace("g(a=3)", "g(a=5)")
+
+
+def test_a_candidate_that_does_not_parse_keeps_its_constants_only():
+    broken = LITERALS_PY + "def oops(:\n"
+    assert [s.name for s in settings.find("train.py", broken)] == ["LR"]

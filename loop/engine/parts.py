@@ -105,11 +105,15 @@ def _check_searchable(config: Config, task: Task, task_rel: str) -> None:
     kind = config.proposer.kind
     if not PROPOSER_KINDS[kind].searches_settings:
         return
-    from loop.proposers.mutate import searchable
+    from loop.proposers.mutate import declarable, searchable
     if not searchable(task):
+        names = declarable(task)
+        some = (f" (its editable files set {', '.join(names[:12])}"
+                f"{', ...' if len(names) > 12 else ''}: name those to search there)"
+                if names else "")
         raise UsageError(f"--proposer {kind}: nothing to search in {task_rel or '.'}: no numeric "
                          f"UPPER_CASE constant in its editable files and no search_space in "
-                         f"task.yaml; declare one (docs/tasks.md, search_space) or run "
+                         f"task.yaml; declare one{some} (docs/tasks.md, search_space) or run "
                          f"--proposer llm")
 
 

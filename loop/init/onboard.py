@@ -25,8 +25,9 @@ from loop.init.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, Ini
                              describe, task_yaml, write)
 from loop.init.caches import declare as declare_caches
 from loop.init.inputs import guess_inputs
-from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds, search_space,
-                                      with_config, with_config_files, with_flags)
+from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds,
+                                      leave_out_measuring, search_space, with_config,
+                                      with_config_files, with_flags)
 from loop.init.shapes import all_shapes, shape
 from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
@@ -106,6 +107,7 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     if config:
         with_config(plan, config)
     with_config_files(plan, [src, *modules.values()])
+    leave_out_measuring(plan, src, list(modules.values()), known)
     explain_empty(plan)
     guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
     declare_caches(plan, [src, *modules.values()])

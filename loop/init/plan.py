@@ -122,8 +122,12 @@ def describe(plan: Plan) -> list[str]:
               f"  memory:     {plan.memory or 'none printed'}"]
     if plan.flags_file:
         lines += [f"  flags:      {plan.flags_file}: {len(plan.flags)} {plan.flags_how} flags of "
-                  f"{plan.script}, passed as --name=value after the run command ("
-                  + ("from --args" if plan.flags_how == "--key=value" else "found: its defaults")
+                  f"{plan.script}, passed as "
+                  + ("Hydra overrides name=value" if plan.flags_how == "hydra" else "--name=value")
+                  + " after the run command ("
+                  + ("from --args" if plan.flags_how == "--key=value" else
+                     "found: its composed config's values" if plan.flags_how == "hydra" else
+                     "found: its defaults")
                   + "; editable, a search changes them there)"]
     lines += [f"  search:     {len(plan.space)} settings for mutate and tune"
               + (f": {', '.join(plan.space)}" if plan.space and len(plan.space) <= 8 else "")
@@ -192,7 +196,10 @@ def task_yaml(plan: Plan) -> str:
         lines += [f"run: {_flow(plan.run)}   # unprotected metric: the number is what the "
                   f"run prints"]
     if plan.flags_file:
-        lines += [f"flags: {plan.flags_file}   # --name=value for each line, after `run`"]
+        lines += [f"flags: {plan.flags_file}   # --name=value for each line, after `run`"
+                  if plan.flags_how != "hydra" else
+                  f"flags: {plan.flags_file}   # a Hydra override name=value for each line, "
+                  f"after `run`", *(["flags_style: hydra"] if plan.flags_how == "hydra" else [])]
     if plan.inputs:
         lines += [f"inputs: {_flow(plan.inputs)}   # not committed (ignored): linked read-only "
                   f"into every worktree"]
@@ -227,9 +234,10 @@ def task_yaml(plan: Plan) -> str:
 
 
 def flags_yaml(plan: Plan) -> str:
+    each = "name=value (a Hydra override)" if plan.flags_how == "hydra" else "--name=value"
     lines = [f"# The command-line flags `autoresearch run` passes to {plan.script} (task.yaml "
              f"`flags`): each line",
-             "# becomes --name=value after the run command, read from the candidate's commit.",
+             f"# becomes {each} after the run command, read from the candidate's commit.",
              f"# Written by `autoresearch init` from {plan.script}'s {plan.flags_how} defaults; "
              f"a search changes them here."]
     for name, value in plan.flags.items():

@@ -13,7 +13,7 @@ import math
 import re
 import shlex
 
-from loop.init import cli_scan
+from loop.init import cli_scan, hydra_scan, measurement
 from loop.setup import settings
 from loop.setup.code_scan import Script
 from loop.setup.flags import SEED_VALUE
@@ -24,14 +24,27 @@ from loop.setup.search_space import SEED, SETTING, constants, number
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
                          r"workers|port|every|freq|frequency|rank|world|"
-                         r"nodes|threads|plot|display|val|valid|test)([_.-]|$)", re.I)
+                         r"threads|plot|display|val|valid|test)([_.-]|$)|(^|[_.-])(num_?|n)nodes$",
+                         re.I)
+# gradient accumulation (`GRADIENT_ACCUMULATE_EVERY`) sets the effective batch: trained, not
+# a cadence, though its name says "every"
+ACCUMULATION = re.compile(r"ACCUM", re.I)
 # the training's length: the time box bounds a run already, and a search that lengthens it
-# proposes longer and longer runs until one is killed (max_iters, epochs, num_steps)
+# proposes longer and longer runs until one is killed (max_iters, epochs, num_steps,
+# NUM_BATCHES)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
-                    r"updates)$", re.I)
+                    r"updates|batches)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
+
+
+def is_cadence(name: str) -> bool:
+    """Logging, checkpointing or evaluation cadence, or the training's length (a key path's
+    last part, `training.max_epochs`): not searched."""
+    leaf = name.rpartition(".")[2]
+    return bool(BOOKKEEPING.search(name) and not ACCUMULATION.search(leaf)
+                or LENGTH.search(leaf))
 
 
 def search_space(plan: Plan, src: Script, known: dict) -> None:
@@ -46,7 +59,7 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
     seeds = [n for n in values if SEED.search(n)]
-    cadence = [n for n in values if BOOKKEEPING.search(n) or LENGTH.search(n)]
+    cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
     texts = _sources(src.source, lowercase)
@@ -61,7 +74,124 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     for cond in plan.conditions:
         first = next(n for n in space if re.search(rf"\b{n}\b", cond))
         space[first].setdefault("requires", []).append(cond)
+    space.update(_literal_settings(plan, src))
     plan.space = space
+
+
+# keywords that are plumbing, not settings: axes, defaults, indices, shapes, devices, workers
+PLUMBING = re.compile(r"^(dim|axis|axes|keepdim|default|ignore_index|padding_idx|index|start|"
+                      r"end|stop|step|ndigits|decimals|size|shape|dtype|device|n_jobs|"
+                      r"num_workers|verbose|verbosity|indent|nargs|figsize|dpi|fontsize|level|"
+                      r"flush|mininterval|maxinterval|ncols|position|total|num_classes|"
+                      r"n_classes|in_features|out_features|in_channels|out_channels|"
+                      r"num_embeddings|vocab_size|num_tokens|timeout|port|precision|mean)$",
+                      re.I)
+# calls whose keyword numbers are no settings (tensor shapes, printing, argparse's defaults)
+NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "getenv", "range",
+                "tqdm", "trange", "zeros", "ones", "empty", "full", "arange", "linspace",
+                "randn", "rand", "randint", "normal", "reshape", "view", "figure", "subplots",
+                "plot", "savefig", "scatter", "hist", "set_defaults", "Field", "field", "sleep",
+                "isclose", "allclose", "seed", "manual_seed", "exit", "tensor", "topk",
+                "softmax", "log_softmax", "argmax", "cat", "stack", "sum", "mean", "max",
+                "min", "split", "chunk", "clamp", "to", "cuda", "basicConfig", "info", "debug",
+                "warning", "generate", "sample", "item", "unsqueeze", "squeeze", "permute",
+                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial"}
+
+
+def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
+    """Dict-literal keys (`params.learning_rate`) and literal numeric keyword arguments
+    (`LogisticRegression.C`, `AdamW.lr`) of the script, where much real code keeps its
+    settings (loop/setup/settings.py): seeds, cadence, length and plumbing left out."""
+    out: dict[str, dict] = {}
+    for s in settings.find(plan.script, src.source):
+        if s.kind not in ("dict", "kwarg"):
+            continue
+        parts = s.name.split(".")
+        key = parts[-2] if parts[-1].isdigit() else parts[-1]      # AdamW.betas.0: betas
+        if s.kind == "kwarg" and (parts[0] in NOT_SETTINGS or PLUMBING.search(key)):
+            continue
+        if SEED.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
+            plan.skipped.append(s.name)
+            continue
+        try:
+            value = number(s.text)
+        except ValueError:
+            continue
+        spec = _dim_spec(s.name if parts[-1].isdigit() else key, value, s.text)
+        if spec:
+            out[s.name] = spec
+    return out
+
+
+def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
+                        known: dict) -> None:
+    """No setting that changes what the metric measures is searched (loop/init/
+    measurement.py): the settings the metric's computation reads, and those that only feed
+    output the metric never reads, leave the space, named with why; the limits the code
+    asserts bound the ranges of the rest. A metric the lm grader computes is measured with
+    the grader's own settings: nothing to leave out. Where the script does not compute the
+    metric it prints, a note says this could not be read."""
+    if plan.grader or not plan.space:
+        return
+    found = measurement.measured(src, modules, plan.metric)
+    if found is None:
+        plan.notes.append(f"whether a searched setting changes what {plan.metric} measures "
+                          f"could not be read ({plan.script} does not compute the "
+                          f"{plan.metric} it reports): check that search_space leaves out "
+                          f"the settings that size the validation data and the evaluation")
+        return
+    literal_at = {s.name: _line_col(src.source, s.start)
+                  for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
+    for name in list(plan.space):
+        dest = name.replace("-", "_")
+        if found.changes_measure(dest, literal_at.get(name)):
+            plan.space.pop(name)
+            plan.skipped.append(f"{name} ({measurement.reason(name)})")
+    module_level = {n for n in plan.space if n in src.assigns()}
+    for name in sorted(measurement.output_only(src, module_level,
+                                               measurement.metric_expr(src, plan.metric))):
+        plan.space.pop(name)
+        plan.skipped.append(f"{name} (only feeds output {plan.metric} never reads)")
+    limits = measurement.asserted_limits(src, modules, set(plan.space), known)
+    for name, bounds in limits.items():
+        spec = _within(plan.space[name], bounds)
+        if spec is None:
+            plan.space.pop(name)
+            plan.skipped.append(f"{name} (its value is at the limit the code asserts)")
+        else:
+            plan.space[name] = spec
+
+
+def _line_col(text: str, start: int) -> tuple[int, int]:
+    """An index into `text` as `ast` places a node: (line, UTF-8 column)."""
+    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+    return text.count("\n", 0, start) + 1, len(text[line_start:start].encode())
+
+
+def _within(spec: dict, bounds: list[tuple[str, float]]) -> dict | None:
+    """`spec` narrowed to the asserted bounds (an integer bound `< b` is `<= b - 1`); None
+    when nothing of it is left."""
+    spec = dict(spec)
+    integer = "pow2" in spec or spec.get("integer", False)
+    hi = min((b - 1 if integer and op == "<" else b for op, b in bounds if op in ("<", "<=")),
+             default=math.inf)
+    lo = max((b + 1 if integer and op == ">" else b for op, b in bounds if op in (">", ">=")),
+             default=-math.inf)
+    if "pow2" in spec:
+        a, b = spec["pow2"]
+        while b >= a and 2 ** b > hi:
+            b -= 1
+        while a <= b and 2 ** a < lo:
+            a += 1
+        return {**spec, "pow2": [a, b]} if a < b else None
+    kind = "range" if "range" in spec else "log_range" if "log_range" in spec else ""
+    if not kind:
+        return spec
+    a, b = spec[kind]
+    a, b = max(a, lo), min(b, hi)
+    if integer:
+        a, b = int(math.ceil(a)), int(math.floor(b))
+    return {**spec, kind: [a, b]} if a < b else None
 
 
 def explain_empty(plan: Plan) -> None:
@@ -167,7 +297,7 @@ def with_config(plan: Plan, config: Script) -> None:
         if name in plan.skipped:
             continue
         spec = _dim_spec(name, values[name], texts.get(name, "")) if first and not (
-            SEED.search(name) or BOOKKEEPING.search(name) or LENGTH.search(name)) else None
+            SEED.search(name) or is_cadence(name)) else None
         if spec:
             plan.space[name] = spec
         elif not first:
@@ -192,6 +322,8 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     it overrides the same name in the script or its config file, which then leaves the space.
     A seed flag gets each run's own seed; a module-level constant that is only a flag's
     default leaves the space (the flag decides the value)."""
+    if with_hydra(plan, scripts[0]):
+        return
     found = [f for src in scripts for f in cli_scan.flags(src)]
     given = _given(plan)
     known = {f.name for f in found}
@@ -221,7 +353,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         if f.name in values and values[f.name] == SEED_VALUE:
             continue
         plan.space.pop(f.dest, None)                # the flag, last, decides the value
-        if BOOKKEEPING.search(f.name) or LENGTH.search(f.name):
+        if is_cadence(f.name):
             plan.skipped.append(f"--{f.name}")
             continue
         spec = ({"choices": list(f.choices)} if f.choices else
@@ -233,6 +365,43 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
         plan.notes.append(f"--args sets {', '.join(overriding)} as --key=value: last on the "
                           f"command line, they override the script's and its config file's "
                           f"values, so {FLAGS_FILE} passes them and the search moves them there")
+
+
+def with_hydra(plan: Plan, src: Script) -> bool:
+    """A Hydra app (`@hydra.main`, loop/init/hydra_scan.py): the numeric keys of its composed
+    config are its settings, named by their key path (`training.batch_size`). Those a search
+    may move, and a seed, go into the flags file in the `hydra` style: each run is given
+    them as overrides (`training.batch_size=16`), which win over every config file, so a
+    searched value takes effect where the run reads it. True when `src` is a Hydra app."""
+    found = hydra_scan.app(plan.root, src)
+    if found is None:
+        return False
+    given = {w.partition("=")[0]: w.partition("=")[2]
+             for w in (shlex.split(plan.args) if plan.args else [])
+             if re.fullmatch(r"[A-Za-z_][\w.]*=\S+", w)}        # overrides among --args
+    values = {**found.values, **{k: v for k, v in given.items() if _is_number(v)}}
+    flags: dict[str, str] = {}
+    left_out = []
+    for key, text in values.items():
+        leaf = key.rpartition(".")[2]
+        if SEED.search(leaf):
+            flags[key] = SEED_VALUE
+        elif is_cadence(key):
+            left_out.append(key)
+        else:
+            spec = _dim_spec(leaf, number(text), text)
+            if spec:
+                plan.space[key] = spec
+                flags[key] = settings.written("yaml", text)
+    plan.skipped += left_out
+    plan.flags_file, plan.flags, plan.flags_how = FLAGS_FILE, flags, "hydra"
+    plan.editable.append(FLAGS_FILE)
+    plan.args = " ".join(shlex.quote(w) for w in shlex.split(plan.args or "")
+                         if w.partition("=")[0] not in flags)
+    plan.notes.append(f"{plan.script} is a Hydra app: its config {found.primary} composes "
+                      f"{', '.join(found.files)}; {FLAGS_FILE} passes the searched keys and "
+                      f"the seed as overrides (key=value), which win over those files")
+    return True
 
 
 def _text(value: object) -> str:
@@ -304,7 +473,7 @@ def with_config_files(plan: Plan, scripts: list[Script]) -> None:
         moved = []
         for s in found:
             leaf = s.name.rpartition(".")[2]
-            if SEED.search(leaf) or BOOKKEEPING.search(s.name) or LENGTH.search(leaf):
+            if SEED.search(leaf) or is_cadence(s.name):
                 plan.skipped.append(s.name)
                 continue
             spec = _dim_spec(leaf, number(s.text), s.text)

@@ -27,7 +27,8 @@ from loop.proposers.axes import (Axis, Change, SpaceExhausted, apply_setting, ax
                                  same)
 from loop.proposers.base import Context, Proposal
 from loop.setup import settings
-from loop.setup.search_space import Dim, constants, implied, number, parse_space, valid
+from loop.setup.search_space import (SEED, Dim, constants, implied, number, parse_space,
+                                     valid)
 
 DRAWS = 200            # random draws before the systematic search for an untried point
 CHANGED = ((1, 0.5), (2, 0.3), (3, 0.2))   # how many constants one proposal sets
@@ -143,6 +144,15 @@ def _point(values: dict[str, float], changes: list[Change]) -> tuple:
 def _names(axes: list[Axis]) -> str:
     names = [a.name for a in axes]
     return ", ".join(names) if names else "no constant"
+
+
+def declarable(task) -> list[str]:
+    """Every setting of `task`'s editable files (any kind, loop/setup/settings.py) but a
+    seed, by name: what a `search_space` may name."""
+    files = {rel: (task.root / rel).read_text(errors="replace")
+             for rel in task.editable_files() if settings.kind_of(rel)}
+    return [s.name for s in settings.find_all(files)
+            if not SEED.search(s.name.rpartition(".")[2])]
 
 
 def searchable(task) -> list[str]:

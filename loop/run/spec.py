@@ -172,8 +172,8 @@ def make_spec(job: RunJob, task: Task, folder: Path, grader_folder: Path,
                 for root in interpreter.roots(interpreter.of_command(command))]
     software += [target for _, target in task.input_links]   # `inputs`: read-only data
     software += list(task.caches)             # `caches`: ~/.cache/<name>, filled before
-    command = flags.command(task.train_command, task.flags, folder) if task.flags \
-        else task.train_command
+    command = flags.command(task.train_command, task.flags, folder, task.flags_style) \
+        if task.flags else task.train_command
     return RunSpec(command, folder, env, task.time_budget_s + task.grace_s,
                    job.log_path, task.metric.pattern, task.memory_pattern, grade, job.artifacts,
                    grader_only(env, grader_env), limits or Limits(),

@@ -4,7 +4,8 @@ editable YAML file of `name: value` lines, so a candidate that changes one is a 
 diff shows it, and mutate, tune and the LLM change it as they change a constant
 (loop/setup/settings.py reads its keys as settings).
 
-Each run's training command is the task's `run` followed by one `--name=value` per entry, in
+Each run's training command is the task's `run` followed by one `--name=value` per entry (with
+task.yaml `flags_style: hydra`, one Hydra override `name=value`: `training.lr=0.001`), in
 the file's order, read from the candidate's own worktree: `true` is `--name` alone (a switch),
 `false` and `null` leave the flag out, and the value `$AUTORESEARCH_SEED` is the run's own
 seed (so a script that takes its seed as a flag gets a fresh one each run). Every other value
@@ -19,6 +20,8 @@ import shlex
 from pathlib import Path
 
 SEED_VALUE = "$AUTORESEARCH_SEED"
+DASHES, HYDRA = "dashes", "hydra"        # task.yaml `flags_style`: --name=value, or name=value
+STYLES = (DASHES, HYDRA)
 NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 BOOL = "tag:yaml.org,2002:bool"
 NULL = "tag:yaml.org,2002:null"
@@ -75,11 +78,19 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
     return out
 
 
-def argv(entries: list[tuple[str, object]]) -> str:
-    """The flags as they follow the run command: ` --lr=0.001 --batch-size=64`, each value
-    as written in the file."""
+def argv(entries: list[tuple[str, object]], style: str = DASHES) -> str:
+    """The flags as they follow the run command: ` --lr=0.001 --batch-size=64`; in the
+    `hydra` style, Hydra's overrides of its composed config: ` training.lr=0.001` (a switch
+    is `name=true`, `false` passed as such, `null` left out). Each value as written."""
     words = []
     for name, value in entries:
+        if style == HYDRA:
+            if value is None:
+                continue
+            text = "true" if value is True else "false" if value is False else str(value)
+            words.append(f'{name}="$AUTORESEARCH_SEED"' if value == SEED_VALUE
+                         else shlex.quote(f"{name}={text}"))
+            continue
         if value is False or value is None:
             continue
         if value is True:
@@ -91,13 +102,13 @@ def argv(entries: list[tuple[str, object]]) -> str:
     return "".join(" " + w for w in words)
 
 
-def command(run: str, flags_file: str, folder: Path) -> str:
-    """`run` with the flags of `folder`'s flags file; a file that cannot be read makes a
-    command that says why and exits 2 (the run fails with that line in its log, the night
-    goes on)."""
+def command(run: str, flags_file: str, folder: Path, style: str = DASHES) -> str:
+    """`run` with the flags of `folder`'s flags file, in `style` (task.yaml `flags_style`);
+    a file that cannot be read makes a command that says why and exits 2 (the run fails
+    with that line in its log, the night goes on)."""
     path = folder / flags_file
     try:
-        return run + argv(read(path.read_text(), flags_file))
+        return run + argv(read(path.read_text(), flags_file), style)
     except (OSError, UnicodeDecodeError) as exc:
         why = f"{flags_file}: cannot read it ({exc.__class__.__name__})"
     except FlagsError as exc:

@@ -223,12 +223,13 @@ def _number(v) -> bool:
 
 def constants(files: dict[str, str], named=()) -> dict[str, float]:
     """{NAME: value} of the settings a search may read (loop/setup/settings.py): the numeric
-    UPPER_CASE constants of the Python files, their lowercase module-level settings among
-    `named` (a declared search space's names), and every numeric key of the YAML and JSON
-    files (a config's keys, the flags file's flags)."""
+    UPPER_CASE constants of the Python files, their lowercase module-level settings, dict
+    keys and keyword arguments among `named` (a declared search space's names), and every
+    numeric key of the YAML and JSON files (a config's keys, the flags file's flags)."""
     out: dict[str, float] = {}
     for s in settings.find_all(files):
-        if s.kind != "constant" or s.name in named or is_constant_name(s.name):
+        if s.kind in ("yaml", "json") or s.name in named or (
+                s.kind == "constant" and is_constant_name(s.name)):
             try:
                 out.setdefault(s.name, number(s.text))
             except (ValueError, OverflowError):

@@ -1,9 +1,18 @@
 """Settings, one interface: a setting is a name, its value as written, a kind and the file it
-lives in. Three kinds, found and rewritten as text in place (comments and layout kept), so a
+lives in. Five kinds, found and rewritten as text in place (comments and layout kept), so a
 candidate stays a commit whose diff shows exactly the settings it changed:
 
 - `constant`: a module-level assignment of a Python file, any case (`LR = 3e-3`,
   `learning_rate = 6e-4`, `TOTAL_BATCH_SIZE = 2**19`);
+- `dict`: a numeric value of a dict literal a Python file assigns to a name, LightGBM and
+  XGBoost style, named by the variable and the key: `params = {"learning_rate": 0.05}` is
+  `params.learning_rate` (nested dicts by their path; `params = dict(num_leaves=31)` too);
+- `kwarg`: a literal numeric keyword argument of a call in a Python file, named by the
+  called name and the keyword: `LogisticRegression(max_iter=1000, C=1.0)` is
+  `LogisticRegression.max_iter` and `LogisticRegression.C`; `torch.optim.AdamW(params,
+  lr=3e-4, betas=(0.9, 0.95))` is `AdamW.lr`, `AdamW.betas.0`, `AdamW.betas.1` (a tuple's
+  numbers by position). A name's first call in the file is the setting; later calls of the
+  same name are not settings;
 - `yaml`: a key of a YAML file with a number as its value (`lr: 0.001`; a nested key is
   named by its path, `optim.lr`). The flags file a task's run command is given (task.yaml
   `flags`, the command-line flags of an argparse / click / fire script) is such a file;
@@ -14,6 +23,7 @@ and `write`; which of them a search may move is the search space's business
 (loop/setup/search_space.py). Pure: no I/O."""
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,6 +36,7 @@ PY_SETTING = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<eq>\s*(?::\s*\w+\s*)?=\s*)"
                         rf"(?P<value>{NUMBER}|2\s*\*\*\s*\d+)(?P<rest>\s*(?:#.*)?)$", re.M)
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 KINDS = {".py": "constant", ".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+PYTHON_KINDS = ("constant", "dict", "kwarg")     # written as Python number literals
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,7 @@ class Setting:
     path: str            # the file it lives in, relative to the task folder
     name: str            # LR, learning_rate, lr (a flag), optim.lr (a config's nested key)
     text: str            # its value as written there
-    kind: str            # constant | yaml | json
+    kind: str            # constant | dict | kwarg | yaml | json
     start: int           # where the value's text is in the file
     end: int
 
@@ -46,8 +57,9 @@ def kind_of(path: str) -> str:
 def find(path: str, text: str) -> list[Setting]:
     """Every numeric setting of one file, in file order, each name once (the first)."""
     kind = kind_of(path)
-    found = (_python(path, text) if kind == "constant" else _yaml(path, text)
-             if kind == "yaml" else _json(path, text) if kind == "json" else [])
+    found = (_python(path, text) + _literals(path, text) if kind == "constant"
+             else _yaml(path, text) if kind == "yaml"
+             else _json(path, text) if kind == "json" else [])
     return first_of_each(found)
 
 
@@ -83,7 +95,7 @@ def write(text: str, path: str, name: str, new: str, old: str | None = None) -> 
 
 def written(kind: str, value: str) -> str:
     """`value` as a number literal the kind's reader parses as one."""
-    v = value.strip().replace("_", "") if kind != "constant" else value.strip()
+    v = value.strip().replace("_", "") if kind not in PYTHON_KINDS else value.strip()
     if kind == "yaml":              # read back the same by YAML 1.2 and PyYAML's 1.1 alike
         from loop.setup.yaml_io import number
         try:
@@ -100,6 +112,96 @@ def written(kind: str, value: str) -> str:
 def _python(path: str, text: str) -> list[Setting]:
     return [Setting(path, m["name"], m["value"], "constant", m.start("value"), m.end("value"))
             for m in PY_SETTING.finditer(text)]
+
+
+def _literals(path: str, text: str) -> list[Setting]:
+    """The `dict` and `kwarg` settings of a Python file, read with `ast` (none when it does
+    not parse: a candidate with broken code has no such settings)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    offsets = _offsets(text)
+    out: list[Setting] = []
+
+    def add(name: str, kind: str, node: ast.expr) -> None:
+        if _is_number(node):
+            start, end = offsets(node.lineno, node.col_offset), \
+                offsets(node.end_lineno or node.lineno, node.end_col_offset or 0)
+            if _reads_as(text[start:end], node):     # (inside an f-string, positions drift)
+                out.append(Setting(path, name, text[start:end], kind, start, end))
+        elif isinstance(node, ast.Tuple):
+            for i, elt in enumerate(node.elts):
+                if _is_number(elt):
+                    add(f"{name}.{i}", kind, elt)
+
+    def dict_items(prefix: str, node: ast.expr) -> None:
+        pairs: list[tuple[str, ast.expr]] = []
+        if isinstance(node, ast.Dict):
+            pairs = [(k.value, v) for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                     and NAME_WORD.fullmatch(k.value)]
+        elif _called(node) == "dict":
+            pairs = [(k.arg, k.value) for k in node.keywords if k.arg]   # type: ignore[attr-defined]
+        for key, value in pairs:
+            if isinstance(value, ast.Dict) or _called(value) == "dict":
+                dict_items(f"{prefix}.{key}", value)
+            else:
+                add(f"{prefix}.{key}", "dict", value)
+
+    dicts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and (
+                    isinstance(node.value, ast.Dict) or _called(node.value) == "dict"):
+                dicts.add(id(node.value))
+                dict_items(targets[0].id, node.value)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and id(node) not in dicts and _called(node):
+            for k in node.keywords:
+                if k.arg:
+                    add(f"{_called(node)}.{k.arg}", "kwarg", k.value)
+    return sorted(out, key=lambda s: s.start)
+
+
+NAME_WORD = re.compile(r"[A-Za-z_][\w\-]*")
+
+
+def _called(node: ast.AST) -> str:
+    """The called name of a call (`torch.optim.AdamW(...)`: AdamW), "" for anything else."""
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+        and not isinstance(node.value, bool)
+
+
+def _reads_as(written: str, node: ast.expr) -> bool:
+    """Whether the text at a node's position is that node's number."""
+    try:
+        return ast.literal_eval(written) == ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _offsets(text: str):
+    """(line, UTF-8 column) as `ast` gives them -> an index into `text`."""
+    starts, pos = [], 0
+    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)   # as `ast` counts lines
+    for line in lines:
+        starts.append(pos)
+        pos += len(line)
+
+    def at(line: int, col: int) -> int:
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="replace"))
+    return at
 
 
 def _yaml(path: str, text: str) -> list[Setting]:

@@ -100,6 +100,8 @@ class Task:
     search_space: dict[str, Any] = field(default_factory=dict)  # setting -> range (mutate)
     flags: str = ""                     # a YAML file of the task folder whose `name: value`
                                         # lines follow `run` as --name=value (loop/setup/flags.py)
+    flags_style: str = "dashes"         # hydra: the flags file's lines follow `run` as Hydra
+                                        # overrides, name=value (training.lr=0.001)
     inputs: tuple[str, ...] = ()        # uncommitted files/folders (globs) of the task folder
                                         # the run reads (prepared data): linked, read-only,
                                         # into every worktree (loop/setup/inputs.py)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from loop.errors import TaskError
 from loop.setup import time_box
 from loop.setup.endpoints import parse as parse_endpoint
-from loop.setup.flags import FlagsError, read
+from loop.setup.flags import STYLES, FlagsError, read
 from loop.setup.graders import KINDS
 from loop.setup.metric import DIRECTIONS, throughput_regex
 from loop.setup.search_space import SpaceError, constants, parse_space
@@ -102,7 +102,11 @@ def _validate_search(task: Task, where: str) -> None:
 
 
 def _validate_flags(task: Task, where: str) -> None:
-    """`flags`: an editable YAML file of the task folder, `name: value` lines."""
+    """`flags`: an editable YAML file of the task folder, `name: value` lines, passed in
+    `flags_style` (dashes: --name=value; hydra: name=value overrides)."""
+    if task.flags_style not in STYLES:
+        raise TaskError(f"{where}: flags_style must be one of {', '.join(STYLES)}, got "
+                        f"'{task.flags_style}'")
     if not task.flags:
         return
     rel = task.flags

@@ -1,0 +1,412 @@
+"""Which settings change what the metric measures, read from the script's data flow with `ast`
+(nothing is run). A search that moves them compares numbers that measure different things: a
+validation loss over 64 bytes against one over 1024 is no gain. So `autoresearch init` leaves
+out, and names:
+
+- a setting the metric's computation reads: the slice of the code the printed metric is
+  computed from, followed back through assignments, loop targets, local functions' returns
+  and the arguments a local function is called with, stopping at the trained model (what
+  the search is meant to change): a setting reached there sizes the validation data, its
+  batch or sequence length, or the evaluation (`left out: SEQ_LEN (sets the validation
+  batch)`);
+- a setting whose every use ends in output the metric never reads (a generated text sample,
+  a print, a plot): searching it changes nothing measured.
+
+And the limits the code asserts on a value a setting flows into (`assert seq_len <= 256` in
+the function it is passed to, `assert SEQ_LEN < MAX`) bound its range. When the metric is not
+computed in the script (printed by a module, or read by a pattern only), this reading cannot
+decide, and init says so."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from loop.setup.code_scan import Script
+
+# methods and calls that mark the thing being trained (the search's object, not the ruler)
+TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad", "backward",
+                   "partial_fit", "load_state_dict", "state_dict", "fit_transform"}
+TRAINING_CALLS = {"train", "fit", "compile"}
+# calls whose arguments are output only: a text sample, a print, a log, a plot, a file
+OUTPUT_CALL = re.compile(r"^(print|generate|sample|decode\w*|\w*_decode|log|info|debug|warning|"
+                         r"write|save\w*|plot|imshow|show|savefig|add_scalar|add_text|"
+                         r"set_description|set_postfix|pprint)$|(^|_)(generate|sample|print)",
+                         re.I)
+PASS_THROUGH = (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Attribute, ast.Tuple,
+                ast.List, ast.JoinedStr, ast.FormattedValue, ast.keyword, ast.Starred,
+                ast.IfExp, ast.Compare, ast.BoolOp)
+PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "len", "sum"}
+
+
+# names of the validation side: its data, loaders, splits and the function that evaluates
+VALIDATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluate|evaluation|dev|holdout|"
+                        r"estimate)", re.I)
+# names that size data or an evaluation, or tune a metric (a threshold)
+SIZING = re.compile(r"batch|seq|block|context|ctx|_len|len_|^len|eval|split|test|sample|"
+                    r"thresh|cutoff|window|horizon", re.I)
+
+
+# a validation-side name that holds a result, not data (`val_loss`, `test_acc`, `val`)
+RESULT = re.compile(r"loss|acc|score|metric|bpb|ppl|perplexity|auc|f1|rmse|mae|mse|err|^val$|"
+                    r"^valid$|^test$|^eval$", re.I)
+
+
+def _validation_data(name: str) -> bool:
+    """A name of the validation side's data or loader (`val_loader`, `X_test`, `data_val`),
+    not of a result computed on it."""
+    return bool(VALIDATION.search(name)) and not RESULT.search(name)
+
+
+@dataclass
+class Measurement:
+    """What the metric's computation reads, each with whether it was reached through the
+    validation side (a name such as val_loader, X_test, estimate_loss on the way)."""
+    names: dict[str, bool] = field(default_factory=dict)     # module-level names it reaches
+    chains: dict[str, bool] = field(default_factory=dict)    # attribute paths: args.bs, cfg.a.b
+    nodes: dict[tuple[int, int], bool] = field(default_factory=dict)  # (line, col) it reads
+
+    def reads(self, name: str, start: tuple[int, int] | None = None) -> bool | None:
+        """Whether the metric's computation reads setting `name` (a module-level name, a
+        flag's dest, a config key path) or, with `start`, the literal written there: None
+        when it does not, else whether it was reached through the validation side."""
+        found = [v for v in (self.nodes.get(start) if start else None, self.names.get(name),
+                             *(v for c, v in self.chains.items()
+                               if c == name or c.endswith("." + name)))
+                 if v is not None]
+        return any(found) if found else None
+
+    def changes_measure(self, name: str, start: tuple[int, int] | None = None) -> bool:
+        """A setting the metric's computation reads through the validation side, or whose
+        name says it sizes data or the evaluation: it changes what the metric measures (a
+        toy loss formula that reads a learning rate directly does not make it one)."""
+        via = self.reads(name, start)
+        return via is not None and (via or bool(SIZING.search(name.rpartition(".")[2])))
+
+
+def reason(name: str) -> str:
+    """Why a setting the metric reads is left out, in words from its name."""
+    leaf = name.rpartition(".")[2]
+    if re.search(r"batch", leaf, re.I):
+        return "sets the validation batch"
+    if re.search(r"seq|block|context|ctx|len", leaf, re.I):
+        return "sets the validation sequence length"
+    if re.search(r"eval|iter|step|sample|size|split|frac|test|val", leaf, re.I):
+        return "sets the evaluation's size"
+    return "enters the metric's computation"
+
+
+def metric_expr(src: Script, metric: str) -> ast.expr | None:
+    """The expression the script prints as the metric (its first print), or None."""
+    return next((v.expr for v in src.reported() if v.name == metric and v.expr is not None),
+                None)
+
+
+def measured(src: Script, modules: list[Script], metric: str) -> Measurement | None:
+    """The backward slice of the metric's print; None when the script computes no metric
+    this reading can follow (it is printed elsewhere)."""
+    expr = metric_expr(src, metric)
+    if expr is None:
+        return None
+    return _Slicer(src, modules).run(expr)
+
+
+class _Slicer:
+    def __init__(self, src: Script, modules: list[Script]):
+        self.src = src
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for script in [*modules, src]:
+            for node in ast.walk(script.tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.functions.setdefault(node.name, node)
+        self.parents = {child: node for node in ast.walk(src.tree)
+                        for child in ast.iter_child_nodes(node)}
+        self.trained = _trained(src.tree)
+        self.out = Measurement()
+        self.done: set[tuple[int, str, bool]] = set()
+        self.entered: set[str] = set()
+
+    def run(self, expr: ast.expr) -> Measurement:
+        self.expr(expr, self._scope(expr), False)
+        return self.out
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        """The function a node of the script is in (the module at module level)."""
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return node
+        return self.src.tree
+
+    def expr(self, expr: ast.AST, scope: ast.AST, val: bool) -> None:
+        """Visit what `expr` reads; `val`: reached through the validation side."""
+        for node in ast.walk(expr):
+            if isinstance(node, (ast.expr, ast.stmt)):
+                at = (node.lineno, node.col_offset)
+                self.out.nodes[at] = self.out.nodes.get(at, False) or val
+            if isinstance(node, (ast.Attribute, ast.Subscript)):
+                chain = _chain(node)
+                if chain:
+                    self.out.chains[chain] = self.out.chains.get(chain, False) or val
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.name(node.id, scope, getattr(node, "lineno", 0), val)
+            if isinstance(node, ast.Call):
+                called = _called(node)
+                func = self.functions.get(called)
+                key = f"{called}:{val}"
+                if func is not None and key not in self.entered:
+                    self.entered.add(key)
+                    inside = val or bool(VALIDATION.search(called))
+                    for ret in ast.walk(func):
+                        if isinstance(ret, ast.Return) and ret.value is not None:
+                            self.expr(ret.value, func, inside)
+
+    def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
+        val = val or _validation_data(name)
+        if name in self.trained or (id(scope), name, val) in self.done:
+            return
+        self.done.add((id(scope), name, val))
+        defs = _defs(scope, name)
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args,
+                                      *scope.args.kwonlyargs)]
+            if name in params:
+                self._call_sites(scope, params.index(name), name, val)
+                return
+            if not defs:                                  # a global the function reads
+                self.name(name, self.src.tree, 10 ** 9, val)
+                return
+        if scope is self.src.tree and defs:
+            self.out.names[name] = self.out.names.get(name, False) or val
+        before = [d for d in defs if d[0] <= line] or defs
+        last = max((i for i, d in enumerate(before) if not d[2]), default=0)
+        for _, value, _ in before[last:]:
+            if value is not None:
+                self.expr(value, scope, val)
+
+    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> None:
+        name = getattr(func, "name", "")
+        for node in ast.walk(self.src.tree):
+            if isinstance(node, ast.Call) and _called(node) == name:
+                arg = next((k.value for k in node.keywords if k.arg == param), None)
+                if arg is None and index < len(node.args):
+                    arg = node.args[index]
+                if arg is not None:
+                    self.expr(arg, self._scope(node), val)
+
+
+def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
+    """(line, the value it is set from, whether it updates rather than replaces) for each
+    place `scope` (its own body, not nested functions) sets `name`, in line order."""
+    out = []
+    for node in _own_nodes(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for part, value in _pairs(t, node.value):      # `a, b = x, y`: a from x
+                    if name in _stored(part):
+                        out.append((node.lineno, value, isinstance(part, ast.Subscript)))
+        elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
+            out.append((node.lineno, node.value, True))
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
+            out.append((node.lineno, node.iter, False))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None and name in _stored(item.optional_vars):
+                    out.append((node.lineno, item.context_expr, False))
+        elif isinstance(node, ast.comprehension) and name in _stored(node.target):
+            out.append((getattr(node.iter, "lineno", 0), node.iter, False))
+    return sorted(out, key=lambda d: d[0])
+
+
+def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """An assignment's target parts with the values they get, element by element where a
+    tuple is unpacked from a tuple of the same length."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts) \
+            and not any(isinstance(e, ast.Starred) for e in target.elts):
+        return [p for t, v in zip(target.elts, value.elts) for p in _pairs(t, v)]
+    return [(target, value)]
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a function or module, not those of the functions it defines."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _stored(target: ast.AST) -> set[str]:
+    """The names an assignment target sets (`x`, `x, y`, `x[i]` updates x)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_stored(e) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return {target.value.id}
+    if isinstance(target, ast.Starred):
+        return _stored(target.value)
+    return set()
+
+
+def _called(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _chain(node: ast.AST) -> str:
+    """`cfg.training.lr`, `cfg["optim"]["lr"]` -> `cfg.training.lr`, `cfg.optim.lr`."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            parts.append(node.slice.value)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return ".".join([node.id, *reversed(parts)]) if parts else ""
+        else:
+            return ""
+
+
+def _trained(tree: ast.Module) -> set[str]:
+    """Names of the things trained: `model.parameters()`, `clf.fit(...)`, `bst =
+    lgb.train(...)`."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in TRAINED_METHODS and isinstance(node.func.value, ast.Name):
+            out.add(node.func.value.id)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and _called(node.value) in TRAINING_CALLS:
+            out |= set().union(*(_stored(t) for t in node.targets))
+    return out
+
+
+# -- output only ---------------------------------------------------------------------------------
+def output_only(src: Script, names: set[str], metric_expr: ast.expr | None) -> set[str]:
+    """Those of `names` whose every use ends in output the metric never reads: a print, a
+    generated sample, a log, a plot (through arithmetic, slicing and variables whose every
+    use does too). A use it does not understand is a real one; an unused name is not
+    output-only (nothing is known of it)."""
+    parents = {child: node for node in ast.walk(src.tree)
+               for child in ast.iter_child_nodes(node)}
+    loads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
+    metric_nodes = {id(n) for n in ast.walk(metric_expr)       # (ctx objects are shared)
+                    if not isinstance(n, ast.expr_context)} if metric_expr is not None else set()
+
+    def only(name: str, seen: frozenset) -> bool:
+        uses = loads.get(name, [])
+        return bool(uses) and all(_ends_in_output(u, parents, metric_nodes,
+                                                  lambda t: t in seen or only(t, seen | {t}))
+                                  for u in uses)
+    return {n for n in names if only(n, frozenset({n}))}
+
+
+def _ends_in_output(use: ast.AST, parents: dict, metric_nodes: set, target_only) -> bool:
+    node = use
+    while True:
+        if id(node) in metric_nodes:
+            return False
+        parent = parents.get(node)
+        if parent is None:
+            return False
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            called = _called(parent)
+            if OUTPUT_CALL.search(called) and not _is_math(parent):
+                return not any(id(n) in metric_nodes for n in ast.walk(parent))
+            if called not in PURE_CALLS:
+                return False
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign)) and node is parent.value:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if not all(isinstance(t, ast.Name) for t in targets):
+                return False
+            return all(target_only(t.id) for t in targets if isinstance(t, ast.Name))
+        elif isinstance(parent, ast.Call) or not isinstance(parent, PASS_THROUGH):
+            return False
+        node = parent
+
+
+MATH_MODULES = {"math", "np", "numpy", "torch", "jnp", "F", "tf", "cmath", "scipy"}
+
+
+def _is_math(call: ast.Call) -> bool:
+    """`math.log(x)`, `np.log(x)`: arithmetic, not a log line."""
+    f = call.func
+    return _called(call) == "log" and not (isinstance(f, ast.Attribute) and isinstance(
+        f.value, ast.Name) and f.value.id not in MATH_MODULES)
+
+
+# -- limits the code asserts ---------------------------------------------------------------------
+_FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
+def asserted_limits(src: Script, modules: list[Script], names: set[str],
+                    known: dict[str, object]) -> dict[str, list[tuple[str, float]]]:
+    """{setting: [(op, bound)]} for the asserts that bound a value a setting flows into:
+    `assert SEQ_LEN <= 256` at module level, or `assert seq_len <= MAX` in a function the
+    script calls with the setting (`Model(seq_len=SEQ_LEN)`, positional too; a class's
+    __init__). op is one of <, <=, >, >=; bound a number (a literal, or a name `known` or
+    the script's own literals give)."""
+    values = {**known, **src.literals()}
+    receivers: dict[tuple[str, str], set[str]] = {}     # (function, param) -> settings
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for script in [*modules, src]:
+        for node in ast.walk(script.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.setdefault(node.name, node)
+            if isinstance(node, ast.ClassDef):
+                init = next((b for b in node.body if isinstance(b, ast.FunctionDef)
+                             and b.name == "__init__"), None)
+                if init is not None:
+                    functions.setdefault(node.name, init)
+    for node in ast.walk(src.tree):
+        if not isinstance(node, ast.Call) or _called(node) not in functions:
+            continue
+        func = functions[_called(node)]
+        params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        if params and params[0] == "self":
+            params = params[1:]
+        pairs = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords
+                                                 if k.arg]
+        for param, arg in pairs:
+            if isinstance(arg, ast.Name) and arg.id in names:
+                receivers.setdefault((func.name, param), set()).add(arg.id)
+    out: dict[str, list[tuple[str, float]]] = {}
+
+    def bound(expr: ast.expr):
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) \
+                and not isinstance(expr.value, bool):
+            return float(expr.value)
+        if isinstance(expr, ast.Name) and isinstance(values.get(expr.id), (int, float)):
+            return float(values[expr.id])  # type: ignore[arg-type]
+        return None
+    scopes: list[ast.AST] = [src.tree, *functions.values()]   # module level: the script's
+    for scope in scopes:
+        for node in _own_nodes(scope):
+            if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
+                    and len(node.test.ops) == 1 and type(node.test.ops[0]) in _FLIP):
+                continue
+            left, op = node.test.left, type(node.test.ops[0])
+            right = node.test.comparators[0]
+            for side, limit, kind in ((left, right, op), (right, left, _FLIP[op])):
+                b = bound(limit)
+                if b is None or not isinstance(side, (ast.Name, ast.Attribute)):
+                    continue
+                ident = side.id if isinstance(side, ast.Name) else side.attr
+                tied = ({ident} & names if scope is src.tree else set()) | \
+                    receivers.get((getattr(scope, "name", ""), ident), set())
+                for setting in tied:
+                    text = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}[kind]
+                    if (text, b) not in out.get(setting, []):
+                        out.setdefault(setting, []).append((text, b))
+    return out

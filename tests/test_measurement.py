@@ -1,0 +1,289 @@
+"""Which settings change what the metric measures (loop/init/measurement.py), on a script of
+the shape issue 36 found searched wrongly: lucidrains' enwik8 train.py, whose validation loss
+is one batch of SEQ_LEN x BATCH_SIZE bytes, whose PRIME_LEN only feeds a generated sample,
+whose GRADIENT_ACCUMULATE_EVERY sets the effective batch, and whose model asserts the longest
+sequence it embeds. Real git repos, real init, a real night (torch on the CPU)."""
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import git, run_cli
+from loop.init.onboard import analyse
+
+MODEL_PY = """\
+import torch
+from torch import nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self, num_tokens, dim, max_seq_len):
+        super().__init__()
+        assert max_seq_len <= 256, "positions beyond 256 are not embedded"
+        self.emb = nn.Embedding(num_tokens, dim)
+        self.pos = nn.Embedding(256, dim)
+        self.out = nn.Linear(dim, num_tokens)
+
+    def forward(self, x, return_loss=True):
+        inp, target = x[:, :-1], x[:, 1:]
+        h = self.emb(inp) + self.pos(torch.arange(inp.shape[1]))
+        logits = self.out(torch.tanh(h))
+        if not return_loss:
+            return logits
+        return nn.functional.cross_entropy(logits.transpose(1, 2), target)
+
+    @torch.no_grad()
+    def generate(self, start, length):
+        out = start
+        for _ in range(length):
+            logits = self(out[:, -255:], return_loss=False)[:, -1]
+            out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=-1)
+        return out[:, start.shape[1]:]
+"""
+
+ENWIK8_TRAIN = """\
+import random
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from model import TinyLM
+
+# constants
+
+NUM_BATCHES = 12
+BATCH_SIZE = 4
+GRADIENT_ACCUMULATE_EVERY = 2
+LEARNING_RATE = 1e-2
+VALIDATE_EVERY = 4
+GENERATE_EVERY = 6
+PRIME_LEN = 16
+GENERATE_LENGTH = 32
+SEQ_LEN = 64
+DIM = 32
+
+# helpers
+
+
+def cycle(loader):
+    while True:
+        for data in loader:
+            yield data
+
+
+def decode_token(token):
+    return str(chr(max(32, token)))
+
+
+def decode_tokens(tokens):
+    return "".join(list(map(decode_token, tokens)))
+
+
+# instantiate model
+
+model = TinyLM(num_tokens=256, dim=DIM, max_seq_len=SEQ_LEN)
+
+# prepare enwik8-like data
+
+rng = np.random.default_rng(0)
+data = np.frombuffer(bytes(rng.integers(97, 123, 20000, dtype=np.uint8)), dtype=np.uint8)
+train_x, valid_x = np.split(data, [18000])
+data_train, data_val = torch.from_numpy(train_x.copy()), torch.from_numpy(valid_x.copy())
+
+
+class TextSamplerDataset(Dataset):
+    def __init__(self, data, seq_len):
+        super().__init__()
+        self.data = data
+        self.seq_len = seq_len
+
+    def __getitem__(self, index):
+        rand_start = torch.randint(0, self.data.size(0) - self.seq_len - 1, (1,))
+        return self.data[rand_start: rand_start + self.seq_len + 1].long()
+
+    def __len__(self):
+        return self.data.size(0) // self.seq_len
+
+
+train_dataset = TextSamplerDataset(data_train, SEQ_LEN)
+val_dataset = TextSamplerDataset(data_val, SEQ_LEN)
+train_loader = cycle(DataLoader(train_dataset, batch_size=BATCH_SIZE))
+val_loader = cycle(DataLoader(val_dataset, batch_size=BATCH_SIZE))
+
+# optimizer
+
+optim = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+
+# training
+
+for i in range(NUM_BATCHES):
+    model.train()
+
+    for __ in range(GRADIENT_ACCUMULATE_EVERY):
+        loss = model(next(train_loader))
+        (loss / GRADIENT_ACCUMULATE_EVERY).backward()
+
+    print(f"training loss: {loss.item()}")
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    optim.step()
+    optim.zero_grad()
+
+    if i % VALIDATE_EVERY == 0 or i == NUM_BATCHES - 1:
+        model.eval()
+        with torch.no_grad():
+            loss = model(next(val_loader))
+            print(f"validation loss: {loss.item()}")
+
+    if i % GENERATE_EVERY == 0:
+        model.eval()
+        inp = random.choice(val_dataset)[:PRIME_LEN]
+        prime = decode_tokens(inp)
+        print(f"{prime} \\n\\n {'*' * 100}")
+
+        sample = model.generate(inp[None, ...], GENERATE_LENGTH)
+        output_str = decode_tokens(sample[0])
+        print(output_str)
+"""
+
+
+def make_repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).write_text(textwrap.dedent(text))
+    commit(root, "initial")
+    return root
+
+
+def commit(repo: Path, msg: str = "files") -> None:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=Tester", "-c", "user.email=t@example.com", "commit", "-qm", msg)
+
+
+def enwik8(tmp_path: Path, train: str = ENWIK8_TRAIN) -> Path:
+    return make_repo(tmp_path / "enwik8", {"train.py": train, "model.py": MODEL_PY})
+
+
+def test_the_enwik8_wrong_keep_no_longer_searches_what_sets_the_validation_batch(tmp_path):
+    repo = enwik8(tmp_path)
+    done = run_cli("init", "--metric", "validation_loss", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = yaml.safe_load((repo / "task.yaml").read_text())
+    # the validation loss is one batch of SEQ_LEN x BATCH_SIZE: both would change what it
+    # measures; PRIME_LEN and GENERATE_LENGTH only feed the generated sample
+    assert set(task["search_space"]) == {"GRADIENT_ACCUMULATE_EVERY", "LEARNING_RATE", "DIM",
+                                         "AdamW.weight_decay"}
+    for said in ("BATCH_SIZE (sets the validation batch)",
+                 "SEQ_LEN (sets the validation sequence length)",
+                 "PRIME_LEN (only feeds output validation_loss never reads)",
+                 "GENERATE_LENGTH (only feeds output validation_loss never reads)"):
+        assert said in done.stdout
+    # the effective batch is trained, not a cadence: searched
+    assert task["search_space"]["GRADIENT_ACCUMULATE_EVERY"] == {"range": [1, 4],
+                                                                 "integer": True}
+
+
+def test_a_range_stays_inside_the_limit_the_code_asserts(tmp_path):
+    """SEQ_LEN feeding only the model and the training data (validation on a fixed 64) is
+    searched, but never past the 256 the model asserts (2**8), though 128 * 4 would be."""
+    train = ENWIK8_TRAIN.replace("SEQ_LEN = 64", "SEQ_LEN = 128").replace(
+        "val_dataset = TextSamplerDataset(data_val, SEQ_LEN)",
+        "val_dataset = TextSamplerDataset(data_val, 64)")
+    plan = analyse(enwik8(tmp_path, train), metric="validation_loss")
+    assert plan.space["SEQ_LEN"] == {"pow2": [4, 8]}
+    assert "BATCH_SIZE (sets the validation batch)" in plan.skipped
+
+
+def test_a_train_test_split_size_is_left_out_and_the_classifiers_keywords_searched(tmp_path):
+    repo = make_repo(tmp_path / "tab", {"train.py": TABULAR_TRAIN})
+    plan = analyse(repo)
+    assert plan.metric == "val_accuracy"
+    assert set(plan.space) == {"LogisticRegression.C"}
+    assert "LogisticRegression.max_iter" in plan.skipped       # the training's length
+    # the split and the data it is drawn from decide what the accuracy is measured on
+    assert {"train_test_split.test_size", "train_test_split.random_state",
+            "make_classification.n_samples (sets the evaluation's size)",
+            "make_classification.n_features (enters the metric's computation)"} <= set(
+        plan.skipped)
+
+
+def test_where_the_script_does_not_compute_its_metric_init_says_it_cannot_tell(tmp_path):
+    repo = make_repo(tmp_path / "elsewhere", {"train.py": PRINTED_ELSEWHERE,
+                                             "report.py": REPORT_PY})
+    plan = analyse(repo, metric="val_loss")
+    assert "LR" in plan.space
+    assert any("could not be read" in n for n in plan.notes), plan.notes
+
+
+@pytest.mark.slow
+def test_a_night_on_the_enwik8_shape_moves_only_what_leaves_the_measure_alone(tmp_path,
+                                                                             mlflow_uri):
+    repo = enwik8(tmp_path)
+    assert run_cli("init", "--metric", "validation_loss", cwd=repo).returncode == 0
+    commit(repo, "autoresearch task")
+    done = run_cli("run", "--tag", "m", "--proposer", "mutate", "--iterations", "2", cwd=repo,
+                   timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    table = (repo / ".autoresearch" / "m" / "results.tsv").read_text().splitlines()[2:]
+    assert table
+    for row in table:
+        moved = set(re.findall(r"(?:Set |, )([\w.]+) to", row))
+        assert moved and moved <= {"GRADIENT_ACCUMULATE_EVERY", "LEARNING_RATE", "DIM",
+                                   "AdamW.weight_decay"}, row
+
+
+TABULAR_TRAIN = """\
+import os
+
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import train_test_split
+
+X, y = make_classification(n_samples=400, n_features=10, random_state=0)
+X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.25, random_state=0)
+clf = LogisticRegression(max_iter=1000, C=1.0)
+clf.fit(X_train, y_train)
+acc = accuracy_score(y_val, clf.predict(X_val))
+print(f"val_accuracy: {acc:.4f}")
+"""
+
+PRINTED_ELSEWHERE = """\
+from report import report
+
+LR = 0.01
+loss = (LR - 0.02) ** 2
+report(loss)
+"""
+
+REPORT_PY = """\
+def report(value):
+    print(f"val_loss: {value:.4f}")
+"""
+
+
+def test_asserted_limits_at_module_level_and_in_a_called_function():
+    from loop.init.measurement import asserted_limits
+    from loop.setup.code_scan import Script
+    src = Script("train.py", textwrap.dedent("""\
+        MAX_LEN = 512
+        SEQ_LEN = 128
+        WIDTH = 64
+        DEPTH = 4
+        assert SEQ_LEN < MAX_LEN
+
+        def build(width, depth):
+            assert width <= 1024
+            assert 2 <= depth
+            return width * depth
+
+        build(WIDTH, depth=DEPTH)
+        """))
+    limits = asserted_limits(src, [], {"SEQ_LEN", "WIDTH", "DEPTH"}, {})
+    assert limits == {"SEQ_LEN": [("<", 512.0)], "WIDTH": [("<=", 1024.0)],
+                      "DEPTH": [(">=", 2.0)]}
