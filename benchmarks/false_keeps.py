@@ -68,7 +68,7 @@ def measure_best(run, cfg: JudgeConfig) -> list[float]:
 def decide(run, run_best, best: list[float], history: list[list[float]], cfg: JudgeConfig,
            period_noise: list[tuple[float, int]]):
     """One proposal, as the engine handles it: run, judge, re-run while asked (with a run
-    of the best next to it when the verdict says `also_best`); after a keep, re-measure the
+    of the best next to it when the verdict is `paired`); after a keep, re-measure the
     new best. Returns (kept, candidate samples, runs spent, (ss, df) of its period)."""
     candidate, pairs, runs = [run()], [], 1
     while True:
@@ -78,12 +78,12 @@ def decide(run, run_best, best: list[float], history: list[list[float]], cfg: Ju
         if v.action != RERUN:
             break
         b = None
-        if v.also_best:                           # the best first, then the candidate
+        if v.paired and v.runs:         # the best first, then the candidate
             b = run_best()
             best.append(b)
         candidate.append(run())
-        runs += 1 + (1 if v.also_best else 0)
-        if v.also_best:
+        runs += 1 + (1 if v.paired and v.runs else 0)
+        if v.paired and v.runs:
             pairs.append((candidate[-1], b))
     if v.action == KEEP:
         while should_remeasure_best(candidate, cfg):

@@ -5,7 +5,7 @@ runs). It starts with the baseline (runs until `should_remeasure_best` is satisf
 takes proposals one at a time, as the engine does with one slot: re-runs of the best when
 `Scoreboard.best_runs_wanted` says so, the candidate's first run, `Scoreboard.judge` after
 every run, another run while the verdict is `rerun` (with a run of the best right before it
-when the verdict says `also_best`), and after a keep the new best's re-measurements. The
+when the verdict is `paired`), and after a keep the new best's re-measurements. The
 bookkeeping is the engine's own `loop.judge.scoreboard.Scoreboard`, so the judge sees exactly
 what it sees live. When the budget runs out mid-candidate, that candidate is not kept.
 
@@ -171,7 +171,7 @@ def night(cfg: JudgeConfig, seed: int, sigma: float, budget: int, drift: float =
                 v = score.judge(rec, "minimize", cfg)
                 if v.action != RERUN:
                     break
-                if v.also_best:                    # the best first, then the candidate
+                if v.paired and v.runs:          # the best first, then the candidate
                     b = run(truth)
                     score.remeasured(b)
                     rec.samples.append(run(truth - effect))

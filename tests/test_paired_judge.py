@@ -22,13 +22,13 @@ def drifted(t: float, value: float, rate: float = -0.02) -> float:
 def test_paired_is_the_default_and_screening_asks_for_a_run_of_the_best():
     assert JudgeConfig(rule="noise").paired
     v = judge([0.97], OLD_BEST, "minimize", CFG, **SD, pairs=[], period_noise=PERIOD)
-    assert v.action == RERUN and v.also_best == 1 and "next to the best" in v.reason
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1 and "next to the best" in v.reason
     assert v.paired and v.runs == 1
 
 
 def test_a_first_run_that_is_not_plausibly_better_costs_one_run():
     v = judge([1.03], OLD_BEST, "minimize", CFG, **SD, pairs=[], period_noise=PERIOD)
-    assert v.action == DISCARD and v.also_best == 0
+    assert v.action == DISCARD and (v.runs if v.paired else 0) == 0
 
 
 def test_drift_does_not_make_a_no_op_a_keep():
@@ -37,7 +37,7 @@ def test_drift_does_not_make_a_no_op_a_keep():
     unpaired = judge([c0, drifted(22, 1.0), drifted(24, 1.0)], OLD_BEST, "minimize", CFG, **SD)
     assert unpaired.action == KEEP                  # the bug: drift read as a gain
     first = judge([c0], OLD_BEST, "minimize", CFG, **SD, pairs=[], period_noise=PERIOD)
-    assert first.action == RERUN and first.also_best
+    assert first.action == RERUN and (first.runs if first.paired else 0)
     # the engine's order: c0, b1, c1, b2, c2 (times 20..24), both states alike
     pairs = [[drifted(22, 1.0) + 0.004, drifted(21, 1.0) - 0.003],
              [drifted(24, 1.0) - 0.002, drifted(23, 1.0) + 0.005]]
@@ -59,7 +59,7 @@ def test_a_real_gain_under_drift_is_kept_after_two_runs_of_the_best_alongside():
     assert "alongside" in v.reason and v.stats["paired_runs"] == 2
     one = judge([c0, pairs[0][0]], OLD_BEST, "minimize", CFG, **SD, pairs=pairs[:1],
                 period_noise=PERIOD)
-    assert one.action == RERUN and one.also_best == 1   # R runs before a keep
+    assert one.action == RERUN and (one.runs if one.paired else 0) == 1   # R runs before a keep
 
 
 def test_reruns_stop_when_the_runs_of_the_best_keep_failing():
@@ -87,4 +87,4 @@ def test_scoreboard_feeds_the_period_noise_and_rebuilds_it_from_records():
     assert len(board.period_noise) == 2 and board.period_noise[1][1] == 4
     rec = Record(2, "discard", "y", samples=[0.9], lines_added=1)
     v = board.judge(rec, "minimize", CFG)
-    assert v.action == RERUN and v.also_best == 1   # the engine runs the best first
+    assert v.action == RERUN and (v.runs if v.paired else 0) == 1   # the engine runs the best first

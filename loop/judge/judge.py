@@ -21,9 +21,9 @@ Three rules (`JudgeConfig.rule`):
 
 With `paired` (the noise rule's default) the candidate is confirmed only against runs of
 the best made alongside its own, so a machine whose speed drifts over the night cannot
-fake a keep: see loop/judge/paired.py. Then a `rerun` verdict carries `paired` (`also_best` =
-1), and the engine runs the best once right before the candidate's next run and passes
-`pairs` (candidate, best) back:
+fake a keep: see loop/judge/paired.py. Then a `rerun` verdict carries `paired` (one run
+of the best for each of the candidate's), and the engine runs the best once right before the
+candidate's next run and passes `pairs` (candidate, best) back:
 
         if v.paired: b = run(best); best.append(b)              # journalled as a remeasure
         c = run(candidate); candidate.append(c)
