@@ -36,6 +36,7 @@ steps = float(os.environ["AUTORESEARCH_TIME_BUDGET"]) * WIDTH
 seed = int(os.environ.get("AUTORESEARCH_SEED", "0"))
 noise = random.Random(seed).gauss(0, 1) * 0.01
 time.sleep(0.05 * float(os.environ["AUTORESEARCH_TIME_BUDGET"]))   # a longer box, a longer run
+print("cwd:", os.getcwd())                  # where it ran: a worktree here, a node's folder
 print(f"loss: {1 / (LR * steps) + LR + BIAS + noise:.6f}")
 """
 
