@@ -58,8 +58,9 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
         raise UsageError("finalize needs --tag: the night to finalize")
     if max_runs is not None and max_runs < 1:
         raise UsageError(f"--max-runs must be at least 1, got {max_runs}")
-    config = night_config(config, config.tag)        # the night's task and time box
-    site = locate(config, config.tag, out, Progress(out), proposer=object())
+    tag = config.tag
+    config = night_config(config, tag)        # the night's task and time box
+    site = locate(config, tag, out, Progress(out), proposer=object())
     if not site.journal.exists() or not site.workspace.branch_exists():
         raise UsageError(f"no night for tag '{config.tag}' here (no journal or no branch "
                          f"{site.workspace.branch}): run `autoresearch run --tag "
