@@ -123,3 +123,13 @@ def test_kill_9_at_scale_then_the_same_command_repeats_no_run(tmp_path, mlflow_u
         assert len(got) == len(set(got)) and len(got) >= before[name]
     assert "At scale the gain REVERSED" in report(repo)
     assert report(repo).count("## At scale") == 1
+
+
+def test_a_branch_that_kept_nothing_is_not_measured_at_scale(tmp_path, mlflow_uri):
+    from finalize_nights import LR_TRAIN
+    train = LR_TRAIN.replace("BIAS = 0.3", "BIAS = 0.3\nUNUSED = 1")
+    repo = lr_repo(tmp_path / "repo", train=train)
+    cfg = night(repo, [("set UNUSED to 2", "UNUSED = 1", "UNUSED = 2")])
+    assert finalize(cfg, out=lambda s: None, scale=10) == 0
+    assert "Not measured: the branch holds none of the night's changes" in report(repo)
+    assert measures(repo, name="finalize-x10.jsonl") == []

@@ -223,6 +223,15 @@ def append_report(folder, lines: list[str]) -> None:
 def check(site, spec: ScaleSpec, morning, max_pairs: int) -> int:
     """After finalize wrote its branch: the check at scale, printed and added to the
     report; 130 when interrupted."""
+    trees = site.workspace.trees([morning.base, morning.tip])
+    if trees[0] == trees[1]:
+        lines = ["", f"## At scale: {spec.label()}", "",
+                 "Not measured: the branch holds none of the night's changes (its code is the "
+                 "start's)."]
+        append_report(site.dir, lines)
+        for line in lines:
+            site.out(line)
+        return 0
     at = ScaleCheck(site, spec, morning.direction, site.config.judge.confidence,
                     max_pairs).run(morning.base, morning.tip)
     if at is None:
