@@ -95,6 +95,12 @@ def test_a_bad_scale_key_or_flag_is_one_line(tmp_path, toy_repo, mlflow_uri):
     assert out.returncode == 2 and out.stderr.strip() == (
         "autoresearch: error: --scale must be a finite number > 0 (times the time box), got -2.0")
     assert not (repo / ".autoresearch" / "n" / "finalize.jsonl").exists()   # before any run
+    task = repo / "task" / "task.yaml"
+    task.write_text(task.read_text() + "scale:\n  settings: {DEPTH: 12}\n")
+    out = run_cli("finalize", "--tag", "n", cwd=repo)
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "scale.settings: no numeric setting DEPTH in the task's editable files")
+    assert not (repo / ".autoresearch" / "n" / "finalize.jsonl").exists()
 
 
 def test_kill_9_at_scale_then_the_same_command_repeats_no_run(tmp_path, mlflow_uri):

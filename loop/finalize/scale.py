@@ -29,6 +29,7 @@ from loop.run.backends import make_backend
 from loop.setup import settings as setting_text
 from loop.setup.scale import ScaleSpec, factor_of, parse
 from loop.setup.task import load_task, with_budget
+from loop.setup.taskfiles import list_files
 from loop.state.journal import Journal
 from loop.errors import TaskError
 from loop.words import plural
@@ -52,6 +53,14 @@ def spec_for(flag: float | None, task) -> ScaleSpec | None:
     if spec is not None and spec.factor == 1.0 and not spec.settings:
         raise UsageError("--scale 1 with no scale.settings in task.yaml: the runs at scale "
                          "would be the night's own")
+    if spec is not None and spec.settings:
+        files = {p: (task.root / p).read_text(errors="replace") for p in list_files(task.root)
+                 if task.is_editable(p)}
+        known = {s.name for s in setting_text.find_all(files)}
+        missing = [name for name in spec.settings if name not in known]
+        if missing:
+            raise UsageError(f"{task.root}/task.yaml: scale.settings: no numeric setting "
+                             f"{missing[0]} in the task's editable files")
     if spec is not None and spec.factor != 1.0 and task.budget_constant:
         raise UsageError(f"--scale: {task.name} trains for {task.budget_constant}, set in its "
                          f"code (the script does not read AUTORESEARCH_TIME_BUDGET); scale it "
