@@ -162,7 +162,8 @@ def open_parts(site: Site) -> Parts:
         journal.write("start", tag=site.tag, branch=workspace.branch,
                       base_commit=workspace.tip(), task=task_rel,
                       metric=task.metric.name, direction=task.metric.direction,
-                      protected=task.protected_metric, tracking_uri=uri,
+                      protected=task.protected_metric, time_budget_s=task.time_budget_s,
+                      tracking_uri=uri,
                       experiment=experiment, parent_run_id=None)
     by_iter = {r.iteration: r for r in state.records}
     sink: RecordSink

@@ -19,8 +19,10 @@ from loop.engine.resume import install_signals
 from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
+from loop.finalize import scale as at_scale
 from loop.finalize.estimate import LIKELY
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
+from loop.finalize.night import night_config
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
 from loop.run import grading
@@ -50,21 +52,29 @@ class Kept:
 
 
 def finalize(config: Config, out=print, max_runs: int | None = None,
-             max_wall_s: float | None = None, max_pairs: int = MAX_PAIRS) -> int:
+             max_wall_s: float | None = None, max_pairs: int = MAX_PAIRS,
+             scale: float | None = None) -> int:
     if not config.tag:
         raise UsageError("finalize needs --tag: the night to finalize")
     if max_runs is not None and max_runs < 1:
         raise UsageError(f"--max-runs must be at least 1, got {max_runs}")
-    site = locate(config, config.tag, out, Progress(out), proposer=object())
+    tag = config.tag
+    config = night_config(config, tag)        # the night's task and time box
+    site = locate(config, tag, out, Progress(out), proposer=object())
     if not site.journal.exists() or not site.workspace.branch_exists():
         raise UsageError(f"no night for tag '{config.tag}' here (no journal or no branch "
                          f"{site.workspace.branch}): run `autoresearch run --tag "
                          f"{config.tag}` first")
+    spec = at_scale.spec_for(scale, site.user_task)     # refused before any run
     lock = TagLock(site.dir / "lock")
     lock.acquire()
     try:
         install_signals()
-        return Morning(site, max_runs, max_wall_s, max_pairs).run()
+        morning = Morning(site, max_runs, max_wall_s, max_pairs)
+        code = morning.run()
+        if code == 0 and spec is not None and morning.tip is not None:
+            return at_scale.check(site, spec, morning, max_pairs)
+        return code
     finally:
         lock.release()
 
@@ -74,6 +84,8 @@ class Morning:
         self.site, self.out, self.ws = site, site.out, site.workspace
         self.config, self.rel = site.config, site.task_rel
         self.max_runs, self.max_wall_s, self.max_pairs = max_runs, max_wall_s, max_pairs
+        self.base: str | None = None          # the night's start and the branch's tip, once
+        self.tip: str | None = None           # written (what finalize --scale measures)
 
     def run(self) -> int:
         night = replay(self.site.journal.events())
@@ -108,6 +120,7 @@ class Morning:
         if measured is None:
             return 130
         self._finish(start, kept, comps, bench, *measured)
+        self.base, self.tip = base, measured[0]
         return 0
 
     def _bench(self, sched) -> Bench:

@@ -81,8 +81,23 @@ class Workspace:
             self.git.worktree("prune")
             self.worktree.parent.mkdir(parents=True, exist_ok=True)
             self.git.worktree("add", "--quiet", str(self.worktree), self.branch)
+        self.drop_stale_locks()
         self.restore()
         return created
+
+    def drop_stale_locks(self) -> list[str]:
+        """The lock files git leaves in this worktree's own git folder when it is killed
+        mid-command (a kill -9 of the engine while a run's code was being checked out), which
+        would fail every later command there. The caller holds the tag's lock (one engine per
+        tag), and the worktree is the engine's own: no git command of anyone's runs there, so
+        any such file is stale. Removed; their names returned."""
+        gone = []
+        for name in ("index.lock", "HEAD.lock"):
+            path = self._admin_dir() / name
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                gone.append(name)
+        return gone
 
     def open_detached(self, commit: str) -> None:
         """This workspace's worktree, detached at `commit`, made without a branch (check-task's
@@ -373,6 +388,7 @@ class Workspace:
         slot.__dict__.update(self.__dict__)
         slot.worktree = path
         slot._wtgit = Git(path, self._env, before=self.guard.restore_files)   # its own tree
+        slot.drop_stale_locks()
         return slot
 
 

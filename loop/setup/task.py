@@ -111,6 +111,9 @@ class Task:
     progress_pattern: str = ""          # a progress line: percent of the budget and loss
     early_stop: Any = None              # true or {warmup, z, ...}: stop clearly worse runs
                                         # (loop/run/early_stop.py; needs progress_pattern)
+    scale: Any = None                   # what finalize re-measures the branch at: K (times
+                                        # the time box) or {time_budget, settings}
+                                        # (loop/setup/scale.py)
     root: Path = field(default=Path("."), metadata={"internal": True})  # set by load_task
 
     @property

@@ -14,6 +14,7 @@ from loop.setup.endpoints import parse as parse_endpoint
 from loop.setup.flags import STYLES, FlagsError, read
 from loop.setup.graders import KINDS
 from loop.setup.metric import DIRECTIONS, throughput_regex
+from loop.setup.scale import parse as parse_scale
 from loop.setup.search_space import SpaceError, constants, parse_space
 from loop.setup.settings import kind_of
 from loop.setup.stop_settings import check_pattern, parse_settings
@@ -62,6 +63,7 @@ def validate(task: Task, where: str) -> None:
     _validate_grading(task, where, files)
     time_box.check_on_timeout(task, where)
     _validate_search(task, where)
+    parse_scale(task.scale, where)
 
 
 def _validate_progress(task: Task, where: str) -> None:

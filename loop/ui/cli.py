@@ -143,7 +143,7 @@ def cmd_finalize(args) -> int:
     config = load_config(args.config or default_config()).with_overrides(
         tag=args.tag, workers=args.workers, backend=args.backend)
     return finalize(config, out=lambda line: print(line, flush=True), max_runs=args.max_runs,
-                    max_wall_s=args.max_wall_s)
+                    max_wall_s=args.max_wall_s, scale=args.scale)
 
 
 def cmd_tasks(args) -> int:

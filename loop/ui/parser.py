@@ -120,6 +120,10 @@ def _finalize(sub) -> None:
     fz.add_argument("--max-runs", type=int, help="make at most this many runs in all")
     fz.add_argument("--max-wall", type=float, dest="max_wall_s",
                     help="start no new round of runs after this many seconds")
+    fz.add_argument("--scale", type=float, metavar="K",
+                    help="then measure the branch against the start at K times the night's "
+                         "time box (with task.yaml's scale.settings, if any) and say whether "
+                         "the gain held, shrank or reversed")
 
 
 def _tasks(sub) -> None:
