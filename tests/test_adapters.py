@@ -11,7 +11,7 @@ from loop.adapters import mlagentbench, mlebench
 from loop.adapters.metrics import score
 from loop.setup.config import Config, JudgeConfig, load_config
 from loop.engine.engine import Engine
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.setup.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent

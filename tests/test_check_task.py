@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import git, needs_sandbox, run_cli
-from loop.run.check import check_task
-from loop.run.uncommitted import mentioned_paths
+from loop.advice.check_task import check_task
+from loop.advice.uncommitted import mentioned_paths
 
 TASK = """\
 name: t

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import git, require
 from loop.run import sandbox
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.process import Limits
 from loop.run.spec import RunJob, code_first, make_spec
 from loop.setup.task import load_task
@@ -158,7 +158,7 @@ def test_the_graders_python_starts_with_none_of_its_copy(tmp_path, installed_gra
     assert spec.env["PYTHONPATH"] == f"{installed_graded}:extra"     # training: unchanged
 
 
-# -- the failure's hint (loop/run/uncommitted.py `import_line`) ----------------------------
+# -- the failure's hint (loop/advice/uncommitted.py `import_line`) ----------------------------
 def test_a_package_of_the_repo_that_does_not_import_is_named_with_what_to_check(installed):
     """`python -I` ignores PYTHONPATH: the run cannot see the repo's own package (in the
     sandbox, which hides the checkout the editable install points at)."""

@@ -9,7 +9,7 @@ from graded_toy import EVALUATE, TASK, baseline_error, make_graded_repo, make_pr
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 from loop.errors import TaskError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.grading import Guard, copy_task
 from loop.run.process import experiment_env
 from loop.run.runner import run_experiment

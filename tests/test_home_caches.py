@@ -14,7 +14,7 @@ import yaml
 
 from conftest import git, needs_sandbox, run_cli
 from karpathy_repo import make_home_cache_repo
-from loop.run.home_hint import home_line
+from loop.advice.home_cache import home_line
 from loop.init.caches import moved
 from loop.setup.caches import find
 from loop.setup.code_scan import Script

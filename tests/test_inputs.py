@@ -12,7 +12,7 @@ import pytest
 from conftest import git, needs_sandbox, run_cli
 from shaped_repos import nanogpt_repo
 from loop.errors import TaskError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.process import Limits
 from loop.setup.task import load_task
 

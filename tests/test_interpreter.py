@@ -18,7 +18,7 @@ import pytest
 from conftest import git, needs_sandbox
 from loop.errors import TaskError, UsageError
 from loop.run import sandbox
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.spec import RunJob, make_spec, run_envs
 from loop.setup import interpreter
 from loop.setup.interpreter import resolve_command, roots

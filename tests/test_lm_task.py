@@ -7,7 +7,7 @@ import pytest
 from karpathy_repo import LM_TASK, make_karpathy_repo, val_file
 from loop.errors import TaskError
 from loop.setup.graders import HANDOVER, LM
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.grading import Guard
 from loop.run.spec import RunJob, run_envs
 from loop.setup.task import load_task

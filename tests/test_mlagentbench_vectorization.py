@@ -11,7 +11,7 @@ import yaml
 from loop.adapters import mlagentbench
 from loop.adapters.mlagentbench_checks import self_reported_score
 from loop.errors import UsageError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.setup.task import load_task
 
 CONV = '''\

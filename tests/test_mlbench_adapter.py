@@ -11,7 +11,7 @@ from conftest import run_cli
 from loop.adapters import mlbench
 from loop.adapters.mlbench_grade import arguments_match, assess, type_fits
 from loop.errors import UsageError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 
 TRAIN = """\
 import argparse, sys, time

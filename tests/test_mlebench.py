@@ -22,7 +22,7 @@ from bench_layouts import (COMP, PARITY, make_mlebench, parity_answers, parity_i
 from loop.adapters import metrics, mlebench
 from loop.adapters.mlebench_grade import grade_main, thresholds
 from loop.errors import TaskError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.record import Record
 from loop.run.runner import grader_error
 from loop.setup.task import load_task

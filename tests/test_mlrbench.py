@@ -13,7 +13,7 @@ from conftest import needs_sandbox, run_cli
 from loop.adapters import mlrbench
 from loop.adapters.mlrbench_review import ReviewError, parse_review
 from loop.errors import UsageError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 
 SCORES = ("Consistency", "Clarity", "Completeness", "Soundness", "OverallAssessment")
 needs_bwrap = needs_sandbox

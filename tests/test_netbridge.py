@@ -10,7 +10,7 @@ import yaml
 from conftest import needs_sandbox
 from loop.run import netbridge
 from loop.errors import TaskError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.setup.task import load_task
 
 pytestmark = needs_sandbox

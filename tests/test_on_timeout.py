@@ -13,7 +13,7 @@ import pytest
 
 from conftest import git, run_cli
 from loop.errors import TaskError
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.setup.task import load_task, with_budget
 
 # Evaluates every 10 steps and never stops: only the time box ends it

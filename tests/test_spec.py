@@ -1,6 +1,6 @@
 """One run, defined once (loop/run/spec.py): a job's numbers, the environment of both steps
 assembled in one place, and the spec every backend and check-task run."""
-from loop.run.check import check_task
+from loop.advice.check_task import check_task
 from loop.run.spec import JOB_ENV, RunJob, grade_log, make_spec, run_envs
 from loop.setup.task import load_task
 from loop.words import RunKey

@@ -70,7 +70,7 @@ class Keeper:
     def _failure_hint(self, log: Path) -> str | None:
         """What check-task would say about the failed baseline: a file not committed (or
         ignored: `inputs:`), one the sandbox hides, a package the environment lacks."""
-        from loop.run import uncommitted
+        from loop.advice import uncommitted
         from loop.run.spec import grade_log
         logs = "\n".join(p.read_text(errors="replace") for p in (log, grade_log(log))
                          if p.exists())

@@ -16,7 +16,7 @@ through module-level names, and an override by an environment variable
 (`os.environ.get("X_CACHE", <one of those>)`, `os.getenv(...) or ...`). The engine's own
 caches (~/.cache/autoresearch, the model caches) are shown already and are not listed.
 This module decides nothing about the sandbox's argv (loop/run/sandbox.py), nor reads
-run logs (loop/run/home_hint.py)."""
+run logs (loop/advice/home_cache.py)."""
 from __future__ import annotations
 
 import ast

@@ -176,7 +176,7 @@ def cmd_check_task(args) -> int:
     from loop.engine.resume import install_signals
     from loop.run import sandbox
     from loop.run.backends.devices import slot_envs
-    from loop.run.check import check_task
+    from loop.advice.check_task import check_task
     from loop.run.process import Limits
     from loop.setup.config import load_config
     config = load_config(args.config or default_config()).with_overrides(

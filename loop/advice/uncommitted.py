@@ -97,7 +97,7 @@ def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
         ignored = [rel for p, rel in zip(needed, task_paths)
                    if rel is not None and _ignored(repo_root, p)]
         return needed_line(needed, ignored, who)
-    from loop.run.home_hint import home_line     # a HOME cache: task.yaml `caches:`
+    from loop.advice.home_cache import home_line     # a HOME cache: task.yaml `caches:`
     home = home_line(log_text, folder, task, sandboxed, [*mirrors, repo_root], who)
     if home:
         return home

@@ -5,8 +5,9 @@ In a git repository that place is a detached worktree of HEAD, made where `autor
 makes the loop's (.autoresearch/.worktrees/), with the same preflight checks, the task as HEAD
 has it, the same grading guard (`Guard.at_commit`), job, spec, sandbox and environment
 (`run_in_folder`, as every backend runs a job). So what is not committed is not there: the
-working folder's edits and files that are untracked or ignored are named (loop/run/uncommitted.py)
-rather than silently tested. Outside git (a benchmark's task folder), a plain copy of the
+working folder's edits and files that are untracked or ignored are named
+(loop/advice/uncommitted.py) rather than silently tested. Outside git (a benchmark's task
+folder), a plain copy of the
 folder is run instead, without environments, caches or run state."""
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from loop.run.grading import Guard, copy_task
 from loop.run.process import Limits
 from loop.run.runner import RunResult
 from loop.run.spec import RunJob, grade_log
-from loop.run import sandbox, uncommitted
+from loop.advice import uncommitted
+from loop.run import sandbox
 from loop.setup.preflight import check_run_command, check_task_committed
 from loop.setup.task import Task, load_task, with_budget
 from loop.pids import alive

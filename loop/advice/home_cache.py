@@ -5,7 +5,7 @@ In the sandbox a run sees HOME empty and read-only but for what the task declare
 (loop/run/sandbox.py), so a repo keeping its data in `~/.cache/<name>` fails with
 `OSError: [Errno 30] Read-only file system: '<HOME>/.cache/x'` (making the folder, or
 filling it on first use) or `No such file or directory: '<HOME>/.cache/x/...'`. Used by
-loop/run/uncommitted.py's `failure_hint` (check-task, a night's failed baseline); it
+loop/advice/uncommitted.py's `failure_hint` (check-task, a night's failed baseline); it
 changes nothing."""
 from __future__ import annotations
 
