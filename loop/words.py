@@ -55,7 +55,7 @@ FAILURES = frozenset({Status.CRASH, Status.TIMEOUT, Status.DIVERGED, Status.NO_M
 
 class RunKind(_Word):
     CANDIDATE = "candidate"     # a run of an iteration's own commit (the baseline's too)
-    BEST = "remeasure"          # a re-run of the best between proposals
+    REMEASURE = "remeasure"     # a re-run of the best between proposals
     PAIR = "pair"               # a run of the best beside one run of a candidate (paired judge)
 
 
@@ -79,7 +79,7 @@ class RunKey:
 
     @classmethod
     def best(cls, i: int) -> RunKey:
-        return cls(RunKind.BEST, i)
+        return cls(RunKind.REMEASURE, i)
 
     @classmethod
     def pair(cls, i: int, beside: int) -> RunKey:
@@ -90,7 +90,7 @@ class RunKey:
         """The run's number on disk: its seed offset and its log's name."""
         if self.kind is RunKind.CANDIDATE:
             return self.index
-        return (_BEST_FROM if self.kind is RunKind.BEST else _PAIR_FROM) + self.index
+        return (_BEST_FROM if self.kind is RunKind.REMEASURE else _PAIR_FROM) + self.index
 
     def log_name(self, iteration: int) -> str:
         """iter-NNNN.log, iter-NNNN-runK.log, iter-NNNN-bestM.log (pairs: M from 50)."""
@@ -102,7 +102,7 @@ class RunKey:
     def priority(self, iteration: int) -> tuple:
         """Lower runs first: the best's re-runs, then older iterations' runs in order, a
         pair's run of the best right before the candidate's run it is beside."""
-        if self.kind is RunKind.BEST:
+        if self.kind is RunKind.REMEASURE:
             return (0, iteration, self.index, 0)
         if self.kind is RunKind.PAIR:
             return (1, iteration, self.beside, 0)

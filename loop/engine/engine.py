@@ -10,7 +10,7 @@ import time
 
 from loop.engine.budget import Stop
 from loop.engine.night import Loop
-from loop.engine.parts import Parts, locate, open_parts, state_dir
+from loop.engine.parts import LoopParts, locate, open_parts, state_dir
 from loop.engine.progress import Progress
 from loop.engine.resume import install_signals, recover
 from loop.repo.gitsafe import GitError
@@ -38,7 +38,7 @@ class Engine:
         self.site = locate(config, self.tag, out, self.progress, proposer, backend)
         self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
         self.workspace, self.proposer = self.site.workspace, self.site.proposer
-        self.parts: Parts | None = None     # opened under the lock
+        self.parts: LoopParts | None = None     # opened under the lock
         self.loop: Loop | None = None
 
     def best_value(self) -> float | None:

@@ -9,7 +9,7 @@ from loop.engine.lifecycle import Candidate, Repropose
 from loop.words import RunKey
 
 
-class Flight:
+class InFlight:
     def __init__(self) -> None:
         self._cands: dict[int, Candidate] = {}   # in the order they began
         self.best_runs: set[RunKey] = set()      # re-runs of the best not back yet

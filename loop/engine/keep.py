@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loop.engine.budget import Stop
 from loop.engine.lifecycle import Candidate
-from loop.engine.parts import Parts
+from loop.engine.parts import LoopParts
 from loop.judge import judge as judging
 from loop.setup.config import Config
 from loop.record import Record, record_dict
@@ -20,7 +20,7 @@ from loop.words import commit_message, num
 
 
 class Keeper:
-    def __init__(self, parts: Parts):
+    def __init__(self, parts: LoopParts):
         self.parts = parts
 
     def conclude(self, cand: Candidate) -> None:

@@ -17,10 +17,10 @@ import time
 
 from loop.engine.budget import Stop, iterations_done, should_stop
 from loop.engine.events import Event, RunEnded
-from loop.engine.flight import Flight
+from loop.engine.flight import InFlight
 from loop.engine.keep import Keeper, exact_runs, with_floor
 from loop.engine.lifecycle import Cancel, Candidate, Judge, Replay, Repropose, Run, Step
-from loop.engine.parts import Parts
+from loop.engine.parts import LoopParts
 from loop.engine.resume import abandon
 from loop.engine.runs import announce, best_measured, check_ended, measured
 from loop.engine.staging import Staged, Stager
@@ -43,12 +43,12 @@ class Loop:
     """Fill slots, hand each event to the candidate's state machine, carry out what it asks
     for, stop on a budget."""
 
-    def __init__(self, parts: Parts, cost: float):
+    def __init__(self, parts: LoopParts, cost: float):
         self.parts, site = parts, parts.site
         self.config, self.out, self.progress = site.config, site.out, site.progress
         self.sched, self.proposals = parts.sched, parts.proposals
         self.sink, self.score = parts.sink, parts.score
-        self.flight = Flight()            # candidates in flight, the best's re-runs
+        self.flight = InFlight()            # candidates in flight, the best's re-runs
         self.stager = Stager(parts, self.flight)
         self.keeper = Keeper(parts)
         self.tip = site.workspace.tip()
@@ -349,7 +349,7 @@ class Loop:
         """A run failed: its waiting runs are dropped, its running ones killed."""
         n = cand.iteration
         dropped = self.sched.drop_where(
-            lambda j: j.iteration == n and j.key.kind is not RunKind.BEST)
+            lambda j: j.iteration == n and j.key.kind is not RunKind.REMEASURE)
         self.sched.cancel(lambda j: j.iteration == n and j.key.kind is RunKind.CANDIDATE)
         return cand.forget({j.key for j in dropped})
 
@@ -370,7 +370,7 @@ class Loop:
         key = job.key
         if key.kind is not RunKind.CANDIDATE:   # a run of the best
             best_measured(self.parts, job, result, value)
-            if key.kind is RunKind.BEST:
+            if key.kind is RunKind.REMEASURE:
                 return self._best_runs_done(key)
         else:
             measured(self.parts, self.flight[job.iteration].rec, job, result)

@@ -40,7 +40,7 @@ def state_dir(repo_root: Path, tag: str) -> Path:
 
 
 @dataclass
-class Site:
+class NightSetup:
     """Where the loop runs, known before anything is created."""
     config: Config
     out: Callable[[str], None]
@@ -62,9 +62,9 @@ class Site:
 
 
 @dataclass
-class Parts:
+class LoopParts:
     """Everything the loop works with, opened under the lock."""
-    site: Site
+    site: NightSetup
     state: JournalState          # the journal as found (recovery reads it)
     task: Task                   # the task as the branch has it (time budget applied)
     guard: grading.Guard         # what grading trusts
@@ -79,7 +79,7 @@ class Parts:
 
 
 def locate(config: Config, tag: str, out, progress: Progress, proposer=None,
-           backend: Callable[..., Backend] | None = None) -> Site:
+           backend: Callable[..., Backend] | None = None) -> NightSetup:
     user_task = load_task(config.resolve(config.task))        # clear errors first
     with_budget(user_task, config.time_budget_s)   # refused when the code holds it
     repo_root = Workspace.find_repo_root(user_task.root)
@@ -91,7 +91,7 @@ def locate(config: Config, tag: str, out, progress: Progress, proposer=None,
         if proposer is None and config.iterations > 0:     # an engine given its own proposer,
             _check_searchable(config, user_task, task_rel)  # or a baseline only: no search
     directory = state_dir(repo_root, tag)
-    return Site(config, out, progress, user_task, repo_root, task_rel, tag, directory,
+    return NightSetup(config, out, progress, user_task, repo_root, task_rel, tag, directory,
                 Journal(directory / "journal.jsonl"), workspace,
                 # required without one stops here (exit 2); auto without one warns
                 sandbox.startup(config.sandbox, out), Limits.from_config(config),
@@ -127,7 +127,7 @@ def _check_committed(workspace: Workspace, task_rel: str, task: Task, out) -> No
             f"this run (the branch starts at HEAD)")
 
 
-def open_parts(site: Site) -> Parts:
+def open_parts(site: NightSetup) -> LoopParts:
     config, journal, workspace, task_rel = site.config, site.journal, site.workspace, site.task_rel
     state = replay(journal.load())
     check_same_task(state.start, task_rel, site.user_task.metric.name,
@@ -184,5 +184,5 @@ def open_parts(site: Site) -> Parts:
                              lock=sink.lock)
     prompt = PromptContext(workspace, task, task_rel, site.program_path, config.seed,
                            config.proposer.kind, site.out)
-    return Parts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,
+    return LoopParts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,
                  sink, prompt, Scoreboard())

@@ -7,13 +7,13 @@ import signal
 import time
 
 from loop.record import Record
-from loop.engine.parts import Parts
+from loop.engine.parts import LoopParts
 from loop.run.process import kill_marked
 from loop.run.spec import RUN_ID_ENV
 from loop.words import resume_line
 
 
-def recover(parts: Parts) -> float:
+def recover(parts: LoopParts) -> float:
     """Make git, results.tsv and MLflow agree with the journal; returns the LLM cost so
     far. The scoreboard is rebuilt in the order measurements were made."""
     state, site, workspace = parts.state, parts.site, parts.site.workspace
@@ -51,7 +51,7 @@ def recover(parts: Parts) -> float:
     return cost
 
 
-def _branch_as_journalled(parts: Parts) -> None:
+def _branch_as_journalled(parts: LoopParts) -> None:
     """Commits on top of the last kept one that the journal does not know (a run's `git
     commit` whose check an interruption cut off): the branch goes back, they stay as a ref.
     Left there, every later attempt would be built and measured on them."""
@@ -69,7 +69,7 @@ def _branch_as_journalled(parts: Parts) -> None:
     parts.site.out(f"resume: {note}")
 
 
-def abandon(parts: Parts, n: int, began: float, commit: str, run_id: str) -> None:
+def abandon(parts: LoopParts, n: int, began: float, commit: str, run_id: str) -> None:
     """Roll back an open step: its attempt kept as `interrupted-<n>-<time>` (the redo
     reuses attempt-<n>), its MLflow run ended and deleted, `abandon` journalled."""
     if commit:

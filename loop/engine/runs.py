@@ -5,7 +5,7 @@ best's runs. Decides no keep: the state machine and the judge do."""
 from __future__ import annotations
 
 from loop.engine.lifecycle import Candidate
-from loop.engine.parts import Parts
+from loop.engine.parts import LoopParts
 from loop.engine.progress import Phase
 from loop.judge import judge as judging
 from loop.repo.gitsafe import DiskFull, RefSnapshot
@@ -19,7 +19,7 @@ from loop.untrusted import REASON_MAX, one_line
 from loop.words import RunKind, Status, baseline_retry, failed_baseline, num
 
 
-def announce(parts: Parts, config: Config, job: RunJob, cand: Candidate | None) -> None:
+def announce(parts: LoopParts, config: Config, job: RunJob, cand: Candidate | None) -> None:
     """A run got a slot: the console or panel says so (which run, and why when it is not
     what it looks like)."""
     note, k = "", job.key.number
@@ -44,7 +44,7 @@ def announce(parts: Parts, config: Config, job: RunJob, cand: Candidate | None) 
                                     note=note, phase=phase)
 
 
-def check_ended(parts: Parts, job: RunJob, result: RunResult, snapshot: RefSnapshot | None,
+def check_ended(parts: LoopParts, job: RunJob, result: RunResult, snapshot: RefSnapshot | None,
                 tip: str) -> float | None:
     """Every check at this run's end (what one leaves would be blamed on the next run); the
     run's value, None when it failed. A run that wrote the disk full stops the night."""
@@ -60,7 +60,7 @@ def check_ended(parts: Parts, job: RunJob, result: RunResult, snapshot: RefSnaps
     return result.metric if result.status == Status.OK else None
 
 
-def measured(parts: Parts, rec: Record, job: RunJob, result: RunResult) -> None:
+def measured(parts: LoopParts, rec: Record, job: RunJob, result: RunResult) -> None:
     """What a run of the candidate says besides its metric: time, memory, throughput."""
     if parts.task.throughput_pattern and result.status == Status.OK:   # the machine's speed
         rec.throughput.append(parts.task.throughput(read_tail(job.log_path)))
@@ -69,7 +69,7 @@ def measured(parts: Parts, rec: Record, job: RunJob, result: RunResult) -> None:
         rec.memory_gb = max(rec.memory_gb or 0.0, result.memory_gb)
 
 
-def best_measured(parts: Parts, job: RunJob, result: RunResult, value: float | None) -> None:
+def best_measured(parts: LoopParts, job: RunJob, result: RunResult, value: float | None) -> None:
     """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
     joins the best's runs."""
     score, out = parts.score, parts.site.out

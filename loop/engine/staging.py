@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loop.edits.hunks import hunks
-from loop.engine.flight import Flight
+from loop.engine.flight import InFlight
 from loop.engine.lifecycle import Candidate
-from loop.engine.parts import Parts
+from loop.engine.parts import LoopParts
 from loop.proposers.base import Proposal
 from loop.proposers.change import Change, ChangeFailed, redo
 from loop.repo.gitsafe import GitError
@@ -29,7 +29,7 @@ class Staged:
 
 
 class Stager:
-    def __init__(self, parts: Parts, flight: Flight):
+    def __init__(self, parts: LoopParts, flight: InFlight):
         self.parts, self.flight = parts, flight
         self.workspace, self.task_rel = parts.site.workspace, parts.site.task_rel
 
