@@ -31,7 +31,7 @@ from pathlib import Path
 
 from loop.adapters.taskfile import dump_task_yaml
 from loop.errors import UsageError
-from loop.repo.gitsafe import run_git
+from loop.repo.queries import origin_url
 
 ROOT_VAR = "AUTORESEARCH_MLBENCH"
 COLUMNS = ("id", "github", "path", "arguments", "instruction", "type")
@@ -62,10 +62,9 @@ def repo_names(checkout: Path) -> set[str]:
     names = {checkout.name.lower()}
     if not checkout.is_dir():
         return names
-    out = run_git(["config", "--get", "remote.origin.url"], checkout, check=False)
-    if out.returncode == 0 and out.stdout.strip():
-        names.add(re.sub(r"\.git$", "", out.stdout.strip().rstrip("/")).rsplit("/", 1)[-1]
-                  .lower())
+    url = origin_url(checkout)
+    if url:
+        names.add(re.sub(r"\.git$", "", url.rstrip("/")).rsplit("/", 1)[-1].lower())
     return names
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.repo.gitsafe import run_git
+from loop.repo.queries import head_commit
 from loop.repo.workspace import Workspace, git_toplevel, worktree_path
 from loop.run.backends.base import grader_folder, run_in_folder
 from loop.run.grading import Guard, copy_task
@@ -58,9 +58,8 @@ def _at_head(user_task: Task, repo_root: Path, tmp: Path, time_budget_s: float |
              out: Out, limits: Limits | None, slot_env) -> tuple[Task, RunResult]:
     task_rel = user_task.root.relative_to(repo_root).as_posix()
     ws = _throwaway_workspace(repo_root)
-    got = run_git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], repo_root, check=False)
-    head = got.stdout.strip()
-    if got.returncode != 0 or not head:
+    head = head_commit(repo_root)
+    if not head:
         raise UsageError(f"{repo_root} has no commits yet: commit the task first "
                          f"(check-task, as run does, runs HEAD)")
     check_task_committed(task_rel, ws.committed)          # what `run` checks first

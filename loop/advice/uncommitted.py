@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from loop.repo.gitsafe import run_git
+from loop.repo.queries import is_ignored
 from loop.run.sandbox import emptied_folders
 from loop.setup.interpreter import environment, of_command, uv_environment
 from loop.setup.taskfiles import COPY_SKIP
@@ -112,7 +112,7 @@ def failure_hint(log_text: str, repo_root: Path, task_rel: str, task, git,
 
 
 def _ignored(repo_root: Path, rel: str) -> bool:
-    return run_git(["check-ignore", "-q", "--", rel], repo_root, check=False).returncode == 0
+    return is_ignored(repo_root, rel)
 
 
 def sandbox_hidden(log_text: str, mirrors: Iterable[Path]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from loop.init.plan import Guess
-from loop.repo.gitsafe import run_git
+from loop.repo.queries import ignored_untracked
 from loop.setup.taskfiles import COPY_SKIP
 
 DATA_SUFFIXES = (".bin", ".npy", ".npz", ".pkl", ".pickle", ".txt", ".csv", ".tsv", ".parquet",
@@ -28,10 +28,8 @@ def guess_inputs(plan, sources, given: list[str] | None) -> None:
         return
     named = {n.value.strip("/") for src in sources for n in ast.walk(src.tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.strip()}
-    done = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                    "--directory", "--", "."], plan.root, check=False)
     found: dict[str, None] = {}
-    for entry in done.stdout.split("\0") if done.returncode == 0 else []:
+    for entry in ignored_untracked(plan.root):
         parts = entry.rstrip("/").split("/")
         if not entry or parts[0] not in named or set(parts) & (NOT_INPUTS | set(COPY_SKIP)):
             continue

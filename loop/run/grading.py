@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.repo.gitsafe import run_git
+from loop.repo.queries import tracked
 from loop.words import Status
 from loop.setup.task import Task
 from loop.setup.taskfiles import COPY_SKIP, SKIP
@@ -211,8 +211,8 @@ def _check_untracked(private: Path, repo_root: Path) -> None:
     worktree and commit the experiment sees."""
     if private != repo_root and repo_root not in private.parents:
         return
-    out = run_git(["ls-files", "--", str(private)], repo_root, check=False)
-    if out.stdout.strip():
+    held = tracked(repo_root, str(private))
+    if held:
         raise UsageError(f"private folder {private} holds files tracked by git "
-                         f"({out.stdout.split()[0]}): they would be in the experiment's "
+                         f"({held[0]}): they would be in the experiment's "
                          f"worktree; keep held-out data outside git")

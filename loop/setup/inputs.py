@@ -108,9 +108,8 @@ def _uncommitted(origin: Path, rel: str) -> list[str]:
 
 
 def _tracked(origin: Path, rel: str) -> list[str]:
-    from loop.repo.gitsafe import run_git
-    done = run_git(["ls-files", "-z", "--", rel], origin, check=False)
-    return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
+    from loop.repo.queries import tracked
+    return tracked(origin, rel)
 
 
 def _maker(origin: Path, pattern: str) -> str:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loop.repo.gitsafe import run_git
+from loop.repo import queries
 from loop.run.backends.base import failed, run_in_folder
 from loop.run.backends.reach import Reach, Unreached, arrive
 from loop.run.runner import RunResult
@@ -149,8 +149,7 @@ class RemoteBackend:
             return self.slots - len(self._jobs)
 
     def submit(self, job: RunJob, done: Callable[[RunJob, RunResult], None]) -> None:
-        archive = run_git(["archive", "--format=tar", job.commit, "--", self.task_rel or "."],
-                          self.workspace.repo_root, binary=True).stdout   # hardened git
+        archive = queries.archive(self.workspace.repo_root, job.commit, self.task_rel)
         handle = self._start(job, archive)
         with self._lock:
             self._jobs[job.job_id] = handle      # the slot is taken from now
