@@ -69,9 +69,13 @@ def estimate(diffs: list[float], others: list[list[float]], confidence: float,
 # Leaving out a group of units (finalize's screen, morning.py): one comparison decides for
 # every unit in it. Its rule, per comparison, after each round of pairs (sequential):
 #   matters  when the group helps with one-sided confidence KEEP_CONF;
-#   null     when its effect is below one run's noise sd (`worth`) with one-sided confidence
-#            DROP_CONF: at most 1 - DROP_CONF of groups worth a run's noise sd are dropped;
-#   at `max_pairs` undecided: null when its mean is below half of `worth`, else matters.
+#   harmful  when it hurts with that confidence (a group: it may hide a real unit beside a
+#            harmful one, so it is split; one unit: dropped);
+#   null     when its effect is within one run's noise sd (`worth`) either way, with
+#            confidence DROP_CONF each side: at most 1 - DROP_CONF of groups worth a run's
+#            noise sd are dropped;
+#   at `max_pairs` undecided: null when its mean is within half of `worth`, else matters or
+#   harmful by its sign.
 # Error rates of each verdict: `Call.lose` (a group worth `worth` dropped by this rule at
 # these pairs and this noise) and `Call.keep_null` (a group worth nothing called matters).
 KEEP_CONF = 0.95
@@ -81,7 +85,7 @@ GROUP_PAIRS = 4
 
 @dataclass
 class Call:
-    verdict: str           # matters | null | "" (undecided)
+    verdict: str           # matters | harmful | null | "" (undecided)
     mean: float | None
     half: float | None     # the half-width at the judge's two-sided confidence (as Estimate)
     pairs: int
@@ -102,15 +106,16 @@ def group_call(diffs: list[float], others: list[list[float]], worth: float | Non
     if sd is None or n < MIN_PAIRS:
         return Call("", mean, None, n)
     if sd == 0.0:                      # exact pairs: the sign says it
-        return Call("matters" if mean > 0 else "null", mean, 0.0, n)
+        return Call("matters" if mean > 0 else "harmful" if mean < 0 else "null", mean, 0.0, n)
     se = sd / math.sqrt(n)
     half = t_ppf(1.0 - (1.0 - confidence) / 2.0, df) * se
     worth = worth if worth is not None and worth > 0 else sd / math.sqrt(2.0)
     t_keep, t_drop = t_ppf(KEEP_CONF, df), t_ppf(DROP_CONF, df)
     verdict = "matters" if mean - t_keep * se > 0 else \
-        "null" if mean + t_drop * se < worth else ""
+        "harmful" if mean + t_keep * se < 0 else \
+        "null" if abs(mean) + t_drop * se < worth else ""
     if not verdict and n >= max_pairs:
-        verdict = "null" if mean < worth / 2 else "matters"
+        verdict = "null" if abs(mean) < worth / 2 else "matters" if mean > 0 else "harmful"
     capped = n >= max_pairs
     # the rule's error rates at this n and noise (as a test at a fixed n would have them):
     # it drops below `drop_at`, keeps above `keep_at`

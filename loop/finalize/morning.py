@@ -261,22 +261,21 @@ class Morning:
                 for k in members:
                     k.verdict = "unmeasured"
                 continue
-            if call.verdict == "null":
-                harmful = len(group) == 1 and comp.est.sign < 0
+            if call.verdict == "null" or (call.verdict == "harmful" and len(group) == 1):
                 for k in members:
-                    k.verdict = "harmful" if harmful else "noise"
+                    k.verdict = "harmful" if call.verdict == "harmful" else "noise"
             elif len(group) == 1:
                 for k in members:
                     k.verdict = "matters"
-            else:
-                queue += self._halves(group)
+            else:       # matters, or harmful: what it holds is told apart by its halves
+                queue += self._halves(group, inferable=call.verdict == "matters")
 
     @staticmethod
-    def _halves(group: list) -> list[tuple[list, object]]:
-        """A group that matters in two halves, in the screen's order; the upper half is
-        marked as inferable from the lower one (see _screen)."""
+    def _halves(group: list, inferable: bool = True) -> list[tuple[list, object]]:
+        """A group in two halves, in the screen's order; when the group matters, the upper
+        half is marked as inferable from the lower one (see _screen)."""
         mid = len(group) // 2
-        return [(group[:mid], None), (group[mid:], _SIBLING)]
+        return [(group[:mid], None), (group[mid:], _SIBLING if inferable else None)]
 
     def _group(self, base, states, found, all_members, group, kept, ref) -> Comparison:
         """The reference against itself without the group's units."""
