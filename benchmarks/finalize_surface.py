@@ -77,6 +77,7 @@ class Night:
     kept_units: set = field(default_factory=set)    # (sha, setting) on the finalized branch
     dead: set = field(default_factory=set)          # (sha, setting) a later commit rewrote
     planned: str = ""
+    log: str = ""                                   # finalize's console
 
 
 def unit_effects(surface: sc.Surface, texts: list[str], shas: list[str]):
@@ -174,6 +175,7 @@ def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run
             proc = subprocess.run([sys.executable, "-m", "loop", *cmd], cwd=repo, env=env,
                                   capture_output=True, text=True, timeout=3600)
             ended = "no untried mutation left" in proc.stdout
+            out = proc.stdout
             if proc.returncode != 0 and not (cmd[0] == "run" and ended):
                 raise RuntimeError(f"seed {seed}: `autoresearch {' '.join(cmd)}` exited "
                                    f"{proc.returncode}: {(proc.stderr or proc.stdout)[-3000:]}")
@@ -187,6 +189,7 @@ def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run
         log = sn.git(repo, "log", "--format=%B%x00", "main..autoresearch/night-final")
         night.kept_by_finalize = set(TRAILER.findall(log))
         night.units, night.multi, night.dead = unit_effects(surface, texts, kept)
+        night.log = out
         night.kept_units = kept_units(log, night.units)
         state = repo / ".autoresearch" / "night"
         md = (state / "finalize.md").read_text()
@@ -283,7 +286,8 @@ def summarize_units(nights: list[Night], noise: float) -> list[str]:
 
 
 def detail(n: Night, noise: float) -> list[str]:
-    rows = [f"seed {n.seed}: commit | true effect (noise sd) | measured | verdict"]
+    rows = [line for line in n.log.splitlines() if line.startswith("finalize:")]
+    rows += [f"seed {n.seed}: commit | true effect (noise sd) | measured | verdict"]
     for sha, e in n.effects.items():
         for name in [k for k in n.verdicts if k.split("/")[0] == sha[:7]] or [sha[:7]]:
             rows.append(f"  {name} | {e / noise:+.2f} (commit) | {n.measured.get(name, '')} | "

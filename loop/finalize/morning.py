@@ -221,8 +221,8 @@ class Morning:
         """Adaptive group testing: units left out of the reference in groups, one comparison
         per group, stopped as soon as the group's call is made (estimate.group_call). The
         units are ordered by their share of the night's gain (its evidence, which selection
-        inflates: it orders, it does not decide); the lower half is left out first, then the
-        upper. A group called null drops every unit in it at once; a group that matters is
+        inflates: it orders, it does not decide); those that look null (less than half the
+        mean share; else the lower half) are left out first, together, then the rest. A group called null drops every unit in it at once; a group that matters is
         split in two halves, the lower first; when the lower half is null the upper one
         must hold what mattered, so it is split (or, one unit, kept) without a comparison.
         When the run budget is spent, every unit not yet decided stays, unmeasured."""
@@ -231,8 +231,12 @@ class Morning:
                                             u.members))
         all_members = {i for u in live for i in u.members}
         queue: list[tuple[list, object]] = []
+        prior = [sum(kept[i - 1].prior for i in u.members) for u in order]
+        low = sum(p < 0.5 * statistics.fmean(prior) for p in prior) if prior else 0
+        if not 0 < low < len(order):
+            low = len(order) // 2
         if len(order) > 1:
-            queue = [(order[:len(order) // 2], None), (order[len(order) // 2:], None)]
+            queue = [(order[:low], None), (order[low:], None)]
         elif order:
             queue = [(order, None)]
         last: Comparison | None = None

@@ -317,13 +317,29 @@ def _regions(before: Files, after: Files) -> dict[str, list[tuple[int, int, int,
                                                            autojunk=False).get_opcodes():
             if tag == "equal":
                 continue
-            if path.endswith(".py") and tag == "replace" and i2 - i1 == j2 - j1 > 1 and all(
-                    _assigned(a[i1 + d]) and _assigned(a[i1 + d]) == _assigned(b[j1 + d])
-                    for d in range(i2 - i1)):
-                got += [(i1 + d, i1 + d + 1, j1 + d, j1 + d + 1) for d in range(i2 - i1)]
+            names_a = [_assigned(line) for line in a[i1:i2]]
+            names_b = [_assigned(line) for line in b[j1:j2]]
+            if path.endswith(".py") and tag == "replace" and len(names_a) + len(names_b) > 2 \
+                    and all(names_a) and all(names_b):
+                got += _by_name(names_a, names_b, i1, j1)
             else:
                 got.append((i1, i2, j1, j2))
         out[path] = got
+    return out
+
+
+def _by_name(names_a: list, names_b: list, i0: int, j0: int) -> list[tuple[int, int, int, int]]:
+    """A block of top-level assignments replaced by another, cut per setting: a name on
+    both sides is one region (its line), the names only one side has are regions of their
+    own (matched as a sequence of names, so the order is kept)."""
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, names_a, names_b,
+                                                       autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += [(i0 + i1 + d, i0 + i1 + d + 1, j0 + j1 + d, j0 + j1 + d + 1)
+                    for d in range(i2 - i1)]
+        else:
+            out.append((i0 + i1, i0 + i2, j0 + j1, j0 + j2))
     return out
 
 
@@ -478,5 +494,6 @@ def _label(before: Files, after: Files, regions, group: set[Region]) -> str:
         if old and new and _assigned(a[0]) and _assigned(a[0]) == _assigned(b[0]):
             said.append(f"{old.group(1)}: {old.group(2)} -> {new.group(2)}")
         else:
-            said.append(f"{path} lines {j1 + 1}-{max(j1 + 1, j2)}")
+            said.append(f"{path} line {j1 + 1}" if j2 - j1 <= 1 else
+                        f"{path} lines {j1 + 1}-{j2}")
     return "; ".join(said)

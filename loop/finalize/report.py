@@ -47,7 +47,7 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes, planned=None) 
         verdict = VERDICTS.get(k.verdict, k.verdict) + (f" ({k.note})" if k.note else "")
         out.append(f"| {k.name} | {desc} | {night} | {effect} | {verdict} | {runs_spent} | "
                    f"{_error_rate(k)} |")
-    kept_n = sum(1 for k in kept if k.verdict in ("matters", "likely"))
+    kept_n = sum(1 for k in kept if k.verdict in ("matters", "likely", "unmeasured"))
     out += ["", f"Branch `{branch}`: {kept_n} of {len(kept)} kept changes, in their order."]
     if check is None:
         out.append("Its code is the final code's: it reproduces the final gain.")
