@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -158,17 +159,31 @@ def own_noise(path: Path, shared: float) -> None:
 
 
 def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run_s: float,
-              workers: int, shared: float, share: float | None = None) -> Night:
-    with tempfile.TemporaryDirectory(prefix="finalize-surface-") as tmp:
-        repo = sn.make_repo(Path(tmp), noise, run_s, surface.task)
-        own_noise(repo / "surface" / "surface.py", shared)
-        # the night on one worker: the same seed makes the same night, run after run
-        (repo / "autoresearch.yaml").write_text(CONFIG.format(seed=seed, iterations=iterations))
-        sn.git(repo, "add", "-A")
-        sn.git(repo, "commit", "-qm", "config; the noise partly the code's own")
-        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(tmp) / 'mlflow.db'}"}
-        for cmd in (["run", "--tag", "night"],
-                    ["finalize", "--tag", "night", "--workers", str(workers)]):
+              workers: int, shared: float, share: float | None = None,
+              nights: Path | None = None) -> Night:
+    """One night and its finalize. `nights`: a folder keeping each night's repo, so that
+    finalize can be run again on the same nights (its own state is cleared first)."""
+    with tempfile.TemporaryDirectory(prefix="finalize-surface-") as scratch:
+        tmp = Path(scratch) if nights is None else \
+            nights / f"{surface.name}-seed{seed}-noise{noise:g}-shared{shared:g}-it{iterations}"
+        done = tmp / "night.done"
+        if not done.exists():
+            shutil.rmtree(tmp / "repo", ignore_errors=True)
+            tmp.mkdir(parents=True, exist_ok=True)
+            repo = sn.make_repo(tmp, noise, run_s, surface.task)
+            own_noise(repo / "surface" / "surface.py", shared)
+            # the night on one worker: the same seed makes the same night, run after run
+            (repo / "autoresearch.yaml").write_text(CONFIG.format(seed=seed,
+                                                                  iterations=iterations))
+            sn.git(repo, "add", "-A")
+            sn.git(repo, "commit", "-qm", "config; the noise partly the code's own")
+        repo = tmp / "repo"
+        state = repo / ".autoresearch" / "night"
+        (state / "finalize.jsonl").unlink(missing_ok=True)
+        shutil.rmtree(state / "finalize", ignore_errors=True)
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}"}
+        for cmd in ([] if done.exists() else [["run", "--tag", "night"]]) + \
+                [["finalize", "--tag", "night", "--workers", str(workers)]]:
             if cmd[0] == "finalize" and share is not None:     # another share of the night
                 done = (repo / ".autoresearch" / "night" / "results.tsv").read_text()
                 cmd += ["--max-runs", str(max(6, int(share * (len(done.splitlines()) - 1))))]
@@ -179,6 +194,8 @@ def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run
             if proc.returncode != 0 and not (cmd[0] == "run" and ended):
                 raise RuntimeError(f"seed {seed}: `autoresearch {' '.join(cmd)}` exited "
                                    f"{proc.returncode}: {(proc.stderr or proc.stdout)[-3000:]}")
+            if cmd[0] == "run":
+                done.write_text("")
         show = lambda ref: sn.git(repo, "show", f"{ref}:surface/train.py")  # noqa: E731
         kept = sn.git(repo, "rev-list", "--first-parent", "--reverse",
                       "main..autoresearch/night").split()
@@ -318,6 +335,9 @@ def main(argv=None) -> int:
     ap.add_argument("--large", type=float, default=1 / 3,
                     help="a real keep's true effect, at least, in noise sd")
     ap.add_argument("--detail", action="store_true", help="every kept commit's numbers")
+    ap.add_argument("--nights", type=Path, default=None,
+                    help="keep each night's repo in this folder and reuse it when it is "
+                         "there (finalize run again on the same nights)")
     args = ap.parse_args(argv)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -331,7 +351,7 @@ def main(argv=None) -> int:
     nights = []
     for seed in seeds:
         nights.append(one_night(surface, seed, args.noise, args.iterations, args.run_s,
-                                args.workers, args.shared, args.share))
+                                args.workers, args.shared, args.share, args.nights))
         if args.detail:
             print("\n".join(detail(nights[-1], args.noise)), flush=True)
     print("\n".join(summarize(nights, args.noise, args.large)))

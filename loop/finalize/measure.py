@@ -56,6 +56,7 @@ class Bench:
         self.journal, self.sched, self.direction = journal, sched, direction
         self.base_seed, self.logs, self.run_id, self.out = base_seed, logs, run_id, out
         self.values: dict[tuple[str, int], float | None] = {}
+        self.seen: dict[str, Comparison] = {}       # every comparison measured, by name
         self.run_s: list[float] = []
         for e in journal.load():
             if e.get("event") == "measure":
@@ -85,7 +86,11 @@ class Bench:
         return diffs, k
 
     def update(self, comps: list[Comparison], confidence: float, max_pairs: int) -> None:
-        every = {c.name: self.pairs(c)[0] for c in comps}
+        """Each comparison's estimate, its noise pooled over every comparison measured so
+        far (those of earlier rounds too: the screen measures one group at a time)."""
+        for c in comps:
+            self.seen[c.name] = c
+        every = {name: self.pairs(c)[0] for name, c in self.seen.items()}
         for c in comps:
             others = [d for name, d in every.items() if name != c.name]
             c.est = estimate(every[c.name], others, confidence, max_pairs,

@@ -222,10 +222,12 @@ class Morning:
         per group, stopped as soon as the group's call is made (estimate.group_call). The
         units are ordered by their share of the night's gain (its evidence, which selection
         inflates: it orders, it does not decide); those that look null (less than half the
-        mean share; else the lower half) are left out first, together, then the rest. A group called null drops every unit in it at once; a group that matters is
-        split in two halves, the lower first; when the lower half is null the upper one
-        must hold what mattered, so it is split (or, one unit, kept) without a comparison.
-        When the run budget is spent, every unit not yet decided stays, unmeasured."""
+        mean share; else the lower half) are left out first, together, then the rest. A
+        group called null drops every unit in it at once; a group that matters (or hurts)
+        is split in two halves, the lower first; when the lower half of a group that
+        matters is null, the upper one must hold what mattered, so it is split (or, one
+        unit, kept) without a comparison. When the run budget is spent, every unit not yet
+        decided stays, unmeasured."""
         live = [u for u in units if u.variant is not None]
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
                                             u.members))
