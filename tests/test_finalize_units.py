@@ -116,4 +116,6 @@ def test_the_group_call_drops_below_one_noise_sd_and_keeps_what_helps():
     assert group_call([0.5, 0.6, 0.55], noise, 0.05, 4).verdict == "matters"
     null = group_call([0.0, 0.01, -0.01], noise, 0.05, 4)
     assert null.verdict == "null" and null.lose < 0.051
-    assert group_call([0.04], noise, 0.05, 4).verdict == ""      # one pair: not yet
+    assert group_call([0.5], [], 0.05, 4).verdict == ""           # one pair, noise unknown
+    assert group_call([0.5], noise, 0.05, 4).verdict == "matters"  # ... known from others
+    assert group_call([0.04], noise, 0.05, 4).verdict == ""        # neither yet

@@ -103,8 +103,9 @@ def group_call(diffs: list[float], others: list[list[float]], worth: float | Non
         return Call("", None, None, 0)
     mean = fmean(diffs)
     sd, df = pooled_sd([diffs] + [d for d in others if len(d) >= 2])
-    if sd is None or n < MIN_PAIRS:
-        return Call("", mean, None, n)
+    known = pooled_sd([d for d in others if len(d) >= 2])[1] >= MIN_PAIRS
+    if sd is None or (n < MIN_PAIRS and not known):
+        return Call("", mean, None, n)      # one pair decides only once others know the noise
     if sd == 0.0:                      # exact pairs: the sign says it
         return Call("matters" if mean > 0 else "harmful" if mean < 0 else "null", mean, 0.0, n)
     se = sd / math.sqrt(n)

@@ -256,10 +256,14 @@ class Morning:
                     queue += self._halves(group)
                 continue
             comp = self._group(base, states, found, all_members, group, kept, ref)
-            self.groups.append(comp)
             bench.measure([comp], conf, GROUP_PAIRS, budget)
             last = comp
             call = comp.call
+            if not comp.est.pairs:       # the budget was spent before it: what it had stays
+                for k in members:
+                    k.verdict = "unmeasured"
+                continue
+            self.groups.append(comp)
             for k in members:
                 k.comparison = comp
                 k.together = [m.name for m in members if m is not k]
