@@ -76,6 +76,7 @@ class Night:
     units: dict = field(default_factory=dict)       # (sha, setting) -> true effect
     multi: set = field(default_factory=set)         # (sha, setting) of commits setting several
     kept_units: set = field(default_factory=set)    # (sha, setting) on the finalized branch
+    unit_verdicts: dict = field(default_factory=dict)   # (sha, setting) -> verdict column
     dead: set = field(default_factory=set)          # (sha, setting) a later commit rewrote
     planned: str = ""
     log: str = ""                                   # finalize's console
@@ -133,7 +134,7 @@ def true_effects(surface: sc.Surface, texts: list[str]) -> dict[int, float]:
 
 
 def report_rows(md: str) -> dict[str, tuple[str, str]]:
-    """finalize.md's table: short sha -> (effect column, verdict column)."""
+    """finalize.md's table: short sha (/part) -> (effect column, verdict column)."""
     rows = {}
     for line in md.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
@@ -212,6 +213,13 @@ def one_night(surface: sc.Surface, seed: int, noise: float, iterations: int, run
         md = (state / "finalize.md").read_text()
         night.planned = next((line for line in md.splitlines()
                               if line.startswith("Runs made by finalize")), "")
+        for line in md.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            if len(cells) >= 6 and re.fullmatch(r"[0-9a-f]{7}(/\d+)?", cells[0]):
+                for sha, c in night.units:
+                    if sha[:7] == cells[0].split("/")[0] and (
+                            "/" not in cells[0] or cells[1].startswith(f"{c}:")):
+                        night.unit_verdicts[(sha, c)] = cells[4]
         for short, (effect, verdict) in report_rows(md).items():
             night.measured[short], night.verdicts[short] = effect, verdict
         night.check = next((line for line in md.splitlines()
@@ -292,6 +300,21 @@ def summarize_units(nights: list[Night], noise: float) -> list[str]:
                    f"{len(passengers)} | {dropped} of {len(null)} | {lost} of {len(real)} | "
                    f"{n.runs} / {n.night_runs} = {n.runs / max(1, n.night_runs):.2f} | "
                    f"{gap:+.2f} |")
+    out.append("")
+    out.append("Per verdict (units still live at the end), how often it was wrong by the true "
+               "effect: `matters` on a null unit, `dropped` on a unit worth >= 1 noise sd, "
+               "`kept: not re-measured` on a null unit:")
+    for label, match, wrong in (
+            ("matters (measured or inferred)", lambda v: v.startswith("matters"),
+             lambda e: e <= 1e-12),
+            ("dropped: noise or harmful", lambda v: v.startswith("dropped: noise")
+             or v.startswith("dropped: harmful"), lambda e: e >= noise),
+            ("kept: not re-measured", lambda v: v.startswith("kept: not re-measured"),
+             lambda e: e <= 1e-12)):
+        got = [n.units[u] for n in nights for u, v in n.unit_verdicts.items()
+               if u not in n.dead and match(v)]
+        bad = sum(wrong(e) for e in got)
+        out.append(f"- {label}: {len(got)} units, wrong {bad} ({bad / max(1, len(got)):.0%})")
     out.append("")
     out.append(f"All seeds: passengers kept {tot['pkept']} of {tot['passengers']}; null units "
                f"dropped {tot['dropped']} of {tot['null']} "
