@@ -23,6 +23,7 @@ from loop.finalize.estimate import GROUP_PAIRS
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
+from loop.repo.gitsafe import GitError
 from loop.run import grading
 from loop.run.backends import make_backend
 from loop.setup.config import Config
@@ -119,6 +120,7 @@ class Morning:
                 desc = f"{part.label} (part {part.part} of {part.parts} of: {desc})"
             kept.append(Kept(len(kept) + 1, sha, desc, gain, part=part,
                              prior=(gain or 0.0) / part.parts))
+        self._settings_prior(kept, states, night.records)
         night_runs = sum(max(1, len(r.samples)) for r in night.records)
         if self.max_runs is None and self.share is not None:
             self.max_runs = max(MIN_RUNS, int(self.share * night_runs))
@@ -138,6 +140,35 @@ class Morning:
             return 130
         self._finish(start, kept, comps + self.groups, bench, *measured)
         return 0
+
+    def _settings_prior(self, kept, states, records) -> None:
+        """A unit that sets settings gets, as its prior, how much the night's proposals that
+        set them moved the score (kept or not: the median |gain|, of the proposals that set
+        that setting alone when there are two or more, else of all that set it): a setting
+        the score ignores moves it by noise alone, while its commit's gain, shared with the
+        setting it rode with, says nothing of it. Units without a setting keep their share
+        of their commit's gain. Only the screen's order depends on it."""
+        moves: dict[str, list[float]] = {}
+        alone: dict[str, list[float]] = {}
+        for r in records:
+            if not r.commit or not r.parent or r.delta is None:
+                continue
+            try:
+                paths = self.ws.changed_paths(r.parent, r.commit, self.rel)
+                names = plan.settings_set(self.ws.read_at(r.parent, self.rel, paths),
+                                          self.ws.read_at(r.commit, self.rel, paths))
+            except GitError:         # an attempt no longer in the repository: no evidence
+                continue
+            for name in names:
+                moves.setdefault(name, []).append(abs(r.delta))
+                if len(names) == 1:
+                    alone.setdefault(name, []).append(abs(r.delta))
+        for k in kept:
+            names = plan.settings_set(states[k.index - 1], states[k.index])
+            seen = [alone[n] if len(alone.get(n, [])) >= 2 else moves[n] for n in names
+                    if n in moves]
+            if names and len(seen) == len(names):
+                k.prior = max(statistics.median(m) for m in seen)
 
     def _bench(self, sched) -> Bench:
         """Where the runs are made and journalled (finalize.jsonl: a restart repeats none)."""

@@ -497,3 +497,17 @@ def _label(before: Files, after: Files, regions, group: set[Region]) -> str:
             said.append(f"{path} line {j1 + 1}" if j2 - j1 <= 1 else
                         f"{path} lines {j1 + 1}-{j2}")
     return "; ".join(said)
+
+
+def settings_set(before: Files, after: Files) -> set[str]:
+    """The names of the top-level one-line assignments a change rewrote, added or removed
+    (Python files): the settings it set."""
+    names: set[str] = set()
+    for path, found in _regions(before, after).items():
+        if not path.endswith(".py"):
+            continue
+        a = (before.get(path) or "").splitlines(True)
+        b = (after.get(path) or "").splitlines(True)
+        for i1, i2, j1, j2 in found:
+            names |= {n for n in map(_assigned, a[i1:i2] + b[j1:j2]) if n}
+    return names
