@@ -51,7 +51,7 @@ class Kept:
     together: list[str] = field(default_factory=list)   # units left out with it
     note: str = ""
     part: plan.Part | None = None     # which part of its commit (None: the whole commit)
-    prior: float = 0.0                # its share of the night's gain (the screen's order)
+    prior: float = 0.0                # the night's evidence for it (the screen's order)
 
     @property
     def name(self) -> str:
@@ -251,9 +251,9 @@ class Morning:
     def _screen(self, bench, budget, conf, ref, kept, units, base, states, found) -> None:
         """Adaptive group testing: units left out of the reference in groups, one comparison
         per group, stopped as soon as the group's call is made (estimate.group_call). The
-        units are ordered by their share of the night's gain (its evidence, which selection
-        inflates: it orders, it does not decide); those that look null (less than half the
-        mean share; else the lower half) are left out first, together, then the rest. A
+        units are ordered by the night's evidence for them (_settings_prior; inflated by
+        selection, it orders and does not decide); those that look null (less than half the
+        mean; else the lower half) are left out first, together, then the rest. A
         group called null drops every unit in it at once; a group that matters (or hurts)
         is split in two halves, the lower first; when the lower half of a group that
         matters is null, the upper one must hold what mattered, so it is split (or, one
