@@ -9,10 +9,9 @@ A comparison is decided when its two-sided interval at the judge's `confidence` 
 zero out (a known sign), when its differences are exactly equal and zero (nothing to tell
 apart), or at `max_pairs`: then the interval says what it says (usually: within noise).
 `helps` is the one-sided confidence that the reference is better (Student's t on the same
-pooled noise): what decides a comparison the runs left within noise (morning.py: it stays
-at LIKELY or more). Given `likely`, a comparison whose runs lean that way but not that far
-(helps between 0.5 and `likely`) goes on past `max_pairs`, to twice that: the change may be
-a real gain too small for 6 pairs, and its verdict is the one a few more runs can turn."""
+pooled noise). Given `likely`, a comparison whose runs lean that way but not that far goes
+on past `max_pairs`, to twice that. The screen's groups (morning.py) are called by
+`group_call` below, with its own sequential rule and error rates."""
 from __future__ import annotations
 
 import math
@@ -130,13 +129,3 @@ def group_call(diffs: list[float], others: list[list[float]], worth: float | Non
 def run_noise(runs: list[list[float]]) -> float | None:
     """One run's noise sd: the spread of each version's runs over the seeds, pooled."""
     return pooled_sd(runs)[0]
-
-
-def night_p_null(gain: float | None, run_sd: float | None) -> float | None:
-    """How likely a night's kept change with no true effect shows `gain` or more over its
-    parent, given that it was kept (it showed a gain: selection). One run each on different
-    seeds: the difference's sd is sqrt(2) run sds; kept means > 0, so the chance is
-    P(|N(0, 2 sd^2)| >= gain) = 2 (1 - Phi(gain / (sqrt 2 sd)))."""
-    if gain is None or not run_sd:
-        return None
-    return min(1.0, 2.0 * (1.0 - t_cdf(gain / (math.sqrt(2.0) * run_sd), None)))

@@ -3,12 +3,13 @@ to merge, `autoresearch/<tag>-final`. Under the tag's lock (a night and its fina
 run at once); the runs go through the night's backend and scheduler (sandbox, grader, seeds
 and limits as the night's), every run journalled in `.autoresearch/<tag>/finalize.jsonl`.
 
-Order: the plan (plan.py: no-ops and superseded commits dropped without a run, the rest in
-units with their leave-one-out code), the cost said, the runs (measure.py: the final code
-against the start, and against each unit left out, in rounds), the verdicts, the branch
-rebuilt from the start with the units that matter, its check against the final code, the
-report (report.py), the runs in MLflow (tracked.py). Nothing here decides a keep on its
-own: the numbers are estimate.py's."""
+Order: the plan (plan.py: kept commits cut into units, one per setting or per independent
+region; no-ops and superseded units dropped without a run; units of overlapping lines
+joined), the budget (a quarter of the night's runs unless --max-runs), the screen (units
+left out of the final code in groups, split where a group matters; measure.py's rounds),
+the night's gain with what is left, the branch rebuilt from the start with the units kept,
+its check against the final code, the report (report.py), the runs in MLflow (tracked.py).
+Nothing here decides a keep on its own: the numbers are estimate.py's."""
 from __future__ import annotations
 
 import statistics
