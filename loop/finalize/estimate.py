@@ -9,10 +9,9 @@ A comparison is decided when its two-sided interval at the judge's `confidence` 
 zero out (a known sign), when its differences are exactly equal and zero (nothing to tell
 apart), or at `max_pairs`: then the interval says what it says (usually: within noise).
 `helps` is the one-sided confidence that the reference is better (Student's t on the same
-pooled noise): what decides a comparison the runs left within noise (morning.py: it stays
-at LIKELY or more). Given `likely`, a comparison whose runs lean that way but not that far
-(helps between 0.5 and `likely`) goes on past `max_pairs`, to twice that: the change may be
-a real gain too small for 6 pairs, and its verdict is the one a few more runs can turn."""
+pooled noise). Given `likely`, a comparison whose runs lean that way but not that far goes
+on past `max_pairs`, to twice that. The screen's groups (morning.py) are called by
+`group_call` below, with its own sequential rule and error rates."""
 from __future__ import annotations
 
 import math
@@ -64,3 +63,69 @@ def estimate(diffs: list[float], others: list[list[float]], confidence: float,
     if likely is not None and sign == 0 and 0.5 < helps < likely and n < 2 * max_pairs:
         decided = False          # leaning to helping: a few more pairs may turn its verdict
     return Estimate(mean, half, n, decided, sign, helps)
+
+
+# Leaving out a group of units (finalize's screen, morning.py): one comparison decides for
+# every unit in it. Its rule, per comparison, after each round of pairs (sequential):
+#   matters  when the group helps with one-sided confidence KEEP_CONF;
+#   harmful  when it hurts with that confidence (a group: it may hide a real unit beside a
+#            harmful one, so it is split; one unit: dropped);
+#   null     when its effect is within one run's noise sd (`worth`) either way, with
+#            confidence DROP_CONF each side: at most 1 - DROP_CONF of groups worth a run's
+#            noise sd are dropped;
+#   at `max_pairs` undecided: null when its mean is within half of `worth`, else matters or
+#   harmful by its sign.
+# Error rates of each verdict: `Call.lose` (a group worth `worth` dropped by this rule at
+# these pairs and this noise) and `Call.keep_null` (a group worth nothing called matters).
+KEEP_CONF = 0.95
+DROP_CONF = 0.95
+GROUP_PAIRS = 4
+
+
+@dataclass
+class Call:
+    verdict: str           # matters | harmful | null | "" (undecided)
+    mean: float | None
+    half: float | None     # the half-width at the judge's two-sided confidence (as Estimate)
+    pairs: int
+    lose: float = 0.0      # P(this rule drops a group worth one run's noise sd)
+    keep_null: float = 0.0 # P(this rule calls a group worth nothing "matters")
+
+
+def group_call(diffs: list[float], others: list[list[float]], worth: float | None,
+               max_pairs: int, confidence: float = 0.99) -> Call:
+    """The screen's call on a group left out: `diffs` its pair differences (positive: the
+    reference, with the group, is better), `others` every other comparison's (for the pooled
+    noise), `worth` one run's noise sd (what a unit must not be worth to be dropped)."""
+    n = len(diffs)
+    if n == 0:
+        return Call("", None, None, 0)
+    mean = fmean(diffs)
+    sd, df = pooled_sd([diffs] + [d for d in others if len(d) >= 2])
+    known = pooled_sd([d for d in others if len(d) >= 2])[1] >= MIN_PAIRS
+    if sd is None or (n < MIN_PAIRS and not known):
+        return Call("", mean, None, n)      # one pair decides only once others know the noise
+    if sd == 0.0:                      # exact pairs: the sign says it
+        return Call("matters" if mean > 0 else "harmful" if mean < 0 else "null", mean, 0.0, n)
+    se = sd / math.sqrt(n)
+    half = t_ppf(1.0 - (1.0 - confidence) / 2.0, df) * se
+    worth = worth if worth is not None and worth > 0 else sd / math.sqrt(2.0)
+    t_keep, t_drop = t_ppf(KEEP_CONF, df), t_ppf(DROP_CONF, df)
+    verdict = "matters" if mean - t_keep * se > 0 else \
+        "harmful" if mean + t_keep * se < 0 else \
+        "null" if abs(mean) + t_drop * se < worth else ""
+    if not verdict and n >= max_pairs:
+        verdict = "null" if abs(mean) < worth / 2 else "matters" if mean > 0 else "harmful"
+    capped = n >= max_pairs
+    # the rule's error rates at this n and noise (as a test at a fixed n would have them):
+    # it drops below `drop_at`, keeps above `keep_at`
+    drop_at = max(worth - t_drop * se, worth / 2) if capped else worth - t_drop * se
+    keep_at = min(t_keep * se, worth / 2) if capped else t_keep * se
+    lose = t_cdf((drop_at - worth) / se, df)
+    keep_null = t_cdf(-keep_at / se, df)
+    return Call(verdict, mean, half, n, lose, keep_null)
+
+
+def run_noise(runs: list[list[float]]) -> float | None:
+    """One run's noise sd: the spread of each version's runs over the seeds, pooled."""
+    return pooled_sd(runs)[0]

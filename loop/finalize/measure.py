@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.engine.events import RunEnded
-from loop.finalize.estimate import LIKELY, Estimate, estimate
+from loop.finalize.estimate import LIKELY, Call, Estimate, estimate, group_call, run_noise
 from loop.judge.verdict import improvement
 from loop.run.spec import RunJob
 from loop.state.journal import Journal
@@ -44,6 +44,7 @@ class Comparison:
     variant: Version
     est: Estimate = field(default_factory=lambda: Estimate(None, None, 0, False, 0))
     capped: bool = False     # stopped by --max-runs / --max-wall before it was decided
+    call: Call | None = None  # kind "group": the screen's call (estimate.group_call)
 
 
 class Bench:
@@ -54,6 +55,7 @@ class Bench:
         self.journal, self.sched, self.direction = journal, sched, direction
         self.base_seed, self.logs, self.run_id, self.out = base_seed, logs, run_id, out
         self.values: dict[tuple[str, int], float | None] = {}
+        self.seen: dict[str, Comparison] = {}       # every comparison measured, by name
         self.run_s: list[float] = []
         for e in journal.load():
             if e.get("event") == "measure":
@@ -63,6 +65,14 @@ class Bench:
     @property
     def runs(self) -> int:
         return len(self.values)
+
+    def run_sd(self) -> float | None:
+        """One run's noise sd: each version's runs over the seeds, pooled."""
+        by_tree: dict[str, list[float]] = {}
+        for (tree, _), value in self.values.items():
+            if value is not None:
+                by_tree.setdefault(tree, []).append(value)
+        return run_noise(list(by_tree.values()))
 
     def pairs(self, c: Comparison) -> tuple[list[float], int]:
         """The comparison's differences (pairs where both ran), and the pairs tried."""
@@ -75,11 +85,19 @@ class Bench:
         return diffs, k
 
     def update(self, comps: list[Comparison], confidence: float, max_pairs: int) -> None:
-        every = {c.name: self.pairs(c)[0] for c in comps}
+        """Each comparison's estimate, its noise pooled over every comparison measured so
+        far (those of earlier rounds too: the screen measures one group at a time)."""
+        for c in comps:
+            self.seen[c.name] = c
+        every = {name: self.pairs(c)[0] for name, c in self.seen.items()}
         for c in comps:
             others = [d for name, d in every.items() if name != c.name]
             c.est = estimate(every[c.name], others, confidence, max_pairs,
                              LIKELY if c.kind == "leave-one-out" else None)
+            if c.kind == "group":
+                c.call = group_call(every[c.name], others, self.run_sd(), max_pairs,
+                                    confidence)
+                c.est.decided = bool(c.call.verdict)
             tried = self.pairs(c)[1]
             if tried >= 2 * max_pairs:        # runs keep failing: stop asking
                 c.est.decided = True

@@ -3,12 +3,13 @@ to merge, `autoresearch/<tag>-final`. Under the tag's lock (a night and its fina
 run at once); the runs go through the night's backend and scheduler (sandbox, grader, seeds
 and limits as the night's), every run journalled in `.autoresearch/<tag>/finalize.jsonl`.
 
-Order: the plan (plan.py: no-ops and superseded commits dropped without a run, the rest in
-units with their leave-one-out code), the cost said, the runs (measure.py: the final code
-against the start, and against each unit left out, in rounds), the verdicts, the branch
-rebuilt from the start with the units that matter, its check against the final code, the
-report (report.py), the runs in MLflow (tracked.py). Nothing here decides a keep on its
-own: the numbers are estimate.py's."""
+Order: the plan (plan.py: kept commits cut into units, one per setting or per independent
+region; no-ops and superseded units dropped without a run; units of overlapping lines
+joined), the budget (a quarter of the night's runs unless --max-runs), the screen (units
+left out of the final code in groups, split where a group matters; measure.py's rounds),
+the night's gain with what is left, the branch rebuilt from the start with the units kept,
+its check against the final code, the report (report.py), the runs in MLflow (tracked.py).
+Nothing here decides a keep on its own: the numbers are estimate.py's."""
 from __future__ import annotations
 
 import statistics
@@ -20,11 +21,12 @@ from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
 from loop.finalize import scale as at_scale
-from loop.finalize.estimate import LIKELY
+from loop.finalize.estimate import GROUP_PAIRS
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
 from loop.proposers.change import ChangeFailed
+from loop.repo.gitsafe import GitError
 from loop.run import grading
 from loop.run.backends import make_backend
 from loop.setup.config import Config
@@ -35,7 +37,9 @@ from loop.engine.progress import Progress
 from loop.words import plural
 
 MAX_PAIRS = 6            # pairs per comparison at most (the trailer's runs: twice that)
-KEPT = ("matters", "likely")
+KEPT = ("matters", "likely", "unmeasured")
+SHARE = 0.25             # finalize's runs, checks included: at most this share of the night's
+MIN_RUNS = 6             # ... but never fewer (a night of a few runs: a reference and a group)
 
 
 @dataclass
@@ -47,13 +51,24 @@ class Kept:
     night_gain: float | None
     verdict: str = ""           # matters | likely | noise | harmful | superseded | no-op
     comparison: Comparison | None = None
-    together: list[str] = field(default_factory=list)   # short shas left out with it
+    together: list[str] = field(default_factory=list)   # units left out with it
     note: str = ""
+    part: plan.Part | None = None     # which part of its commit (None: the whole commit)
+    prior: float = 0.0                # the night's evidence for it (the screen's order)
+
+    @property
+    def name(self) -> str:
+        """The commit's short sha, with the part's number when the commit was split."""
+        if self.part is None or self.part.parts == 1:
+            return self.sha[:7]
+        return f"{self.sha[:7]}/{self.part.part}"
 
 
 def finalize(config: Config, out=print, max_runs: int | None = None,
              max_wall_s: float | None = None, max_pairs: int = MAX_PAIRS,
-             scale: float | None = None) -> int:
+             share: float | None = SHARE, scale: float | None = None) -> int:
+    """`share`: finalize's runs at most this share of the night's (None: no such cap);
+    `max_runs`, when given, is the cap instead."""
     if not config.tag:
         raise UsageError("finalize needs --tag: the night to finalize")
     if max_runs is not None and max_runs < 1:
@@ -70,7 +85,7 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
     lock.acquire()
     try:
         install_signals()
-        morning = Morning(site, max_runs, max_wall_s, max_pairs)
+        morning = Morning(site, max_runs, max_wall_s, max_pairs, share)
         code = morning.run()
         if code == 0 and spec is not None and morning.tip is not None:
             return at_scale.check(site, spec, morning, max_pairs)
@@ -80,10 +95,13 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
 
 
 class Morning:
-    def __init__(self, site, max_runs, max_wall_s, max_pairs):
+    def __init__(self, site, max_runs, max_wall_s, max_pairs, share=SHARE):
         self.site, self.out, self.ws = site, site.out, site.workspace
         self.config, self.rel = site.config, site.task_rel
         self.max_runs, self.max_wall_s, self.max_pairs = max_runs, max_wall_s, max_pairs
+        self.share = share
+        self.planned: int | None = None
+        self.groups: list[Comparison] = []
         self.base: str | None = None          # the night's start and the branch's tip, once
         self.tip: str | None = None           # written (what finalize --scale measures)
 
@@ -101,27 +119,69 @@ class Morning:
             self.out(f"finalize: tag {self.site.tag} kept no change: nothing to finalize")
             return 0
         by_commit = {r.commit: r for r in night.records if r.kept}
-        kept = [Kept(i + 1, sha, self._subject(sha, by_commit),
-                     getattr(by_commit.get(sha), "delta", None)) for i, sha in enumerate(shas)]
         paths = sorted({p for a, b in zip([base] + shas, shas)
                         for p in self.ws.changed_paths(a, b, self.rel)})
-        states = [self.ws.read_at(c, self.rel, paths) for c in [base] + shas]
+        states, parts = plan.split([self.ws.read_at(c, self.rel, paths)
+                                    for c in [base] + shas])
+        kept: list[Kept] = []
+        for part in parts:
+            sha = shas[part.commit - 1]
+            gain = getattr(by_commit.get(sha), "delta", None)
+            desc = self._subject(sha, by_commit)
+            if part.parts > 1:
+                desc = f"{part.label} (part {part.part} of {part.parts} of: {desc})"
+            kept.append(Kept(len(kept) + 1, sha, desc, gain, part=part,
+                             prior=(gain or 0.0) / part.parts))
+        self._settings_prior(kept, states, night.records)
+        night_runs = sum(max(1, len(r.samples)) for r in night.records)
+        if self.max_runs is None and self.share is not None:
+            self.max_runs = max(MIN_RUNS, int(self.share * night_runs))
+            self.planned = self.max_runs
         found = plan.facts(states)
         units = plan.units(states, found)
         for k, f in zip(kept, found):
             k.verdict = "no-op" if f.noop else "superseded" if f.superseded else ""
         night_run_s = _mean_run_s(night.records)
         comps, versions = self._comparisons(base, final, states, found, units, kept)
-        self._say_cost(kept, comps, night_run_s)
+        self._say_cost(kept, comps, night_run_s, night_runs)
         sched = self._scheduler()
         bench = self._bench(sched)
         measured = self._measure(bench, sched, comps, kept, units, versions, base, states,
                                  found)
         if measured is None:
             return 130
-        self._finish(start, kept, comps, bench, *measured)
+        self._finish(start, kept, comps + self.groups, bench, *measured)
         self.base, self.tip = base, measured[0]
         return 0
+
+    def _settings_prior(self, kept, states, records) -> None:
+        """A unit that sets settings gets, as its prior, how much the night's proposals that
+        set them moved the score (kept or not: the median |gain|, of the proposals that set
+        that setting alone when there are two or more, else of all that set it): a setting
+        the score ignores moves it by noise alone, while its commit's gain, shared with the
+        setting it rode with, says nothing of it. Units without a setting keep their share
+        of their commit's gain. Only the screen's order depends on it."""
+        moves: dict[str, list[float]] = {}
+        alone: dict[str, list[float]] = {}
+        for r in records:
+            if not r.commit or not r.parent or r.delta is None:
+                continue
+            try:
+                paths = self.ws.changed_paths(r.parent, r.commit, self.rel)
+                names = plan.settings_set(self.ws.read_at(r.parent, self.rel, paths),
+                                          self.ws.read_at(r.commit, self.rel, paths))
+            except GitError:         # an attempt no longer in the repository: no evidence
+                continue
+            for name in names:
+                moves.setdefault(name, []).append(abs(r.delta))
+                if len(names) == 1:
+                    alone.setdefault(name, []).append(abs(r.delta))
+        for k in kept:
+            names = plan.settings_set(states[k.index - 1], states[k.index])
+            seen = [alone[n] if len(alone.get(n, [])) >= 2 else moves[n] for n in names
+                    if n in moves]
+            if names and len(seen) == len(names):
+                k.prior = max(statistics.median(m) for m in seen)
 
     def _bench(self, sched) -> Bench:
         """Where the runs are made and journalled (finalize.jsonl: a restart repeats none)."""
@@ -140,8 +200,9 @@ class Morning:
         budget = budget_check(bench, self.max_runs, self.max_wall_s)
         conf = self.config.judge.confidence
         try:
-            bench.measure(comps, conf, self.max_pairs, budget)
-            self._verdicts(kept, units, versions)
+            self._screen(bench, budget, conf, versions["ref"], kept, units, base, states,
+                         found)
+            bench.measure(comps[:1], conf, self.max_pairs, budget)   # the gain: what is left
             tip, notes = self._branch(base, states, found, kept)
             check = self._check(tip, versions["final"], bench, budget, conf)
             checks = [check] if check else []
@@ -164,9 +225,10 @@ class Morning:
         """The report written and printed, the journal's `done`, the MLflow record."""
         gain = comps[0]
         report = write_report(self.site.dir, self.site.tag, self.metric, kept, gain, check,
-                              f"autoresearch/{self.site.tag}-final", bench.runs, notes)
+                              f"autoresearch/{self.site.tag}-final", bench.runs, notes,
+                              self.planned if self.planned is not None else self.max_runs)
         bench.journal.write("done", branch=f"autoresearch/{self.site.tag}-final", tip=tip,
-                            verdicts={k.sha: k.verdict for k in kept}, runs=bench.runs)
+                            verdicts={k.name: k.verdict for k in kept}, runs=bench.runs)
         for line in report:
             self.out(line)
         uri, experiment = tracked.where(self.config, start, self.site.user_task.name)
@@ -178,34 +240,111 @@ class Morning:
         return rec.description if rec else self.ws.message(sha).splitlines()[0]
 
     def _comparisons(self, base, final, states, found, units, kept):
-        """The final code against the start, then each unit left out of the reference: the
-        final code made again from the start without its no-ops and superseded commits
-        (the final code itself when that is the same)."""
+        """The final code against the start (the night's gain), and the reference each
+        group of units is left out of: the final code made again from the start without its
+        no-ops and superseded commits (the final code itself when that is the same)."""
         versions = {"final": self._version(final), "base": self._version(base)}
         comps = [Comparison("gain", "gain", versions["final"], versions["base"])]
         try:
             ref_files = plan.reference(states, found)
         except ChangeFailed:     # the live changes do not apply made again: the final code
             ref_files = states[-1]
-        ref = versions["final"] if ref_files == states[-1] else self._made(
+        versions["ref"] = versions["final"] if ref_files == states[-1] else self._made(
             base, ref_files, "the final code without its no-ops and superseded changes",
             "reference")
         for unit in units:
             members = [kept[i - 1] for i in unit.members]
-            shorts = [k.sha[:7] for k in members]
             for k in members:
-                k.together = [s for s in shorts if s != k.sha[:7]]
-            if unit.variant is None:
-                for k in members:
+                k.together = [m.name for m in members if m is not k]
+                if unit.variant is None:
                     k.note = f"cannot be left out ({unit.why_not}): kept unmeasured"
+                    k.verdict = "matters"
+        return comps, versions
+
+    def _screen(self, bench, budget, conf, ref, kept, units, base, states, found) -> None:
+        """Adaptive group testing: units left out of the reference in groups, one comparison
+        per group, stopped as soon as the group's call is made (estimate.group_call). The
+        units are ordered by the night's evidence for them (_settings_prior; inflated by
+        selection, it orders and does not decide); those that look null (less than half the
+        mean; else the lower half) are left out first, together, then the rest. A
+        group called null drops every unit in it at once; a group that matters (or hurts)
+        is split in two halves, the lower first; when the lower half of a group that
+        matters is null, the upper one must hold what mattered, so it is split (or, one
+        unit, kept) without a comparison. When the run budget is spent, every unit not yet
+        decided stays, unmeasured."""
+        live = [u for u in units if u.variant is not None]
+        order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
+                                            u.members))
+        all_members = {i for u in live for i in u.members}
+        queue: list[tuple[list, object]] = []
+        prior = [sum(kept[i - 1].prior for i in u.members) for u in order]
+        low = sum(p < 0.5 * statistics.fmean(prior) for p in prior) if prior else 0
+        if not 0 < low < len(order):
+            low = len(order) // 2
+        if len(order) > 1:
+            queue = [(order[:low], None), (order[low:], None)]
+        elif order:
+            queue = [(order, None)]
+        last: Comparison | None = None
+        while queue:
+            group, inferable = queue.pop(0)
+            members = [kept[i - 1] for u in group for i in u.members]
+            if inferable is _SIBLING and last is not None and last.call is not None \
+                    and last.call.verdict == "null":
+                # its parent mattered and its sibling is null: what mattered is in here
+                if len(group) == 1:
+                    for k in members:
+                        k.verdict, k.note = "matters", "inferred: its group mattered and " \
+                            "the rest of that group was null"
+                else:
+                    queue += self._halves(group)
                 continue
-            variant = self._made(base, unit.variant, f"without {', '.join(shorts)}",
-                                 f"without-{shorts[0]}")
-            comp = Comparison(f"without {'+'.join(shorts)}", "leave-one-out", ref, variant)
-            comps.append(comp)
+            comp = self._group(base, states, found, all_members, group, kept, ref)
+            bench.measure([comp], conf, GROUP_PAIRS, budget)
+            last = comp
+            call = comp.call
+            if not comp.est.pairs:       # the budget was spent before it: what it had stays
+                for k in members:
+                    k.verdict = "unmeasured"
+                continue
+            self.groups.append(comp)
             for k in members:
                 k.comparison = comp
-        return comps, versions
+                k.together = [m.name for m in members if m is not k]
+            if call is None or not call.verdict:
+                for k in members:
+                    k.verdict = "unmeasured"
+                continue
+            if call.verdict == "null" or (call.verdict == "harmful" and len(group) == 1):
+                for k in members:
+                    k.verdict = "harmful" if call.verdict == "harmful" else "noise"
+            elif len(group) == 1:
+                for k in members:
+                    k.verdict = "matters"
+            else:       # matters, or harmful: what it holds is told apart by its halves
+                queue += self._halves(group, inferable=call.verdict == "matters")
+
+    @staticmethod
+    def _halves(group: list, inferable: bool = True) -> list[tuple[list, object]]:
+        """A group in two halves, in the screen's order; when the group matters, the upper
+        half is marked as inferable from the lower one (see _screen)."""
+        mid = len(group) // 2
+        return [(group[:mid], None), (group[mid:], _SIBLING if inferable else None)]
+
+    def _group(self, base, states, found, all_members, group, kept, ref) -> Comparison:
+        """The reference against itself without the group's units."""
+        members = sorted(i for u in group for i in u.members)
+        if len(group) == 1 and group[0].variant is not None:
+            files = group[0].variant
+        else:
+            try:
+                files = plan.without(states, found, sorted(all_members - set(members)))
+            except ChangeFailed:
+                files = plan.leave_out(states, members)
+        names = [kept[i - 1].name for i in members]
+        variant = self._made(base, files, f"without {', '.join(names)}",
+                             f"without-{names[0].replace('/', '-')}-{len(names)}")
+        return Comparison(f"without {'+'.join(names)}", "group", ref, variant)
 
     def _version(self, commit: str) -> Version:
         return Version(commit, self.ws.trees([commit])[0])
@@ -216,22 +355,24 @@ class Morning:
         self.ws.keep_ref(f"finalize/{ref}", commit)
         return self._version(commit)
 
-    def _say_cost(self, kept, comps, run_s: float | None) -> None:
-        dropped = [k for k in kept if k.verdict]
-        versions = len({c.variant.tree for c in comps}) + 1
-        low, high = 2 * versions, self.max_pairs * versions
-        if self.max_runs is not None:
-            high = min(high, self.max_runs)
+    def _say_cost(self, kept, comps, run_s: float | None, night_runs: int) -> None:
+        dropped = [k for k in kept if k.verdict in ("no-op", "superseded")]
+        commits = len({k.sha for k in kept})
+        split = len(kept) - commits
+        high = self.max_runs
         workers = max(1, self.config.workers)
-        when = "" if run_s is None else \
-            f", about {_duration(low * run_s / workers)} to {_duration(high * run_s / workers)}" \
-            f" with {plural(workers, 'worker')} (the night's runs took {run_s:.3g} s each)"
-        self.out(f"finalize: {plural(len(kept), 'kept change')}; "
+        when = "" if run_s is None or high is None else \
+            f", about {_duration(high * run_s / workers)} at most with " \
+            f"{plural(workers, 'worker')} (the night's runs took {run_s:.3g} s each)"
+        cap = "no run cap" if high is None else f"at most {high} runs" + (
+            f" ({self.share:g} of the night's {night_runs})" if self.planned is not None
+            else " (--max-runs)")
+        self.out(f"finalize: {plural(commits, 'kept change')}"
+                 f"{f', split into {len(kept)} units ({split} more)' if split else ''}; "
                  f"{len(dropped)} dropped without a run "
-                 f"({', '.join(f'{k.sha[:7]} {k.verdict}' for k in dropped) or 'none'}); "
-                 f"measuring the final code against the start and "
-                 f"{plural(len(comps) - 1, 'leave-one-out version')}: {low} to {high} "
-                 f"runs{when}")
+                 f"({', '.join(f'{k.name} {k.verdict}' for k in dropped) or 'none'}); "
+                 f"leaving out the rest in groups, split where a group matters: "
+                 f"{cap}{when}")
 
     def _scheduler(self) -> Scheduler:
         """The night's backend and scheduler, on the task as the branch has it."""
@@ -246,18 +387,6 @@ class Morning:
                                limits=site.limits, slurm=config.slurm)
         return Scheduler(backend)
 
-    def _verdicts(self, kept, units, versions) -> None:
-        for k in kept:
-            if k.verdict:
-                continue
-            est = k.comparison.est if k.comparison else None
-            if est is None:
-                k.verdict = "matters"           # cannot be left out: kept, unmeasured
-            elif est.sign == 0:       # within noise: which way it most likely goes
-                k.verdict = "likely" if est.helps >= LIKELY else "noise"
-            else:
-                k.verdict = {1: "matters", -1: "harmful"}[est.sign]
-
     def _readd(self, kept, notes: list[str]) -> bool:
         """The branch is worse than the final code beyond noise: what it lacks was dropped
         as noise (two changes doing one job each look useless while the other is there).
@@ -270,9 +399,9 @@ class Morning:
         back.verdict = "matters"
         back.note = "re-added: the branch without it was worse than the final code"
         notes.append(f"the branch was worse than the final code beyond noise: "
-                     f"{back.sha[:7]} ({back.description}) re-added")
+                     f"{back.name} ({back.description}) re-added")
         self.out(f"finalize: the branch is worse than the final code beyond noise; "
-                 f"re-adding {back.sha[:7]} ({back.description}), the dropped change that "
+                 f"re-adding {back.name} ({back.description}), the dropped change that "
                  f"measured best")
         return True
 
@@ -293,7 +422,7 @@ class Morning:
             k = kept[step.index - 1] if step.index else None
             message = _message(k, self.metric) if k else "finalize: the kept changes"
             if step.brings:
-                message += "".join(f"\nAutoresearch-Brings: {kept[i - 1].sha[:7]} "
+                message += "".join(f"\nAutoresearch-Brings: {kept[i - 1].name} "
                                    f"(superseded; its lines are this change's context)"
                                    for i in step.brings)
             tip = self.ws.stage_on(tip, self.rel, step.files, message)
@@ -312,15 +441,24 @@ class Morning:
         return check
 
 
+_SIBLING = object()       # a half whose sibling, tested just before, may settle it
+
+
 def _message(k: Kept, metric: str) -> str:
     c = k.comparison
     if c is None or c.est.mean is None:
-        effect = "not measured (cannot be left out alone)"
+        effect = "not measured (" + (k.note or "cannot be left out alone") + ")"
     else:
-        effect = f"{c.est.text(metric)} (leave-one-out, {2 * c.est.pairs} runs)"
+        alone = "left out alone" if not k.together else \
+            f"left out with {len(k.together)} other unit{'s' if len(k.together) > 1 else ''}"
+        effect = f"{c.est.text(metric)} ({alone}, {c.est.pairs} pairs)"
+        if k.note:
+            effect += f"; {k.note}"
     together = f"\nAutoresearch-Together-With: {', '.join(k.together)}" if k.together else ""
+    part = "" if k.part is None or k.part.parts == 1 else \
+        f"\nAutoresearch-Part: {k.part.part}/{k.part.parts} {k.part.label}"
     return (f"{k.description}\n\nAutoresearch-Effect: {effect}{together}\n"
-            f"Autoresearch-Kept-Commit: {k.sha}")
+            f"Autoresearch-Kept-Commit: {k.sha}{part}")
 
 
 def _mean_run_s(records) -> float | None:

@@ -24,8 +24,11 @@ change with it (it is rewritten by the later one anyway), and those its lines ca
 in turn (a setting changed three times: the third brings the first two)."""
 from __future__ import annotations
 
+import ast
 import difflib
 import io
+import re
+import textwrap
 import tokenize
 from dataclasses import dataclass, field
 
@@ -259,3 +262,252 @@ def _forward(states: list[Files], commits: list[int], files: Files) -> Files:
         made = redo(Change(edits=tuple(ahead)), files)
         files = {**files, **made.files}
     return files
+
+
+@dataclass
+class Part:
+    """One unit of a kept commit that can be left out alone (its commit's only one, unless
+    the commit set several settings or touched separate hunks)."""
+    commit: int          # the kept commit's index (1-based)
+    part: int            # 1-based within the commit
+    parts: int           # how many the commit was split into
+    label: str           # what it changes: `NAME: old -> new`, or where
+
+
+ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]*)?=\s*(.*?)\s*$")
+
+
+def split(states: list[Files]) -> tuple[list[Files], list[Part]]:
+    """Each kept commit cut into the parts that can be left out alone, as finer states:
+    commit i's parts made one after the other from S{i-1}, the last being S{i}. The rest of
+    the plan (facts, units, rebuild) then works on parts as it did on commits.
+
+    How a commit is cut: its diff's changed regions (per file, per difflib opcode); a region
+    replacing top-level assignments one for one (`CLIP = 1.0` -> `CLIP = 2.23`, adjacent
+    lines included) is cut per line. Regions that depend on each other are joined again:
+    (Python) regions within one top-level statement (a def, a class, one call), and a region
+    that uses a name another region of the commit defines anew. A cut is valid only when
+    each part alone, and the parts made one after another, still parse (Python); otherwise
+    the commit stays whole. A file that is not Python is one part per file."""
+    fine, parts = [states[0]], []
+    for i in range(1, len(states)):
+        groups = _parts(states[i - 1], states[i])
+        for n, (label, _) in enumerate(groups, 1):
+            done = {r for _, chosen in groups[:n] for r in chosen}
+            fine.append(_apply(states[i - 1], states[i], done) if n < len(groups)
+                        else states[i])
+            parts.append(Part(i, n, len(groups), label))
+    return fine, parts
+
+
+Region = tuple[str, int]       # (path, index of the non-equal opcode, or of a line within it)
+
+
+def _regions(before: Files, after: Files) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Per path, the changed regions as (i1, i2, j1, j2) line ranges (old, new), the
+    one-for-one assignment replacements cut per line."""
+    out: dict[str, list[tuple[int, int, int, int]]] = {}
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        a, b = (old or "").splitlines(True), (new or "").splitlines(True)
+        got = []
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b,
+                                                           autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            names_a = [_assigned(line) for line in a[i1:i2]]
+            names_b = [_assigned(line) for line in b[j1:j2]]
+            if path.endswith(".py") and tag == "replace" and len(names_a) + len(names_b) > 2 \
+                    and all(names_a) and all(names_b):
+                got += _by_name(names_a, names_b, i1, j1)
+            else:
+                got.append((i1, i2, j1, j2))
+        out[path] = got
+    return out
+
+
+def _by_name(names_a: list, names_b: list, i0: int, j0: int) -> list[tuple[int, int, int, int]]:
+    """A block of top-level assignments replaced by another, cut per setting: a name on
+    both sides is one region (its line), the names only one side has are regions of their
+    own (matched as a sequence of names, so the order is kept)."""
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, names_a, names_b,
+                                                       autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += [(i0 + i1 + d, i0 + i1 + d + 1, j0 + j1 + d, j0 + j1 + d + 1)
+                    for d in range(i2 - i1)]
+        else:
+            out.append((i0 + i1, i0 + i2, j0 + j1, j0 + j2))
+    return out
+
+
+def _assigned(line: str) -> str | None:
+    """The name a top-level one-line assignment sets (None: not one)."""
+    m = ASSIGN.match(line.rstrip("\n"))
+    return m.group(1) if m and not line[:1].isspace() and not line.startswith("def ") else None
+
+
+def _apply(before: Files, after: Files, chosen: set[Region]) -> Files:
+    """`before` with only the chosen regions of the change to `after` made."""
+    regions = _regions(before, after)
+    out = dict(before)
+    for path, found in regions.items():
+        if not any((path, n) in chosen for n in range(len(found))):
+            continue
+        a = (before.get(path) or "").splitlines(True)
+        b = (after.get(path) or "").splitlines(True)
+        text, pos = [], 0
+        for n, (i1, i2, j1, j2) in enumerate(found):
+            text += a[pos:i1]
+            text += b[j1:j2] if (path, n) in chosen else a[i1:i2]
+            pos = i2
+        text += a[pos:]
+        joined = "".join(text)
+        if path not in before and not joined:
+            continue
+        out[path] = joined
+    return out
+
+
+def _parts(before: Files, after: Files) -> list[tuple[str, set[Region]]]:
+    """The commit's parts: (label, regions), in file and line order."""
+    regions = _regions(before, after)
+    every = [(p, n) for p, found in regions.items() for n in range(len(found))]
+    if len(every) <= 1:
+        return [("", set(every))]
+    parent = {r: r for r in every}
+
+    def root(r: Region) -> Region:
+        while parent[r] != r:
+            r = parent[r]
+        return r
+
+    def join(x: Region, y: Region) -> None:
+        parent[root(y)] = root(x)
+
+    uses: dict[Region, set[str]] = {}
+    defines: dict[Region, set[str]] = {}
+    for path, found in regions.items():
+        if not path.endswith(".py"):
+            for n in range(1, len(found)):
+                join((path, 0), (path, n))
+            continue
+        spans_new = _statements(after.get(path))
+        spans_old = _statements(before.get(path))
+        if spans_new is None or spans_old is None:
+            for n in range(1, len(found)):
+                join((path, 0), (path, n))
+            continue
+        owner: dict[tuple[str, int], Region] = {}
+        old_names = _defined(before.get(path) or "")
+        for n, (i1, i2, j1, j2) in enumerate(found):
+            stmts = {("new", k) for k, (lo, hi) in enumerate(spans_new)
+                     if lo < max(j2, j1 + 1) and hi > j1 and (j2 > j1 or lo <= j1 < hi)}
+            stmts |= {("old", k) for k, (lo, hi) in enumerate(spans_old)
+                      if lo < max(i2, i1 + 1) and hi > i1 and (i2 > i1 or lo <= i1 < hi)}
+            for s in stmts:
+                if s in owner:
+                    join(owner[s], (path, n))
+                else:
+                    owner[s] = (path, n)
+            text = "".join((after.get(path) or "").splitlines(True)[j1:j2])
+            defines[(path, n)] = _defined(text) - old_names
+            uses[(path, n)] = _used(text)
+    for r in every:
+        for q in every:
+            if r != q and defines.get(r, set()) & uses.get(q, set()):
+                join(r, q)
+    groups: dict[Region, set[Region]] = {}
+    for r in every:
+        groups.setdefault(root(r), set()).add(r)
+    ordered = sorted(groups.values(), key=min)
+    if len(ordered) > 1 and not _each_parses(before, after, ordered):
+        return [("", set(every))]
+    if len(ordered) == 1:
+        return [("", set(every))]
+    return [(_label(before, after, regions, g), g) for g in ordered]
+
+
+def _each_parses(before: Files, after: Files, groups: list[set[Region]]) -> bool:
+    done: set[Region] = set()
+    for g in groups:
+        done |= g
+        for files in (_apply(before, after, g), _apply(before, after, done)):
+            for path, text in files.items():
+                if path.endswith(".py") and text != before.get(path):
+                    try:
+                        ast.parse(text)
+                    except SyntaxError:
+                        return False
+    return True
+
+
+def _statements(text: str | None) -> list[tuple[int, int]] | None:
+    """Top-level statements as 0-based [first line, last line + 1) (None: does not parse)."""
+    if not text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    out = []
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        out.append((first - 1, node.end_lineno or node.lineno))
+    return out
+
+
+def _defined(text: str) -> set[str]:
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def _used(text: str) -> set[str]:
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)} | {n.attr for n in ast.walk(tree)
+                                                if isinstance(n, ast.Attribute)}
+
+
+def _label(before: Files, after: Files, regions, group: set[Region]) -> str:
+    said = []
+    for path, n in sorted(group):
+        i1, i2, j1, j2 = regions[path][n]
+        a = (before.get(path) or "").splitlines()[i1:i2]
+        b = (after.get(path) or "").splitlines()[j1:j2]
+        old = ASSIGN.match(a[0]) if len(a) == len(b) == 1 else None
+        new = ASSIGN.match(b[0]) if len(a) == len(b) == 1 else None
+        if old and new and _assigned(a[0]) and _assigned(a[0]) == _assigned(b[0]):
+            said.append(f"{old.group(1)}: {old.group(2)} -> {new.group(2)}")
+        else:
+            said.append(f"{path} line {j1 + 1}" if j2 - j1 <= 1 else
+                        f"{path} lines {j1 + 1}-{j2}")
+    return "; ".join(said)
+
+
+def settings_set(before: Files, after: Files) -> set[str]:
+    """The names of the top-level one-line assignments a change rewrote, added or removed
+    (Python files): the settings it set."""
+    names: set[str] = set()
+    for path, found in _regions(before, after).items():
+        if not path.endswith(".py"):
+            continue
+        a = (before.get(path) or "").splitlines(True)
+        b = (after.get(path) or "").splitlines(True)
+        for i1, i2, j1, j2 in found:
+            names |= {n for n in map(_assigned, a[i1:i2] + b[j1:j2]) if n}
+    return names

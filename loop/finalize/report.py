@@ -8,13 +8,14 @@ import html
 from pathlib import Path
 
 VERDICTS = {"matters": "matters", "likely": "matters (likely: helps, within noise)",
+            "unmeasured": "kept: not re-measured (run budget spent)",
             "noise": "dropped: noise", "harmful": "dropped: harmful",
             "superseded": "dropped: superseded", "no-op": "dropped: no-op"}
 
 
 def write_report(folder: Path, tag: str, metric: str, kept, gain, check, branch: str,
-                 runs: int, notes: list[str]) -> list[str]:
-    lines = markdown(tag, metric, kept, gain, check, branch, runs, notes)
+                 runs: int, notes: list[str], planned: int | None = None) -> list[str]:
+    lines = markdown(tag, metric, kept, gain, check, branch, runs, notes, planned)
     (folder / "finalize.md").write_text("\n".join(lines) + "\n")
     png = _plot(folder / "finalize.png", tag, metric, kept, gain)
     (folder / "finalize.html").write_text(_html(tag, lines, png))
@@ -22,13 +23,17 @@ def write_report(folder: Path, tag: str, metric: str, kept, gain, check, branch:
                     + (", finalize.png" if png else "")]
 
 
-def markdown(tag, metric, kept, gain, check, branch, runs, notes) -> list[str]:
-    out = [f"# finalize {tag}", "",
-           f"Night's gain, re-measured: final vs start {gain.est.text(metric)} "
-           f"({2 * gain.est.pairs} runs, paired on fresh seeds"
-           f"{', run cap' if gain.capped else ''}); positive = the final code is better.", ""]
-    out += ["| commit | hypothesis | night's gain | effect (leave-one-out) | verdict | runs |",
-            "|---|---|---|---|---|---|"]
+def markdown(tag, metric, kept, gain, check, branch, runs, notes, planned=None) -> list[str]:
+    if gain.est.pairs:
+        said = (f"Night's gain, re-measured: final vs start {gain.est.text(metric)} "
+                f"({2 * gain.est.pairs} runs, paired on fresh seeds"
+                f"{', run cap' if gain.capped else ''}); positive = the final code is better.")
+    else:
+        said = ("Night's gain: not re-measured (the run budget went to the verdicts); the "
+                "night's own figures are in its report.")
+    out = [f"# finalize {tag}", "", said, ""]
+    out += ["| commit | hypothesis | night's gain | effect (left out) | verdict | pairs | "
+            "rule's error rate |", "|---|---|---|---|---|---|---|"]
     for k in kept:
         c = k.comparison
         effect = "" if c is None else c.est.text()
@@ -40,8 +45,9 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes) -> list[str]:
         night = "" if k.night_gain is None else f"{k.night_gain:+.4g}"
         desc = k.description.replace("|", "\\|")
         verdict = VERDICTS.get(k.verdict, k.verdict) + (f" ({k.note})" if k.note else "")
-        out.append(f"| {k.sha[:7]} | {desc} | {night} | {effect} | {verdict} | {runs_spent} |")
-    kept_n = sum(1 for k in kept if k.verdict in ("matters", "likely"))
+        out.append(f"| {k.name} | {desc} | {night} | {effect} | {verdict} | {runs_spent} | "
+                   f"{_error_rate(k)} |")
+    kept_n = sum(1 for k in kept if k.verdict in ("matters", "likely", "unmeasured"))
     out += ["", f"Branch `{branch}`: {kept_n} of {len(kept)} kept changes, in their order."]
     if check is None:
         out.append("Its code is the final code's: it reproduces the final gain.")
@@ -53,10 +59,27 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes) -> list[str]:
             if check.est.sign < 0 else "reproduces the final gain (not worse beyond noise)"
         out.append(f"Branch vs final code: {check.est.text(metric)} ({2 * check.est.pairs} "
                    f"runs): it {verdict}.")
-    out += [f"Runs made by finalize: {runs} (a run of the final code serves every "
-            f"comparison's pair on its seed)."]
+    out += [f"Runs made by finalize: {runs}"
+            + (f" of {planned} planned" if planned is not None else "")
+            + " (a run of the final code serves every comparison's pair on its seed).",
+            "Error rates are the rule's at that comparison's pairs and noise "
+            "(loop/finalize/estimate.py, group_call): for a unit dropped, the chance the rule "
+            "drops a group worth one run's noise sd; for a unit kept, the chance it calls a "
+            "group worth nothing `matters`."]
     out += [f"Note: {n}" for n in notes]
     return out
+
+
+def _error_rate(k) -> str:
+    c = k.comparison
+    call = getattr(c, "call", None)
+    if call is None or not call.verdict or k.verdict not in ("matters", "noise", "harmful"):
+        return ""
+    if "inferred" in k.note:
+        return ""
+    if k.verdict == "matters":
+        return f"null kept ≤ {call.keep_null:.0%}"
+    return f"1-sd unit lost ≤ {call.lose:.0%}"
 
 
 def _plot(path: Path, tag: str, metric: str, kept, gain) -> Path | None:
@@ -67,7 +90,7 @@ def _plot(path: Path, tag: str, metric: str, kept, gain) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    rows = [(f"{k.sha[:7]} {k.verdict}", k.comparison.est) for k in kept
+    rows = [(f"{k.name} {k.verdict}", k.comparison.est) for k in kept
             if k.comparison is not None and k.comparison.est.mean is not None]
     rows.append(("final vs start", gain.est))
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.5), dpi=100)

@@ -51,11 +51,11 @@ def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench)
     gain = comps[0]
     parent = client.create_run(exp, run_name=f"finalize/{tag}", tags=mine)
     pid = parent.info.run_id
-    verdicts = {k.sha[:7]: k.verdict for k in kept}
+    verdicts = {k.name: k.verdict for k in kept}
     _log(client, pid, metrics={
         f"gain_{metric}": gain.est.mean, f"gain_{metric}_half": gain.est.half,
         "runs": bench.runs, "kept_changes": len(kept),
-        "matters": sum(v in ("matters", "likely") for v in verdicts.values())},
+        "matters": sum(v in ("matters", "likely", "unmeasured") for v in verdicts.values())},
         params={"branch": f"autoresearch/{tag}-final", "metric": metric},
         tags={f"verdict.{sha}": v for sha, v in verdicts.items()})
     for c in comps + checks:
@@ -63,7 +63,7 @@ def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench)
         members = [k for k in kept if k.comparison is c]
         child = client.create_run(exp, run_name=name, tags={
             **mine, "mlflow.parentRunId": pid, "kind": c.kind,
-            **({"verdict": ", ".join(f"{k.sha[:7]} {k.verdict}" for k in members)}
+            **({"verdict": ", ".join(f"{k.name} {k.verdict}" for k in members)}
                if members else {})})
         series = [(who, bench.values.get((v.tree, k)), k)
                   for who, v in (("reference", c.ref), ("variant", c.variant))
