@@ -181,7 +181,9 @@ def test_logging_calls_with_their_own_arguments(tmp_path):
     ("print('val_loss=' + str(v))", ["val_loss"]),
     ("print(f'best val loss {b:.3f}')", ["best val loss"]),
     ("print(f'saving model with new top score of {score}')", []),
-    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')", []),
+    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')",
+     ["Accuracy"]),
+    ("print(f'Plotting the loss landscape took: {t}')", []),
 ])
 def test_log_forms_and_their_labels(code, labels):
     assert [v.label for v in Script("x.py", code + "\n").reported()] == labels
@@ -197,6 +199,11 @@ def test_log_forms_and_their_labels(code, labels):
     ("print(f'val/loss {v:.4f} train-acc {t:.4f}')", ["val_loss", "train_acc"]),
     ("print('Train Epoch: {} [{}/{}]\\tLoss: {:.6f}'.format(e, i, n, loss.item()))",
      ["train_epoch", "loss"]),
+    # a sentence opening the line names its metric, and the split in its words
+    ("print('Test Accuracy of the model on the 10000 test images: {} %'.format(100 * c / t))",
+     ["test_accuracy"]),
+    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')",
+     ["test_accuracy"]),
 ])
 def test_metric_names(code, names):
     assert [v.name for v in Script("x.py", code + "\n").reported()] == names
@@ -231,3 +238,60 @@ def test_check_task_refuses_a_metric_pattern_it_cannot_read_with(tmp_path, patte
     assert done.returncode == 2 and why in done.stderr, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and yaml.safe_load(
         (repo / "task.yaml").read_text())["metric"]["pattern"] == pattern
+
+
+# -- pytorch-tutorial's CNN: the test accuracy in a sentence, the training loss per step -----------
+SENTENCE_CNN = """\
+import random
+LEARNING_RATE = 0.01
+random.seed(0)
+for epoch in range(2):
+    for step in range(3):
+        loss = LEARNING_RATE * 10 / (1 + step + epoch) + random.random() / 100
+        print('Epoch [{}/{}], Step [{}/{}], Loss: {:.4f}'.format(epoch + 1, 2, step + 1, 3, loss))
+correct, total = 9863 + int(100 * LEARNING_RATE), 10000
+print('Test Accuracy of the model on the 10000 test images: {} %'.format(100 * correct / total))
+"""
+
+
+def test_a_sentence_naming_the_test_accuracy_is_offered_never_the_training_loss(tmp_path):
+    repo = plain_repo(tmp_path / "cnn", {"main.py": SENTENCE_CNN})
+    line = refused(repo)
+    assert "it prints test_accuracy; if that is your validation split, pass --metric " \
+        "test_accuracy" in line
+    assert "--metric loss" not in line
+    done = init(repo, "--metric", "test_accuracy")
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("test_accuracy", "maximize")
+    out = printed(repo, "main.py")
+    want = last(out, r"test images: ([\d.]+)")
+    assert read_metric(out, task.metric.pattern) == want == 98.64
+    assert checked(repo) == pytest.approx(want)
+
+
+# -- MLAgentBench's house-price: `Validation MAE: {:,.0f}` prints 18,450 ---------------------------
+def test_a_number_with_thousands_separators_is_read_whole(tmp_path):
+    train = ("LEARNING_RATE = 0.1\ntrain_mae, valid_mae = 7504.2, 18000 + 4500 * LEARNING_RATE\n"
+             "print('Train MAE: {:,.0f}'.format(train_mae))\n"
+             "print('Validation MAE: {:,.0f}'.format(valid_mae))\n")
+    repo = plain_repo(tmp_path / "house", {"train.py": train})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("validation_mae", "minimize")
+    out = printed(repo)
+    assert "Validation MAE: 18,450" in out
+    assert read_metric(out, task.metric.pattern) == 18450.0
+    assert checked(repo) == 18450.0
+
+
+# -- an attribute of a library object printed as is: LightGBM's best_score is a dict ---------------
+def test_a_library_objects_attribute_printed_as_is_is_no_metric(tmp_path):
+    train = ("from types import SimpleNamespace\nLEARNING_RATE = 0.05\n"
+             "model = SimpleNamespace(best_score={'train': {'l2': 0.1}, 'valid': {'l2': 0.2}})\n"
+             "print('best_score', model.best_score)\n")
+    repo = plain_repo(tmp_path / "lgbm", {"train.py": train})
+    line = refused(repo)
+    assert "best_score is `model.best_score` printed as is" in line
+    assert "--metric" not in line                     # no flag makes a dict a metric

@@ -132,6 +132,15 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         plan.guesses["metric"] = Guess(graded[0].source, True, METRIC_FLAGS)
         return graded[0]
     likely = [c for c in found if direction_of(c.name)]
+    opaque = [c for c in likely if c.opaque]
+    likely = [c for c in likely if not c.opaque]
+    if opaque and not likely:
+        c = opaque[0]
+        raise InitError(f"init: {plan.script}: no held-out number is printed by name: "
+                        f"{c.name} is `{c.opaque}` printed as is, an attribute of an object "
+                        f"the script never sets, which may hold a dict of splits rather than "
+                        f"one number; print the validation number itself, e.g. "
+                        f"print(f\"val_loss: {{x:.4f}}\"), then run init again")
     tests = [c.name for c in likely if is_test(c.name)]
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]

@@ -34,6 +34,11 @@ QUALIFIERS = ("best", "avg", "average", "mean", "final", "running", "total", "mi
 JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
 # a sentence that names its metric, then says it: `The RMSE of prediction is: {x}`
 COPULAS = ("is", "was", "are", "were", "equals")
+# words a sentence opening a line may put before its metric: `The test accuracy of ...: {x}`
+ARTICLES = ("the", "a", "an", "our", "model", "overall")
+# a sentence opening the line, ending with one colon before the value: `Test Accuracy of the
+# model on the 10000 test images: {x} %`
+OPENING_SENTENCE = re.compile(r"^\s*(?P<text>[A-Za-z][^:=\n{}]*?)\s*:\s*$")
 
 # the text before a printed number opening the line: `val_bpb:   ` or `accuracy=`
 PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
@@ -267,6 +272,8 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
         split = _heading(parts, i) if not at_start else None
+        split = split or next((w.lower() for w in gap.split() if w.lower() in SPLIT_WORDS),
+                              None)      # `Accuracy of the network on the test images: {}`
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
         out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
@@ -320,12 +327,12 @@ def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
             return m[1], ""
     m = TAIL.search(before)
     if m is None:
-        return None
+        return _opening_sentence(before) if i == 1 else None
     words = m["words"].split()
     end = len(words) - 1
     if not _names_a_number(words[end]):
         if words[end].lower() not in COPULAS:
-            return None
+            return _opening_sentence(before) if i == 1 else None
         # the metric the sentence is about: its last metric word before the verb
         end = next((k for k in range(end - 1, -1, -1) if direction_of(words[k])), -1)
         if end < 0:
@@ -336,6 +343,27 @@ def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
             break
         label.insert(0, w)
     return " ".join(label), " ".join(words[end + 1:])
+
+
+def _opening_sentence(text: str) -> tuple[str, str] | None:
+    """A sentence opening the line that names its metric first and says it after a colon:
+    `Test Accuracy of the model on the 10000 test images: ` -> (`Test Accuracy`, `of the model
+    on the 10000 test images`); only split, qualifier and article words before the metric
+    word (`Saving model with new top score: ` names none). Else None."""
+    m = OPENING_SENTENCE.match(text)
+    if m is None:
+        return None
+    tokens = m["text"].split()
+    for k, w in enumerate(tokens[:4]):
+        if direction_of(w):
+            lead = tokens[:k]
+            if not all(t.lower() in JOINERS + ARTICLES for t in lead) or len(tokens) > 16:
+                return None
+            joined = [t for t in lead if t.lower() in JOINERS]
+            if lead[len(lead) - len(joined):] != joined:
+                return None       # `Test the Accuracy`: the joiners must be next to it
+            return " ".join([*joined, w]), " ".join(tokens[k + 1:])
+    return None
 
 
 def _numeric(expr: ast.expr, spec: str, label: str, after: str) -> bool | None:

@@ -40,6 +40,8 @@ class Candidate:
     problem: str = ""            # why its pattern would not read exactly it ("": it does)
     report: bool = False         # said in a sentence, outside any loop: the script's result
     file: str = ""               # the file whose print shows it ("": the script's)
+    opaque: str = ""             # printed as is, an attribute the code never sets (`model.
+    #                              best_score`): what it holds (a number, a dict) is unknown
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
     values = src.reported()
     lines = src.lines()
     shown = _shown(src)
+    set_attrs = {t.attr for node in ast.walk(src.tree) if isinstance(node, (ast.Assign,
+                 ast.AugAssign, ast.AnnAssign))
+                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 if isinstance(t, ast.Attribute)}
     out = []
     for v in values:
         pattern = pattern_for(v, values)
@@ -107,8 +113,19 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
             src.tree, lambda node, call=call: node is call)
         out.append(Candidate(v.name, shape, source, pattern, v.sure,
                              problem=pattern_problem(v, pattern, lines, _twice(v, shown)),
-                             report=report, file=src.path))
+                             report=report, file=src.path,
+                             opaque=_opaque(v, set_attrs)))
     return out
+
+
+def _opaque(value: Value, set_attrs: set[str]) -> str:
+    """`model.best_score` printed as is (no numeric format, no arithmetic), an attribute no
+    code of the script sets: a library object's, which may hold a number or a dict of
+    splits (LightGBM's `best_score` is {'valid': {'l2': ...}}); "" for anything else."""
+    expr = value.expr
+    if value.sure or not isinstance(expr, ast.Attribute) or expr.attr in set_attrs:
+        return ""
+    return ast.unparse(expr)
 
 
 def _shown(src: Script) -> dict[str, tuple[ast.AST, str]]:
