@@ -295,3 +295,51 @@ def test_a_library_objects_attribute_printed_as_is_is_no_metric(tmp_path):
     line = refused(repo)
     assert "best_score is `model.best_score` printed as is" in line
     assert "--metric" not in line                     # no flag makes a dict a metric
+
+
+# -- SimCSE: a Trainer's `self.log(metrics)` prints the dict; --metric_for_best_model picks ------
+TRAINER_DICT = """\
+import argparse
+import logging
+import sys
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+logger = logging.getLogger(__name__)
+parser = argparse.ArgumentParser()
+parser.add_argument("--metric_for_best_model", default="stsb_spearman")
+parser.add_argument("--learning_rate", type=float, default=3e-5)
+args = parser.parse_args()
+
+
+class Trainer:
+    def log(self, logs):
+        print(dict(logs, epoch=1.0))
+
+    def evaluate(self, step):
+        stsb = 0.70 + step / 100 + args.learning_rate * 1000
+        sickr = 0.60 + step / 200
+        metrics = {"eval_stsb_spearman": stsb, "eval_sickr_spearman": sickr}
+        self.log(metrics)
+        return metrics
+
+
+trainer = Trainer()
+best = max(trainer.evaluate(step)["eval_stsb_spearman"] for step in range(3))
+logger.info(f"Loading best model from result/checkpoint (score: {best}).")
+"""
+
+
+def test_a_trainers_logged_dict_gives_the_metric_for_best_model(tmp_path):
+    repo = plain_repo(tmp_path / "simcse", {"train.py": TRAINER_DICT})
+    line = refused(repo)
+    assert "several validation metrics printed (eval_stsb_spearman, eval_sickr_spearman): " \
+        "pass --metric eval_stsb_spearman" in line
+    assert "--metric score" not in line
+    done = init(repo, "--args", "--metric_for_best_model stsb_spearman")
+    assert done.returncode == 0, done.stderr
+    assert "--metric_for_best_model" in done.stdout
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("eval_stsb_spearman", "maximize")
+    out = printed(repo)
+    want = last(out, r"'eval_stsb_spearman': ([\d.]+)")
+    assert read_metric(out, task.metric.pattern) == want
+    assert checked(repo) == pytest.approx(want)

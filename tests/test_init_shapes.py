@@ -77,7 +77,8 @@ def test_a_test_metric_is_chosen_only_by_name(tmp_path):
 def test_two_validation_metrics_are_an_ambiguity(tmp_path):
     both = "X = 1.0\nprint(f'val_loss: {X:.3f}')\nprint(f'val_acc: {X / 2:.3f}')\n"
     line = refused(plain_repo(tmp_path / "t", {"train.py": both}))
-    assert "several validation metrics printed (val_loss, val_acc): pass --metric NAME" in line
+    assert "several validation metrics printed (val_loss, val_acc): pass --metric val_loss, or " \
+        "--metric with another of them" in line
 
 
 def test_words_after_a_colon_are_not_metrics(tmp_path):

@@ -25,7 +25,8 @@ COUNT_WORDS = ("num", "n", "step", "steps", "count", "mb", "gb", "seconds", "sec
 MINIMIZE = ("bpb", "loss", "perplexity", "ppl", "error", "err", "rmse", "mse", "mae", "nll",
             "wer", "cer", "bpc")
 MAXIMIZE = ("acc", "accuracy", "score", "f1", "auc", "r2", "reward", "success", "bleu", "rouge",
-            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice")
+            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice",
+            "spearman", "pearson", "corr", "mcc")
 # the split a metric is measured on, and words that qualify it: a label's words before its
 # metric word (`valid loss`, `best val acc`); any other word is a sentence's
 SPLIT_WORDS = ("train", "training", "val", "valid", "validation", "eval", "dev", "test",
@@ -82,6 +83,7 @@ class Field:
     """A value a line shows; `expr` None: one the reader cannot name (a missing argument)."""
     expr: ast.expr | None
     spec: str = ""
+    key: str = ""        # the key a printed dict shows it under: `{'val_loss': 2.1}`
 
 
 Part = str | Field
@@ -100,6 +102,7 @@ class Value:
     sample: str = ""     # this value's sample in `line`
     split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
     gap: str = ""        # a sentence's words between the label and the value: `of prediction is`
+    quoted: bool = False  # a printed dict's key: `{'eval_stsb_spearman': 0.81, ...}`
 
     @property
     def default_line(self) -> bool:
@@ -107,10 +110,12 @@ class Value:
         return self.line_start and self.alone
 
 
-def log_parts(node, subst: dict[str, str] | None = None) -> list[Part] | None:
+def log_parts(node, subst: dict[str, str] | None = None,
+              dicts: dict[str, ast.Dict] | None = None) -> list[Part] | None:
     """The line a print or logging call writes, as text and fields; None for another call.
-    `subst`: loop variables known to be words (`for split in ['train', 'val']`)."""
-    args = _log_args(node)
+    `subst`: loop variables known to be words (`for split in ['train', 'val']`); `dicts`:
+    names bound to a dict literal in the call's function (`metrics = {'eval_acc': a}`)."""
+    args = _log_args(node, dicts or {})
     if not args:
         return None
     first = args[0]
@@ -124,17 +129,22 @@ def log_parts(node, subst: dict[str, str] | None = None) -> list[Part] | None:
     return _merge(parts, subst or {})
 
 
-def _log_args(node) -> list[ast.expr] | None:
+def _log_args(node, dicts: dict[str, ast.Dict]) -> list[ast.expr] | None:
     if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
+    args = [dicts.get(a.id, a) if isinstance(a, ast.Name) else a for a in node.args]
     if _is_print(node):
-        return list(node.args)
+        return args
     func = node.func
     if isinstance(func, ast.Attribute):
         owner = ast.unparse(func.value)
         if func.attr in LOG_METHODS or (func.attr == "write" and owner in
                                         ("tqdm", "sys.stdout", "sys.stderr")):
-            return list(node.args)
+            return args
+        if func.attr == "log" and owner == "self" and len(args) == 1 and not node.keywords \
+                and isinstance(args[0], ast.Dict):
+            return args       # a Hugging Face Trainer's `self.log(metrics)` prints the dict
+            #                   (never `wandb.log({...})`: it prints nothing)
     return None
 
 
@@ -151,6 +161,12 @@ def _text(expr) -> str | None:
 def _expr_parts(expr: ast.expr) -> list[Part]:
     if _text(expr) is not None:
         return [_text(expr) or ""]
+    if isinstance(expr, ast.Dict) and expr.keys and all(
+            k is not None and _text(k) is not None for k in expr.keys):
+        out: list[Part] = ["{"]                  # printed as its repr: {'val_loss': 2.1, ...}
+        for k, (key, value) in enumerate(zip(expr.keys, expr.values)):
+            out += [f"{', ' if k else ''}'{_text(key)}': ", Field(value, key=_text(key) or "")]
+        return out + ["}"]
     if isinstance(expr, ast.JoinedStr):
         out: list[Part] = []
         for v in expr.values:
@@ -254,7 +270,7 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if not isinstance(part, Field) or part.expr is None or i == 0 \
                 or not isinstance(parts[i - 1], str):
             continue
-        said = _label(parts, i)
+        said = (part.key, "") if part.key else _label(parts, i)
         if said is None:
             continue
         label, gap = said
@@ -268,6 +284,11 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
                    for i, p in enumerate(parts))
     out = []
     for i, label, gap, sure, expr in found:
+        key = isinstance(parts[i], Field) and bool(parts[i].key)    # type: ignore[union-attr]
+        if key:
+            out.append(Value(label, label, expr, False, sure, False, line, samples[i],
+                             quoted=True))
+            continue
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
@@ -403,10 +424,26 @@ def expr_name(expr: ast.expr) -> str:
     return ""
 
 
-def word_loops(tree: ast.AST) -> dict[ast.AST, dict[str, list[str]]]:
+Context = dict[ast.AST, dict[str, "list[str] | ast.Dict"]]
+
+
+def word_loops(tree: ast.AST) -> Context:
     """{call: {variable: words}} for each call inside `for split in ['train', 'val']:`, so
-    `print(f"{split} loss {x:.3f}")` is read as both `train loss` and `val loss`."""
-    out: dict[ast.AST, dict[str, list[str]]] = {}
+    `print(f"{split} loss {x:.3f}")` is read as both `train loss` and `val loss`; and
+    {call: {variable: dict}} for a name its function binds to a dict literal of string keys
+    (`metrics = {"eval_acc": acc}; self.log(metrics)`), so the dict it prints is read."""
+    out: Context = {}
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef))]
+    for scope in scopes:
+        bound = {node.targets[0].id: node.value for node in ast.walk(scope)
+                 if isinstance(node, ast.Assign) and len(node.targets) == 1
+                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict)}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and bound:
+                for arg in node.args:
+                    if isinstance(arg, ast.Name) and arg.id in bound:
+                        out.setdefault(node, {})[arg.id] = bound[arg.id]
     for loop in ast.walk(tree):
         if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
                 and isinstance(loop.iter, (ast.List, ast.Tuple)) and loop.iter.elts \
@@ -418,16 +455,18 @@ def word_loops(tree: ast.AST) -> dict[ast.AST, dict[str, list[str]]]:
     return out
 
 
-def call_values(node, loops: dict[ast.AST, dict[str, list[str]]] | None = None) -> list[Value]:
+def call_values(node, loops: Context | None = None) -> list[Value]:
     """Every value a print or logging call shows after a label, once per word of a loop
     variable it prints (at most 16 lines)."""
     variables = (loops or {}).get(node, {})
+    dicts = {var: d for var, d in variables.items() if isinstance(d, ast.Dict)}
     substs: list[dict[str, str]] = [{}]
     for var, words in variables.items():
-        substs = [{**s, var: w} for s in substs for w in words][:16]
+        if isinstance(words, list):
+            substs = [{**s, var: w} for s in substs for w in words][:16]
     out: list[Value] = []
     for k, subst in enumerate(substs):
-        parts = log_parts(node, subst)
+        parts = log_parts(node, subst, dicts)
         if parts:
             out += values_of(parts, f"{getattr(node, 'lineno', 0)}{k:02d}")
     return out

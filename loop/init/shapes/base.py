@@ -64,6 +64,8 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     if value.default_line:
         return ""
     from loop.setup.metric import NUMBER
+    if value.quoted:             # a printed dict's key: `{'eval_acc': 0.81, 'epoch': 1.0}`
+        return rf"['\"]{re.escape(value.label)}['\"]\s*:\s*{NUMBER}"
     words = [w.lower() for w in value.label.split()]
     before = {o.label.split()[-len(words) - 1].lower() for o in others
               if [w.lower() for w in o.label.split()[-len(words):]] == words
