@@ -359,3 +359,32 @@ def test_a_readme_linking_its_own_github_tree_points_at_that_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "looked in examples/ (the folders README.md points at)" in done.stdout
     assert task_of(repo / "examples" / "python-guide")["metric"]["name"] == "rmse"
+
+
+# -- init in a task's sub-folder: the printed next steps work from where the user stands -----------
+SUB_TASK = """\
+import os
+import random
+LEARNING_RATE = 0.1
+rng = random.Random(int(os.environ.get("AUTORESEARCH_SEED", "0")))
+print(f"val_loss: {abs(LEARNING_RATE - 0.02) + rng.random() * 0.001:.5f}")
+"""
+
+
+def test_init_in_a_sub_folder_prints_next_steps_that_run_from_there(tmp_path, mlflow_uri):
+    repo = make_repo(tmp_path / "mono", {"experiments/tinylm/train.py": SUB_TASK})
+    sub = repo / "experiments" / "tinylm"
+    done = run_cli("init", cwd=sub)
+    assert done.returncode == 0, done.stderr
+    assert (repo / "autoresearch.yaml").is_file() and (sub / "task.yaml").is_file()
+    steps = [s.strip() for s in done.stdout.split("; next:\n")[1].splitlines()]
+    assert steps[0] == f"cd {repo.resolve()}"
+    assert steps[2] == "autoresearch check-task experiments/tinylm" and steps[3] == \
+        "autoresearch run"
+    commit(repo, "autoresearch task")
+    checked = run_cli(*steps[2].split()[1:], cwd=repo)              # after the printed cd
+    assert checked.returncode == 0 and "status ok" in checked.stdout, checked.stderr
+    # the printed `autoresearch run`, without the cd: it finds the config at the repo's top
+    ran = run_cli("run", "--iterations", "1", cwd=sub)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "task folder not found" not in ran.stderr and "best val_loss" in ran.stdout

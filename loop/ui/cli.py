@@ -18,9 +18,17 @@ from loop.words import Status
 
 
 def default_config() -> Path | None:
-    """The config a bare command reads: ./autoresearch.yaml (written by init), else
-    ./configs/default.yaml (this project's own repo), else none (the defaults)."""
-    return next((p for p in (REPO_CONFIG, DEFAULT_CONFIG) if p.is_file()), None)
+    """The config a bare command reads: autoresearch.yaml (written by init at the repo's top)
+    here or in a folder above, up to the git repo's top (so `autoresearch run` works from the
+    task's sub-folder init ran in), else ./configs/default.yaml (this project's own repo),
+    else none (the defaults)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / REPO_CONFIG).is_file():
+            return folder / REPO_CONFIG
+        if (folder / ".git").exists():
+            break
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
