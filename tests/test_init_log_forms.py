@@ -204,6 +204,19 @@ def test_log_forms_and_their_labels(code, labels):
      ["test_accuracy"]),
     ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')",
      ["test_accuracy"]),
+    # ogbn-arxiv: a split word alone, the metric named by the value printed
+    ("print(f'Train: {train_acc:.4f}, Val: {val_acc:.4f}')", ["train_acc", "val_acc"]),
+    # a message built in a variable, then printed (gpt2-style-transformer)
+    ("def train(l, v):\n    msg = (f'Epoch: {e}| Train Loss: {l.item()} | Val Loss: {v.item()}')"
+     "\n    print(msg)", ["Epoch", "train_loss", "val_loss"]),
+    # the script's own print wrapper (modded-nanogpt's print0)
+    ("def print0(s, console=False):\n    if console:\n        print(s)\n"
+     "print0(f'step:{step}/{n} val_loss:{v:.4f} train_time:{t:.0f}ms', console=True)",
+     ["step", "val_loss", "train_time"]),
+    # a dict printed as is, and one a Trainer logs; wandb.log prints nothing
+    ("print({'val_loss': v, 'epoch': e})", ["val_loss", "epoch"]),
+    ("class T:\n    def ev(self, a):\n        m = {'eval_stsb_spearman': a}\n        self.log(m)"
+     "\n        wandb.log({'val/loss': a})", ["eval_stsb_spearman"]),
 ])
 def test_metric_names(code, names):
     assert [v.name for v in Script("x.py", code + "\n").reported()] == names
@@ -343,3 +356,19 @@ def test_a_trainers_logged_dict_gives_the_metric_for_best_model(tmp_path):
     want = last(out, r"'eval_stsb_spearman': ([\d.]+)")
     assert read_metric(out, task.metric.pattern) == want
     assert checked(repo) == pytest.approx(want)
+
+
+# -- MLAgentBench's ogbn-arxiv: `Train: X, Val: Y`, the metric named by the value ---------------
+def test_a_split_word_alone_takes_its_metric_from_the_value_printed(tmp_path):
+    train = ("LEARNING_RATE = 0.01\n\n\ndef test(epoch):\n"
+             "    return 0.5 + epoch / 100, 0.45 + epoch / 200 + LEARNING_RATE, 0.4\n\n\n"
+             "for epoch in range(3):\n    train_acc, val_acc, test_acc = test(epoch)\n"
+             "    print(f'Train: {train_acc:.4f}, Val: {val_acc:.4f}')\n")
+    repo = plain_repo(tmp_path / "arxiv", {"train.py": train})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("val_acc", "maximize")
+    out = printed(repo)
+    assert read_metric(out, task.metric.pattern) == 0.47 == last(out, r"Val: ([\d.]+)")
+    assert checked(repo) == 0.47

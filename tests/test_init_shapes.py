@@ -233,12 +233,12 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
 
 
 def test_metric_pattern_without_script_reads_train_py(tmp_path):
-    """A train.py whose only report is a line the scan does not read (a string built
-    before the print; `%` formatting inside the print is read: test_init_log_forms.py): with
-    --metric and --metric-pattern, train.py is the script, as --script's help says
-    (once refused: 'no metric found ... pass --script FILE')."""
+    """A train.py whose only report is a line the scan does not read (its number made
+    text by `format(x, '.4f')`; a message built before the print is read:
+    test_init_log_forms.py): with --metric and --metric-pattern, train.py is the script, as
+    --script's help says (once refused: 'no metric found ... pass --script FILE')."""
     repo = plain_repo(tmp_path / "pct", {"train.py": "lr = 0.1\nloss = 2.0 + lr\n"
-                                                      "line = 'val loss %.4f' % loss\n"
+                                                      "line = 'val loss ' + format(loss, '.4f')\n"
                                                       "print(line)\n"})
     assert "no metric found" in refused(repo)
     done = init(repo, "--metric", "val_loss", "--metric-pattern", r"val loss ([0-9.]+)")

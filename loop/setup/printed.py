@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # -- the vocabulary ----------------------------------------------------------------------
 # words of a count or a measure: a number by its name (`num_steps: {step}`)
@@ -111,11 +111,15 @@ class Value:
 
 
 def log_parts(node, subst: dict[str, str] | None = None,
-              dicts: dict[str, ast.Dict] | None = None) -> list[Part] | None:
+              bound: dict[str, ast.expr] | None = None, wrapper: bool = False
+              ) -> list[Part] | None:
     """The line a print or logging call writes, as text and fields; None for another call.
-    `subst`: loop variables known to be words (`for split in ['train', 'val']`); `dicts`:
-    names bound to a dict literal in the call's function (`metrics = {'eval_acc': a}`)."""
-    args = _log_args(node, dicts or {})
+    `subst`: loop variables known to be words (`for split in ['train', 'val']`); `bound`:
+    names bound to a message or a dict in the call's scope (`msg = f"..."`); `wrapper`: the
+    call is to the script's own function that prints its first argument (`print0(msg)`)."""
+    args = _log_args(node, bound or {})
+    if wrapper and args is None and isinstance(node, ast.Call) and node.args:
+        args = [(bound or {}).get(getattr(node.args[0], "id", ""), node.args[0])]
     if not args:
         return None
     first = args[0]
@@ -129,10 +133,10 @@ def log_parts(node, subst: dict[str, str] | None = None,
     return _merge(parts, subst or {})
 
 
-def _log_args(node, dicts: dict[str, ast.Dict]) -> list[ast.expr] | None:
+def _log_args(node, bound: dict[str, ast.expr]) -> list[ast.expr] | None:
     if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
-    args = [dicts.get(a.id, a) if isinstance(a, ast.Name) else a for a in node.args]
+    args = [bound.get(a.id, a) if isinstance(a, ast.Name) else a for a in node.args]
     if _is_print(node):
         return args
     func = node.func
@@ -163,10 +167,10 @@ def _expr_parts(expr: ast.expr) -> list[Part]:
         return [_text(expr) or ""]
     if isinstance(expr, ast.Dict) and expr.keys and all(
             k is not None and _text(k) is not None for k in expr.keys):
-        out: list[Part] = ["{"]                  # printed as its repr: {'val_loss': 2.1, ...}
+        shown: list[Part] = ["{"]                # printed as its repr: {'val_loss': 2.1, ...}
         for k, (key, value) in enumerate(zip(expr.keys, expr.values)):
-            out += [f"{', ' if k else ''}'{_text(key)}': ", Field(value, key=_text(key) or "")]
-        return out + ["}"]
+            shown += [f"{', ' if k else ''}'{_text(key)}': ", Field(value, key=_text(key) or "")]
+        return shown + ["}"]
     if isinstance(expr, ast.JoinedStr):
         out: list[Part] = []
         for v in expr.values:
@@ -205,11 +209,11 @@ def _format(fmt: str, call: ast.Call) -> list[Part]:
         parsed = list(string.Formatter().parse(fmt))
     except ValueError:
         return [Field(None)]
-    for literal, field, spec, _ in parsed:
+    for literal, name, spec, _ in parsed:
         out.append(literal)
-        if field is None:
+        if name is None:
             continue
-        base = re.match(r"\w*", field)[0]     # type: ignore[index]
+        base = re.match(r"\w*", name)[0]     # type: ignore[index]
         if base == "":
             base, auto = str(auto), auto + 1
         expr = call.args[int(base)] if base.isdigit() and int(base) < len(call.args) \
@@ -270,7 +274,7 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if not isinstance(part, Field) or part.expr is None or i == 0 \
                 or not isinstance(parts[i - 1], str):
             continue
-        said = (part.key, "") if part.key else _label(parts, i)
+        said = (part.key, "") if part.key else _label(parts, i) or _split_label(parts, i)
         if said is None:
             continue
         label, gap = said
@@ -289,9 +293,13 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
             out.append(Value(label, label, expr, False, sure, False, line, samples[i],
                              quoted=True))
             continue
-        at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
+        split_only = label.lower() in SPLIT_WORDS     # `Val: {val_acc:.4f}`
+        at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None and not split_only
         alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
+        if split_only:                  # the split, then the metric the value's name says
+            name = "_".join([name, *(w for w in name_words(expr_name(expr))
+                                     if w not in SPLIT_WORDS)])
         split = _heading(parts, i) if not at_start else None
         split = split or next((w.lower() for w in gap.split() if w.lower() in SPLIT_WORDS),
                               None)      # `Accuracy of the network on the test images: {}`
@@ -366,6 +374,17 @@ def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
     return " ".join(label), " ".join(words[end + 1:])
 
 
+def _split_label(parts: list[Part], i: int) -> tuple[str, str] | None:
+    """A split word alone before the value, the metric named by the value itself:
+    `Train: {train_acc:.4f}, Val: {val_acc:.4f}` -> `Val` (a `val_acc`); else None."""
+    m = re.search(r"(?<![\w./-])([A-Za-z]+)\s*[:=]\s*$", str(parts[i - 1]))
+    expr = parts[i].expr if isinstance(parts[i], Field) else None   # type: ignore[union-attr]
+    if m is None or m[1].lower() not in SPLIT_WORDS or expr is None \
+            or not direction_of(expr_name(expr)):
+        return None
+    return m[1], ""
+
+
 def _opening_sentence(text: str) -> tuple[str, str] | None:
     """A sentence opening the line that names its metric first and says it after a colon:
     `Test Accuracy of the model on the 10000 test images: ` -> (`Test Accuracy`, `of the model
@@ -424,26 +443,45 @@ def expr_name(expr: ast.expr) -> str:
     return ""
 
 
-Context = dict[ast.AST, dict[str, "list[str] | ast.Dict"]]
+@dataclass
+class CallContext:
+    """What the code around a call tells of the line it prints."""
+    words: dict[str, list[str]] = field(default_factory=dict)  # `for split in ['train', 'val']`
+    bound: dict[str, ast.expr] = field(default_factory=dict)   # `msg = f"..."`, `m = {...}`
+    wrapper: bool = False    # a function of the script that prints its first argument
 
 
-def word_loops(tree: ast.AST) -> Context:
-    """{call: {variable: words}} for each call inside `for split in ['train', 'val']:`, so
-    `print(f"{split} loss {x:.3f}")` is read as both `train loss` and `val loss`; and
-    {call: {variable: dict}} for a name its function binds to a dict literal of string keys
-    (`metrics = {"eval_acc": acc}; self.log(metrics)`), so the dict it prints is read."""
+Context = dict[ast.AST, CallContext]
+
+
+def print_context(tree: ast.AST) -> Context:
+    """{call: what the code around it tells}: the words a loop variable it prints takes
+    (`for split in ['train', 'val']:` reads `print(f"{split} loss {x:.3f}")` as both `train
+    loss` and `val loss`); a name its scope binds once to a message or a dict of string keys
+    (`msg = f"val loss: {v:.3f}"; print(msg)`, `metrics = {"eval_acc": a}; self.log(metrics)`);
+    and whether it calls a function of the script that prints its first argument
+    (modded-nanogpt's `def print0(s, console=False): ... print(s)`)."""
     out: Context = {}
-    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                                                           ast.AsyncFunctionDef))]
-    for scope in scopes:
-        bound = {node.targets[0].id: node.value for node in ast.walk(scope)
-                 if isinstance(node, ast.Assign) and len(node.targets) == 1
-                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Dict)}
-        for node in ast.walk(scope):
-            if isinstance(node, ast.Call) and bound:
-                for arg in node.args:
-                    if isinstance(arg, ast.Name) and arg.id in bound:
-                        out.setdefault(node, {})[arg.id] = bound[arg.id]
+    wrappers = {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef,
+                ast.AsyncFunctionDef)) and _prints_its_first_argument(f)}
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                         ast.AsyncFunctionDef)))]:
+        nodes = list(_own_nodes(scope))
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, []).append(node.value)
+        bound = {name: values[0] for name, values in assigned.items()
+                 if len(values) == 1 and _a_message(values[0])}
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            names = {a.id for a in node.args if isinstance(a, ast.Name) and a.id in bound}
+            if names:
+                out.setdefault(node, CallContext()).bound.update({n: bound[n] for n in names})
+            if isinstance(node.func, ast.Name) and node.func.id in wrappers:
+                out.setdefault(node, CallContext()).wrapper = True
     for loop in ast.walk(tree):
         if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
                 and isinstance(loop.iter, (ast.List, ast.Tuple)) and loop.iter.elts \
@@ -451,22 +489,52 @@ def word_loops(tree: ast.AST) -> Context:
             words = [_text(e) or "" for e in loop.iter.elts]
             for node in ast.walk(loop):
                 if isinstance(node, ast.Call):
-                    out.setdefault(node, {})[loop.target.id] = words
+                    out.setdefault(node, CallContext()).words[loop.target.id] = words
     return out
 
 
-def call_values(node, loops: Context | None = None) -> list[Value]:
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions and classes inside it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _a_message(expr: ast.expr) -> bool:
+    """A line built to be printed: an f-string, `'...'.format(...)`, `'...' % x`, or a dict
+    of string keys."""
+    parts = _expr_parts(expr)
+    return isinstance(expr, ast.Dict) and len(parts) > 1 or (
+        not isinstance(expr, ast.Dict) and any(isinstance(p, str) for p in parts)
+        and any(isinstance(p, Field) for p in parts))
+
+
+def _prints_its_first_argument(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`def print0(s, console=False): ... print(s)`: a print or logging call of the body shows
+    the function's first parameter as it is."""
+    params = func.args.posonlyargs + func.args.args
+    if not params:
+        return False
+    first = params[0].arg
+    return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+               and node.args[0].id == first and _log_args(node, {}) is not None
+               for node in ast.walk(func))
+
+
+def call_values(node, context: Context | None = None) -> list[Value]:
     """Every value a print or logging call shows after a label, once per word of a loop
     variable it prints (at most 16 lines)."""
-    variables = (loops or {}).get(node, {})
-    dicts = {var: d for var, d in variables.items() if isinstance(d, ast.Dict)}
+    around = (context or {}).get(node, CallContext())
     substs: list[dict[str, str]] = [{}]
-    for var, words in variables.items():
-        if isinstance(words, list):
-            substs = [{**s, var: w} for s in substs for w in words][:16]
+    for var, words in around.words.items():
+        substs = [{**s, var: w} for s in substs for w in words][:16]
     out: list[Value] = []
     for k, subst in enumerate(substs):
-        parts = log_parts(node, subst, dicts)
+        parts = log_parts(node, subst, around.bound, around.wrapper)
         if parts:
             out += values_of(parts, f"{getattr(node, 'lineno', 0)}{k:02d}")
     return out

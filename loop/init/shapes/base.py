@@ -13,7 +13,7 @@ from typing import Any
 
 from loop.setup.code_scan import Script, Value
 from loop.init.time_box import prints_in_loop
-from loop.setup.printed import SPLIT_WORDS, call_values, name_words, word_loops
+from loop.setup.printed import SPLIT_WORDS, call_values, name_words, print_context
 
 
 @dataclass
@@ -132,7 +132,7 @@ def _opaque(value: Value, set_attrs: set[str]) -> str:
 
 def _shown(src: Script) -> dict[str, tuple[ast.AST, str]]:
     """{a value's sample: the print or logging call that shows it, the expression shown}."""
-    loops = word_loops(src.tree)
+    loops = print_context(src.tree)
     return {v.sample: (node, ast.unparse(v.expr)) for node in ast.walk(src.tree)
             for v in call_values(node, loops)}
 
