@@ -372,3 +372,36 @@ def test_a_split_word_alone_takes_its_metric_from_the_value_printed(tmp_path):
     out = printed(repo)
     assert read_metric(out, task.metric.pattern) == 0.47 == last(out, r"Val: ([\d.]+)")
     assert checked(repo) == 0.47
+
+
+# -- minGPT's adder: the split a parameter every call passes a word, the score after `=` ---------
+ADDER = """\
+LEARNING_RATE = 5e-4
+
+
+def eval_split(split, n):
+    correct = n - (7 if split == 'test' else 3) - int(LEARNING_RATE * 1000)
+    print("%s final score: %d/%d = %.2f%% correct" % (split, correct, n, 100 * correct / n))
+    return correct / n
+
+
+for it in range(2):
+    print(f"iter {it}: train loss {LEARNING_RATE * 1000 / (it + 1):.5f}")
+train_score = eval_split('train', 50)
+test_score = eval_split(split='test', n=40)
+"""
+
+
+def test_a_split_each_call_passes_and_the_ratio_after_the_fraction(tmp_path):
+    repo = plain_repo(tmp_path / "adder", {"adder.py": ADDER})
+    line = refused(repo)
+    assert "it prints test_final_score; if that is your validation split, pass --metric " \
+        "test_final_score" in line
+    done = init(repo, "--metric", "test_final_score")
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("test_final_score", "maximize")
+    out = printed(repo, "adder.py")
+    assert "test final score: 33/40 = 82.50% correct" in out
+    assert read_metric(out, task.metric.pattern) == 82.5        # the ratio, not 33 nor 40
+    assert checked(repo) == 82.5

@@ -103,6 +103,7 @@ class Value:
     split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
     gap: str = ""        # a sentence's words between the label and the value: `of prediction is`
     quoted: bool = False  # a printed dict's key: `{'eval_stsb_spearman': 0.81, ...}`
+    ratio: bool = False   # `final score: 40/50 = 80.00%`: the value is the ratio after `=`
 
     @property
     def default_line(self) -> bool:
@@ -278,16 +279,20 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if said is None:
             continue
         label, gap = said
-        sure = _numeric(part.expr, part.spec, label, _after(parts, i))
+        k = _ratio_after(parts, i)
+        shown = parts[k] if k else part
+        assert isinstance(shown, Field) and shown.expr is not None
+        sure = _numeric(shown.expr, shown.spec, label, _after(parts, k or i))
         if sure is not None:
-            found.append((i, label, gap, sure, part.expr))
-    numbers = {f[0] for f in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
+            found.append((i, k, label, gap, sure, shown.expr))
+    numbers = {f[1] or f[0] for f in found} | {i for i, p in enumerate(parts)
+                                               if isinstance(p, Field)
                                        and p.expr is not None
                                        and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
-    for i, label, gap, sure, expr in found:
+    for i, k, label, gap, sure, expr in found:
         key = isinstance(parts[i], Field) and bool(parts[i].key)    # type: ignore[union-attr]
         if key:
             out.append(Value(label, label, expr, False, sure, False, line, samples[i],
@@ -295,7 +300,7 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
             continue
         split_only = label.lower() in SPLIT_WORDS     # `Val: {val_acc:.4f}`
         at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None and not split_only
-        alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
+        alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:]) and not k
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
         if split_only:                  # the split, then the metric the value's name says
             name = "_".join([name, *(w for w in name_words(expr_name(expr))
@@ -305,9 +310,20 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
                               None)      # `Accuracy of the network on the test images: {}`
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
-        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
-                         _word_before(parts, i, label), gap))
+        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[k or i],
+                         _word_before(parts, i, label), gap, ratio=bool(k)))
     return out
+
+
+def _ratio_after(parts: list[Part], i: int) -> int | None:
+    """`final score: {a}/{b} = {r:.2f}%` (minGPT's adder): the index of the ratio's field
+    after the label's fraction, which is the number the label names; else None."""
+    if len(parts) > i + 4 and isinstance(parts[i + 1], str) and parts[i + 1].strip() == "/" \
+            and isinstance(parts[i + 2], Field) and isinstance(parts[i + 3], str) \
+            and parts[i + 3].strip() == "=" and isinstance(parts[i + 4], Field) \
+            and parts[i + 4].expr is not None:             # type: ignore[union-attr]
+        return i + 4
+    return None
 
 
 # a split heading the rest of a line: `Test set: `, `[val] `, `| valid | `, `Validation: `
@@ -482,6 +498,10 @@ def print_context(tree: ast.AST) -> Context:
                 out.setdefault(node, CallContext()).bound.update({n: bound[n] for n in names})
             if isinstance(node.func, ast.Name) and node.func.id in wrappers:
                 out.setdefault(node, CallContext()).wrapper = True
+    for func, param, words in _word_parameters(tree):
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                out.setdefault(node, CallContext()).words[param] = words
     for loop in ast.walk(tree):
         if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
                 and isinstance(loop.iter, (ast.List, ast.Tuple)) and loop.iter.elts \
@@ -491,6 +511,25 @@ def print_context(tree: ast.AST) -> Context:
                 if isinstance(node, ast.Call):
                     out.setdefault(node, CallContext()).words[loop.target.id] = words
     return out
+
+
+def _word_parameters(tree: ast.AST):
+    """(function, parameter, words) for a parameter every call of the function in the file
+    passes a word (minGPT's `eval_split(trainer, 'train')`, `eval_split(trainer, 'test')`)."""
+    funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    calls: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in funcs:
+            calls.setdefault(node.func.id, []).append(node)
+    for name, found in calls.items():
+        func = funcs[name]
+        for j, param in enumerate(func.args.posonlyargs + func.args.args):
+            passed = [c.args[j] if j < len(c.args) else next(
+                (k.value for k in c.keywords if k.arg == param.arg), None) for c in found]
+            words = [_text(p) for p in passed]
+            if all(w for w in words):
+                yield func, param.arg, list(dict.fromkeys(w or "" for w in words))
 
 
 def _own_nodes(scope: ast.AST):

@@ -78,6 +78,8 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     guards = "".join(f"(?<!{alts[0]} )" if len(alts) == 1 else f"(?<!(?:{'|'.join(alts)}) )"
                      for _, alts in sorted(by_length.items()))
     body = r"\s+".join(re.escape(w) for w in (value.label + " " + value.gap).split())
+    if value.ratio:              # `final score: 40/50 = 80.00%`: the number after the `=`
+        body += r"\s*[:=]?\s*[-+]?\d+(?:\.\d*)?\s*/\s*[-+]?\d+(?:\.\d*)?\s*="
     return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
 
 
