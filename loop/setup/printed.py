@@ -318,10 +318,12 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
 def _ratio_after(parts: list[Part], i: int) -> int | None:
     """`final score: {a}/{b} = {r:.2f}%` (minGPT's adder): the index of the ratio's field
     after the label's fraction, which is the number the label names; else None."""
-    if len(parts) > i + 4 and isinstance(parts[i + 1], str) and parts[i + 1].strip() == "/" \
-            and isinstance(parts[i + 2], Field) and isinstance(parts[i + 3], str) \
-            and parts[i + 3].strip() == "=" and isinstance(parts[i + 4], Field) \
-            and parts[i + 4].expr is not None:             # type: ignore[union-attr]
+    if len(parts) <= i + 4:
+        return None
+    slash, fraction_of, equals, ratio = parts[i + 1:i + 5]
+    if isinstance(slash, str) and slash.strip() == "/" and isinstance(fraction_of, Field) \
+            and isinstance(equals, str) and equals.strip() == "=" \
+            and isinstance(ratio, Field) and ratio.expr is not None:
         return i + 4
     return None
 
