@@ -83,6 +83,9 @@ def test_hint_follows_a_named_flag_not_a_placeholder():
     assert hint_of("init: no metric found; pass --metric NAME --metric-pattern REGEX",
                    []) is None
     assert hint_of("pass --metric test_loss", ["--metric test_loss"]) is None
+    assert hint_of("or read val_bpb unprotected: pass --metric val_bpb --metric-pattern "
+                   "'^val_bpb:\\s*([0-9.]+)'", []) == [
+        "--metric", "val_bpb", "--metric-pattern", "^val_bpb:\\s*([0-9.]+)"]
     assert init_argv(["--script", "t.py", "--args", "--cpu=True"]) == \
         ["--script", "t.py", "--args=--cpu=True"]
 

@@ -223,7 +223,7 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
         "val_bpb = evaluate_bpb(model, eval_tok, DEVICE_BATCH_SIZE)")
     repo = make_karpathy_repo(tmp_path / "shape", cache, {"train.py": train})
     line = refused(repo)
-    assert "cannot pass `eval_tok`" in line and "--metric val_bpb --metric-pattern" in line
+    assert "cannot pass `eval_tok`" in line and "pass --metric val_bpb --metric-pattern" in line
     pattern = line.split("--metric-pattern ", 1)[1].strip("'")
     done = init(repo, "--metric", "val_bpb", "--metric-pattern", pattern)
     assert done.returncode == 0, done.stderr
