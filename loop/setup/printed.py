@@ -1,7 +1,9 @@
 """The numbers a script's log lines show, and the label before each, read with `ast` (nothing
 is run). One reader for every common log form: `print` and logging calls (`logger.info`,
 `logging.info("...%f", x)`, `tqdm.write`), f-strings, `str.format` (positional and named
-fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`. Each call is
+fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`, a dict
+printed or logged by a Trainer's `self.log(d)` (`{'eval_acc': 0.9}`), a message built in a
+variable first, and the script's own print wrapper (`print0(msg)`). Each call is
 normalised to text and fields, and one rule reads the label before a field: `name: value`
 opening the line (any name), else a metric name of the line (`val loss`, `test acc`,
 `| valid ppl 1446.77 |`, `loss=0.3`): a metric or count word right before the value, with the
@@ -119,7 +121,8 @@ def log_parts(node, subst: dict[str, str] | None = None,
     names bound to a message or a dict in the call's scope (`msg = f"..."`); `wrapper`: the
     call is to the script's own function that prints its first argument (`print0(msg)`)."""
     args = _log_args(node, bound or {})
-    if wrapper and args is None and isinstance(node, ast.Call) and node.args:
+    if wrapper and args is None and isinstance(node, ast.Call) and node.args \
+            and not any(isinstance(a, ast.Starred) for a in node.args):
         args = [(bound or {}).get(getattr(node.args[0], "id", ""), node.args[0])]
     if not args:
         return None
@@ -281,14 +284,14 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         label, gap = said
         k = _ratio_after(parts, i)
         shown = parts[k] if k else part
-        assert isinstance(shown, Field) and shown.expr is not None
+        if not isinstance(shown, Field) or shown.expr is None:
+            continue
         sure = _numeric(shown.expr, shown.spec, label, _after(parts, k or i))
         if sure is not None:
             found.append((i, k, label, gap, sure, shown.expr))
-    numbers = {f[1] or f[0] for f in found} | {i for i, p in enumerate(parts)
-                                               if isinstance(p, Field)
-                                       and p.expr is not None
-                                       and _numeric(p.expr, p.spec, "", "") is not None}
+    numbers = {f[1] or f[0] for f in found} | {
+        i for i, p in enumerate(parts) if isinstance(p, Field) and p.expr is not None
+        and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
@@ -557,10 +560,11 @@ def _a_message(expr: ast.expr) -> bool:
 def _prints_its_first_argument(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """`def print0(s, console=False): ... print(s)`: a print or logging call of the body shows
     the function's first parameter as it is."""
-    params = func.args.posonlyargs + func.args.args
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    params = params[1:] if params[:1] in (["self"], ["cls"]) else params
     if not params:
         return False
-    first = params[0].arg
+    first = params[0]
     return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
                and node.args[0].id == first and _log_args(node, {}) is not None
                for node in ast.walk(func))
