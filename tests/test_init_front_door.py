@@ -436,3 +436,10 @@ def test_a_hugging_face_trainers_eval_loss_and_a_utils_package_kept_protected(tm
     assert read_metric(logged, task.metric.pattern) == 1.1
     assert list(task.editable) == ["finetune.py"]
     assert "utils/prompter.py" in task_of(repo)["protected"]
+
+
+def test_run_before_init_says_to_run_init_not_a_missing_demo_folder(tmp_path):
+    repo = make_repo(tmp_path / "fresh", {"train.py": SUB_TASK})
+    done = run_cli("run", cwd=repo)
+    assert done.returncode == 2 and "run `autoresearch init` first" in done.stderr
+    assert "task folder not found" not in done.stderr and len(done.stderr.splitlines()) == 1

@@ -95,6 +95,10 @@ def cmd_run(args) -> int:
     from loop.setup.config import load_config
     path = args.config or default_config()
     config = load_config(path).with_overrides(vars(args))   # FLAG_KEYS: which flag sets what
+    if path is None and not args.task and not config.resolve(config.task).is_dir():
+        raise UsageError(f"no {REPO_CONFIG} here or in a folder above it up to the repo's top "
+                         f"(nor {DEFAULT_CONFIG}): run `autoresearch init` first, or pass "
+                         f"--config FILE or --task FOLDER")
     from loop.engine.engine import Engine
     from loop.ui.progress import make_progress
     progress = make_progress()
