@@ -49,8 +49,10 @@ FIELDS = ["script", "metric", "reads", "direction", "editable", "protected", "se
           "next"]
 FLAGS_FILE = "autoresearch.flags.yaml"
 SETUP = re.compile(r"uv sync|prepare the data|names no validation file|needs the project's env")
-HINT = re.compile(r"\b(?:pass|with|use|add)\s+(--(?:metric|script|direction|args|inputs|"
-                  r"metric-pattern|time-budget)(?:[ =](?:'[^']*'|\"[^\"]*\"|[^\s,;:)]+))?)")
+# one flag of a hint, and a hint: `pass --metric val_bpb --metric-pattern '^val_bpb:...'`
+FLAG = (r"--(?:metric-pattern|metric|script|direction|args|inputs|time-budget)"
+        r"(?:[ =](?!--)(?:'[^']*'|\"[^\"]*\"|[^\s,;:)]+))?")
+HINT = re.compile(rf"\b(?:pass|with|use|add)\s+({FLAG}(?:\s+{FLAG})*)")
 
 
 # -- the manifest ---------------------------------------------------------------------------------
@@ -397,15 +399,19 @@ def run_init(autoresearch: list[str], repo: Path, entry: Entry, extra: list[str]
 
 
 def hint_of(text: str, tried: list[str]) -> list[str] | None:
-    """The flag a refusal names (`pass --metric test_loss`), as init arguments."""
+    """The flags a refusal names (`pass --metric test_loss`, `pass --metric val_bpb
+    --metric-pattern '^val_bpb:...'`), as init arguments; none with a placeholder."""
     for m in HINT.finditer(text):
-        words = shlex.split(m.group(1).replace("=", " ", 1))
-        if len(words) == 1:         # `--metric NAME` with a placeholder: nothing to follow
-            continue
-        if words[1].isupper() or words[1] in ("NAME", "FILE", "REGEX", "S", "PATH"):
-            continue
-        if " ".join(words) not in tried:
-            return words
+        words: list[str] = []
+        for flag in re.finditer(FLAG, m.group(1)):
+            pair = shlex.split(flag.group(0).replace("=", " ", 1))
+            if len(pair) == 1 or pair[1].isupper() or pair[1] in ("NAME", "FILE", "REGEX",
+                                                                  "S", "PATH"):
+                break               # `--metric NAME`, a placeholder: nothing to follow
+            words += pair
+        else:
+            if " ".join(words) not in tried:
+                return words
     return None
 
 
@@ -436,13 +442,13 @@ def onboard(autoresearch: list[str], mirror: Path, entry: Entry, tmp: Path,
     if first.rc == 0:
         result.fields = compare(entry.expect, first.task, first.config)
         return result
-    written, extra = first, []
+    written, extra, tried = first, [], []
     for _ in range(3):              # follow up to three hints in turn
-        words = hint_of(written.refusal, [" ".join(extra[i:i + 2])
-                                          for i in range(0, len(extra), 2)])
+        words = hint_of(written.refusal, tried)
         if words is None:
             break
         extra += words
+        tried.append(" ".join(words))
         result.followed.append(" ".join(shlex.quote(w) for w in words))
         written = run_init(autoresearch, repo, entry, extra, timeout, standin)
         written.output = written.output.replace(str(repo), "<checkout>")

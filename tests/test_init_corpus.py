@@ -83,6 +83,9 @@ def test_hint_follows_a_named_flag_not_a_placeholder():
     assert hint_of("init: no metric found; pass --metric NAME --metric-pattern REGEX",
                    []) is None
     assert hint_of("pass --metric test_loss", ["--metric test_loss"]) is None
+    assert hint_of("or read val_bpb unprotected: pass --metric val_bpb --metric-pattern "
+                   "'^val_bpb:\\s*([0-9.]+)'", []) == [
+        "--metric", "val_bpb", "--metric-pattern", "^val_bpb:\\s*([0-9.]+)"]
     assert init_argv(["--script", "t.py", "--args", "--cpu=True"]) == \
         ["--script", "t.py", "--args=--cpu=True"]
 
@@ -124,7 +127,7 @@ def test_reads_checks_the_pattern_on_a_sample_of_the_output():
     got = compare(exp, stops_at_comma)["reads"]
     assert got.value == "WRONG" and got.kind == "wrong metric" and "reads 18.0" in got.why
     whole = {"metric": {"name": "validation_mae", "pattern": r"Validation\s+MAE:\s*([0-9,]+)"}}
-    assert compare(exp, whole)["reads"].value == "WRONG"     # float('18,450') is no number
+    assert compare(exp, whole)["reads"].value == "right"     # a run reads 18,450 as 18450
     plain = Expect(metric="val_loss", sample={"output": "val_loss: 1.5\n",
                                               "values": {"val_loss": 1.5}})
     assert compare(plain, {"metric": "val_loss"})["reads"].value == "right"

@@ -359,3 +359,87 @@ def test_a_readme_linking_its_own_github_tree_points_at_that_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "looked in examples/ (the folders README.md points at)" in done.stdout
     assert task_of(repo / "examples" / "python-guide")["metric"]["name"] == "rmse"
+
+
+# -- init in a task's sub-folder: the printed next steps work from where the user stands -----------
+SUB_TASK = """\
+import os
+import random
+LEARNING_RATE = 0.1
+rng = random.Random(int(os.environ.get("AUTORESEARCH_SEED", "0")))
+print(f"val_loss: {abs(LEARNING_RATE - 0.02) + rng.random() * 0.001:.5f}")
+"""
+
+
+def test_init_in_a_sub_folder_prints_next_steps_that_run_from_there(tmp_path, mlflow_uri):
+    repo = make_repo(tmp_path / "mono", {"experiments/tinylm/train.py": SUB_TASK})
+    sub = repo / "experiments" / "tinylm"
+    done = run_cli("init", cwd=sub)
+    assert done.returncode == 0, done.stderr
+    assert (repo / "autoresearch.yaml").is_file() and (sub / "task.yaml").is_file()
+    steps = [s.strip() for s in done.stdout.split("; next:\n")[1].splitlines()]
+    assert steps[0] == f"cd {repo.resolve()}"
+    assert steps[2] == "autoresearch check-task experiments/tinylm" and steps[3] == \
+        "autoresearch run"
+    commit(repo, "autoresearch task")
+    checked = run_cli(*steps[2].split()[1:], cwd=repo)              # after the printed cd
+    assert checked.returncode == 0 and "status ok" in checked.stdout, checked.stderr
+    # the printed `autoresearch run`, without the cd: it finds the config at the repo's top
+    ran = run_cli("run", "--iterations", "1", cwd=sub)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "task folder not found" not in ran.stderr and "best val_loss" in ran.stdout
+
+
+# -- alpaca-lora: the Hugging Face Trainer prints the eval loss; a utils package is no model -------
+HF_FINETUNE = {
+    "utils/__init__.py": "",
+    "utils/prompter.py": """\
+        class Prompter:
+            def generate_prompt(self, instruction):
+                return f"### Instruction: {instruction}"
+        """,
+    "finetune.py": """\
+        import transformers
+        from utils.prompter import Prompter
+
+
+        def train(learning_rate: float = 3e-4, val_set_size: int = 200, num_epochs: int = 3):
+            print(f"Training with params: num_epochs: {num_epochs}")
+            prompter = Prompter()
+            data = [prompter.generate_prompt(str(i)) for i in range(1000)]
+            val_data = data[:val_set_size] if val_set_size > 0 else None
+            trainer = transformers.Trainer(
+                train_dataset=data[val_set_size:], eval_dataset=val_data,
+                args=transformers.TrainingArguments(learning_rate=learning_rate,
+                                                    num_train_epochs=num_epochs))
+            trainer.train()
+
+
+        if __name__ == "__main__":
+            train()
+        """,
+}
+
+
+def test_a_hugging_face_trainers_eval_loss_and_a_utils_package_kept_protected(tmp_path):
+    from loop.run.capture import read_metric
+    from loop.setup.task import load_task
+    repo = make_repo(tmp_path / "alpaca", HF_FINETUNE)
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("eval_loss", "minimize")
+    assert "printed by the Hugging Face transformers.Trainer finetune.py builds" in done.stdout
+    logged = ("{'loss': 1.9, 'learning_rate': 0.0003, 'epoch': 0.4}\n"
+              "{'eval_loss': 1.2345, 'eval_runtime': 3.2, 'epoch': 0.5}\n"
+              "{'eval_loss': 1.1, 'eval_runtime': 3.1, 'epoch': 1.0}\n")
+    assert read_metric(logged, task.metric.pattern) == 1.1
+    assert list(task.editable) == ["finetune.py"]
+    assert "utils/prompter.py" in task_of(repo)["protected"]
+
+
+def test_run_before_init_says_to_run_init_not_a_missing_demo_folder(tmp_path):
+    repo = make_repo(tmp_path / "fresh", {"train.py": SUB_TASK})
+    done = run_cli("run", cwd=repo)
+    assert done.returncode == 2 and "run `autoresearch init` first" in done.stderr
+    assert "task folder not found" not in done.stderr and len(done.stderr.splitlines()) == 1

@@ -180,7 +180,9 @@ def test_logging_calls_with_their_own_arguments(tmp_path):
     ("print('val_loss=' + str(v))", ["val_loss"]),
     ("print(f'best val loss {b:.3f}')", ["best val loss"]),
     ("print(f'saving model with new top score of {score}')", []),
-    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')", []),
+    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')",
+     ["Accuracy"]),
+    ("print(f'Plotting the loss landscape took: {t}')", []),
 ])
 def test_log_forms_and_their_labels(code, labels):
     assert [v.label for v in Script("x.py", code + "\n").reported()] == labels
@@ -196,6 +198,24 @@ def test_log_forms_and_their_labels(code, labels):
     ("print(f'val/loss {v:.4f} train-acc {t:.4f}')", ["val_loss", "train_acc"]),
     ("print('Train Epoch: {} [{}/{}]\\tLoss: {:.6f}'.format(e, i, n, loss.item()))",
      ["train_epoch", "loss"]),
+    # a sentence opening the line names its metric, and the split in its words
+    ("print('Test Accuracy of the model on the 10000 test images: {} %'.format(100 * c / t))",
+     ["test_accuracy"]),
+    ("print(f'Accuracy of the network on the 10000 test images: {100 * c // t} %')",
+     ["test_accuracy"]),
+    # ogbn-arxiv: a split word alone, the metric named by the value printed
+    ("print(f'Train: {train_acc:.4f}, Val: {val_acc:.4f}')", ["train_acc", "val_acc"]),
+    # a message built in a variable, then printed (gpt2-style-transformer)
+    ("def train(l, v):\n    msg = (f'Epoch: {e}| Train Loss: {l.item()} | Val Loss: {v.item()}')"
+     "\n    print(msg)", ["Epoch", "train_loss", "val_loss"]),
+    # the script's own print wrapper (modded-nanogpt's print0)
+    ("def print0(s, console=False):\n    if console:\n        print(s)\n"
+     "print0(f'step:{step}/{n} val_loss:{v:.4f} train_time:{t:.0f}ms', console=True)",
+     ["step", "val_loss", "train_time"]),
+    # a dict printed as is, and one a Trainer logs; wandb.log prints nothing
+    ("print({'val_loss': v, 'epoch': e})", ["val_loss", "epoch"]),
+    ("class T:\n    def ev(self, a):\n        m = {'eval_stsb_spearman': a}\n        self.log(m)"
+     "\n        wandb.log({'val/loss': a})", ["eval_stsb_spearman"]),
 ])
 def test_metric_names(code, names):
     assert [v.name for v in Script("x.py", code + "\n").reported()] == names
@@ -230,3 +250,157 @@ def test_check_task_refuses_a_metric_pattern_it_cannot_read_with(tmp_path, patte
     assert done.returncode == 2 and why in done.stderr, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and yaml.safe_load(
         (repo / "task.yaml").read_text())["metric"]["pattern"] == pattern
+
+
+# -- pytorch-tutorial's CNN: the test accuracy in a sentence, the training loss per step -----------
+SENTENCE_CNN = """\
+import random
+LEARNING_RATE = 0.01
+random.seed(0)
+for epoch in range(2):
+    for step in range(3):
+        loss = LEARNING_RATE * 10 / (1 + step + epoch) + random.random() / 100
+        print('Epoch [{}/{}], Step [{}/{}], Loss: {:.4f}'.format(epoch + 1, 2, step + 1, 3, loss))
+correct, total = 9863 + int(100 * LEARNING_RATE), 10000
+print('Test Accuracy of the model on the 10000 test images: {} %'.format(100 * correct / total))
+"""
+
+
+def test_a_sentence_naming_the_test_accuracy_is_offered_never_the_training_loss(tmp_path):
+    repo = plain_repo(tmp_path / "cnn", {"main.py": SENTENCE_CNN})
+    line = refused(repo)
+    assert "it prints test_accuracy; if that is your validation split, pass --metric " \
+        "test_accuracy" in line
+    assert "--metric loss" not in line
+    done = init(repo, "--metric", "test_accuracy")
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("test_accuracy", "maximize")
+    out = printed(repo, "main.py")
+    want = last(out, r"test images: ([\d.]+)")
+    assert read_metric(out, task.metric.pattern) == want == 98.64
+    assert checked(repo) == pytest.approx(want)
+
+
+# -- MLAgentBench's house-price: `Validation MAE: {:,.0f}` prints 18,450 ---------------------------
+def test_a_number_with_thousands_separators_is_read_whole(tmp_path):
+    train = ("LEARNING_RATE = 0.1\ntrain_mae, valid_mae = 7504.2, 18000 + 4500 * LEARNING_RATE\n"
+             "print('Train MAE: {:,.0f}'.format(train_mae))\n"
+             "print('Validation MAE: {:,.0f}'.format(valid_mae))\n")
+    repo = plain_repo(tmp_path / "house", {"train.py": train})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("validation_mae", "minimize")
+    out = printed(repo)
+    assert "Validation MAE: 18,450" in out
+    assert read_metric(out, task.metric.pattern) == 18450.0
+    assert checked(repo) == 18450.0
+
+
+# -- an attribute of a library object printed as is: LightGBM's best_score is a dict ---------------
+def test_a_library_objects_attribute_printed_as_is_is_no_metric(tmp_path):
+    train = ("from types import SimpleNamespace\nLEARNING_RATE = 0.05\n"
+             "model = SimpleNamespace(best_score={'train': {'l2': 0.1}, 'valid': {'l2': 0.2}})\n"
+             "print('best_score', model.best_score)\n")
+    repo = plain_repo(tmp_path / "lgbm", {"train.py": train})
+    line = refused(repo)
+    assert "best_score is `model.best_score` printed as is" in line
+    assert "--metric" not in line                     # no flag makes a dict a metric
+
+
+# -- SimCSE: a Trainer's `self.log(metrics)` prints the dict; --metric_for_best_model picks ------
+TRAINER_DICT = """\
+import argparse
+import logging
+import sys
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+logger = logging.getLogger(__name__)
+parser = argparse.ArgumentParser()
+parser.add_argument("--metric_for_best_model", default="stsb_spearman")
+parser.add_argument("--learning_rate", type=float, default=3e-5)
+args = parser.parse_args()
+
+
+class Trainer:
+    def log(self, logs):
+        print(dict(logs, epoch=1.0))
+
+    def evaluate(self, step):
+        stsb = 0.70 + step / 100 + args.learning_rate * 1000
+        sickr = 0.60 + step / 200
+        metrics = {"eval_stsb_spearman": stsb, "eval_sickr_spearman": sickr}
+        self.log(metrics)
+        return metrics
+
+
+trainer = Trainer()
+best = max(trainer.evaluate(step)["eval_stsb_spearman"] for step in range(3))
+logger.info(f"Loading best model from result/checkpoint (score: {best}).")
+"""
+
+
+def test_a_trainers_logged_dict_gives_the_metric_for_best_model(tmp_path):
+    repo = plain_repo(tmp_path / "simcse", {"train.py": TRAINER_DICT})
+    line = refused(repo)
+    assert "several validation metrics printed (eval_stsb_spearman, eval_sickr_spearman): " \
+        "pass --metric eval_stsb_spearman" in line
+    assert "--metric score" not in line
+    done = init(repo, "--args", "--metric_for_best_model stsb_spearman")
+    assert done.returncode == 0, done.stderr
+    assert "--metric_for_best_model" in done.stdout
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("eval_stsb_spearman", "maximize")
+    out = printed(repo)
+    want = last(out, r"'eval_stsb_spearman': ([\d.]+)")
+    assert read_metric(out, task.metric.pattern) == want
+    assert checked(repo) == pytest.approx(want)
+
+
+# -- MLAgentBench's ogbn-arxiv: `Train: X, Val: Y`, the metric named by the value ---------------
+def test_a_split_word_alone_takes_its_metric_from_the_value_printed(tmp_path):
+    train = ("LEARNING_RATE = 0.01\n\n\ndef test(epoch):\n"
+             "    return 0.5 + epoch / 100, 0.45 + epoch / 200 + LEARNING_RATE, 0.4\n\n\n"
+             "for epoch in range(3):\n    train_acc, val_acc, test_acc = test(epoch)\n"
+             "    print(f'Train: {train_acc:.4f}, Val: {val_acc:.4f}')\n")
+    repo = plain_repo(tmp_path / "arxiv", {"train.py": train})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("val_acc", "maximize")
+    out = printed(repo)
+    assert read_metric(out, task.metric.pattern) == 0.47 == last(out, r"Val: ([\d.]+)")
+    assert checked(repo) == 0.47
+
+
+# -- minGPT's adder: the split a parameter every call passes a word, the score after `=` ---------
+ADDER = """\
+LEARNING_RATE = 5e-4
+
+
+def eval_split(split, n):
+    correct = n - (7 if split == 'test' else 3) - int(LEARNING_RATE * 1000)
+    print("%s final score: %d/%d = %.2f%% correct" % (split, correct, n, 100 * correct / n))
+    return correct / n
+
+
+for it in range(2):
+    print(f"iter {it}: train loss {LEARNING_RATE * 1000 / (it + 1):.5f}")
+train_score = eval_split('train', 50)
+test_score = eval_split(split='test', n=40)
+"""
+
+
+def test_a_split_each_call_passes_and_the_ratio_after_the_fraction(tmp_path):
+    repo = plain_repo(tmp_path / "adder", {"adder.py": ADDER})
+    line = refused(repo)
+    assert "it prints test_final_score; if that is your validation split, pass --metric " \
+        "test_final_score" in line
+    done = init(repo, "--metric", "test_final_score")
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("test_final_score", "maximize")
+    out = printed(repo, "adder.py")
+    assert "test final score: 33/40 = 82.50% correct" in out
+    assert read_metric(out, task.metric.pattern) == 82.5        # the ratio, not 33 nor 40
+    assert checked(repo) == 82.5

@@ -76,7 +76,8 @@ def test_a_test_metric_is_chosen_only_by_name(tmp_path):
 def test_two_validation_metrics_are_an_ambiguity(tmp_path):
     both = "X = 1.0\nprint(f'val_loss: {X:.3f}')\nprint(f'val_acc: {X / 2:.3f}')\n"
     line = refused(plain_repo(tmp_path / "t", {"train.py": both}))
-    assert "several validation metrics printed (val_loss, val_acc): pass --metric NAME" in line
+    assert "several validation metrics printed (val_loss, val_acc): pass --metric val_loss, or " \
+        "--metric with another of them" in line
 
 
 def test_words_after_a_colon_are_not_metrics(tmp_path):
@@ -225,7 +226,7 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
         "val_bpb = evaluate_bpb(model, eval_tok, DEVICE_BATCH_SIZE)")
     repo = make_karpathy_repo(tmp_path / "shape", cache, {"train.py": train})
     line = refused(repo)
-    assert "cannot pass `eval_tok`" in line and "--metric val_bpb --metric-pattern" in line
+    assert "cannot pass `eval_tok`" in line and "pass --metric val_bpb --metric-pattern" in line
     pattern = line.split("--metric-pattern ", 1)[1].strip("'")
     done = init(repo, "--metric", "val_bpb", "--metric-pattern", pattern)
     assert done.returncode == 0, done.stderr
@@ -235,12 +236,12 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
 
 
 def test_metric_pattern_without_script_reads_train_py(tmp_path):
-    """A train.py whose only report is a line the scan does not read (a string built
-    before the print; `%` formatting inside the print is read: test_init_log_forms.py): with
-    --metric and --metric-pattern, train.py is the script, as --script's help says
-    (once refused: 'no metric found ... pass --script FILE')."""
+    """A train.py whose only report is a line the scan does not read (its number made
+    text by `format(x, '.4f')`; a message built before the print is read:
+    test_init_log_forms.py): with --metric and --metric-pattern, train.py is the script, as
+    --script's help says (once refused: 'no metric found ... pass --script FILE')."""
     repo = plain_repo(tmp_path / "pct", {"train.py": "lr = 0.1\nloss = 2.0 + lr\n"
-                                                      "line = 'val loss %.4f' % loss\n"
+                                                      "line = 'val loss ' + format(loss, '.4f')\n"
                                                       "print(line)\n"})
     assert "no metric found" in refused(repo)
     done = init(repo, "--metric", "val_loss", "--metric-pattern", r"val loss ([0-9.]+)")

@@ -16,6 +16,7 @@ not give): one line, exit 2."""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import NoReturn
 
 from loop.init.plan import Guess, InitError, Plan
@@ -97,6 +98,21 @@ def _loss_of_its_perplexity(names: list[str]) -> str | None:
     return names[0] if a == "loss" else names[1]
 
 
+def _best_model_metric(args: str, names: list[str]) -> str | None:
+    """Of `names`, the one a Hugging Face TrainingArguments `--metric_for_best_model X` in the
+    run's arguments selects checkpoints by (X, or `eval_X` as the Trainer reads it)."""
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        return None
+    for k, word in enumerate(words):
+        flag, _, value = word.partition("=")
+        if flag in ("--metric_for_best_model", "--metric-for-best-model"):
+            value = value or (words[k + 1] if k + 1 < len(words) else "")
+            return next((n for n in names if n in (value, f"eval_{value}")), None)
+    return None
+
+
 def _named_by_docs(plan: Plan, names: list[str]) -> tuple[str, str] | None:
     """The one of `names` the repo's own words (program.md, README.md) name as the target:
     at least twice, and at least twice as often as any other; else None."""
@@ -132,6 +148,15 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         plan.guesses["metric"] = Guess(graded[0].source, True, METRIC_FLAGS)
         return graded[0]
     likely = [c for c in found if direction_of(c.name)]
+    opaque = [c for c in likely if c.opaque]
+    likely = [c for c in likely if not c.opaque]
+    if opaque and not likely:
+        c = opaque[0]
+        raise InitError(f"init: {plan.script}: no held-out number is printed by name: "
+                        f"{c.name} is `{c.opaque}` printed as is, an attribute of an object "
+                        f"the script never sets, which may hold a dict of splits rather than "
+                        f"one number; print the validation number itself, e.g. "
+                        f"print(f\"val_loss: {{x:.4f}}\"), then run init again")
     tests = [c.name for c in likely if is_test(c.name)]
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
@@ -159,6 +184,12 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
             f"{kind}, {chosen.source}" + (f"; others: {', '.join(others)}" if others else ""),
             bool(held), METRIC_FLAGS)
         return chosen
+    best = _best_model_metric(plan.args, distinct)
+    if best:
+        chosen = next(c for c in pool if c.name == best)
+        plan.guesses["metric"] = Guess(f"the one --args names as --metric_for_best_model, "
+                                       f"{chosen.source}", True, METRIC_FLAGS)
+        return chosen
     named = _named_by_docs(plan, distinct) if len(distinct) > 1 else None
     if named:
         chosen = next(c for c in pool if c.name == named[0])
@@ -180,7 +211,7 @@ def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tes
     if len(distinct) > 1:
         kind = "validation metrics" if held else "metrics"
         raise InitError(f"init: {plan.script}: several {kind} printed ({', '.join(distinct)}): "
-                        f"pass --metric NAME")
+                        f"pass --metric {distinct[0]}, or --metric with another of them")
     if unsplit:
         verb = "is" if len(unsplit) == 1 else "are"
         raise InitError(f"init: {plan.script}: no validation metric is printed: "

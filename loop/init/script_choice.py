@@ -303,8 +303,11 @@ def _in_pointed_folders(root: Path) -> Choice:
 # a file whose name says it holds the data, the evaluation or the metric: it decides what is
 # measured, so it stays protected inside an editable package
 MEASURES = re.compile(r"(^|_)(data|dataset|datasets|dataloader|loader|eval|evaluate|evaluation|"
-                      r"evaluator|metric|metrics|score|scoring|prepare|benchmark|bench)(_|$)",
-                      re.I)
+                      r"evaluator|metric|metrics|score|scoring|prepare|benchmark|bench|"
+                      r"prompt|prompter|prompts|template|templates|tokenizer|tokenization|"
+                      r"collate|collator|preprocess|preprocessing)(_|$)", re.I)
+# a package named for helpers is no model: it stays protected (alpaca-lora's utils/prompter.py)
+HELPERS = re.compile(r"^(utils?|helpers?|common|tools|misc|lib|scripts)$", re.I)
 EVAL_NAME = re.compile(r"^(evaluate|eval_|compute_metric|metric|score|get_metric)", re.I)
 
 
@@ -320,7 +323,8 @@ def model_packages(plan: Plan, src: Script, modules: dict[str, Script],
     by_package: dict[str, list[str]] = {}
     for code in modules.values():
         top = code.path.split("/")[0]
-        if "/" in code.path and (plan.root / top / "__init__.py").is_file():
+        if "/" in code.path and (plan.root / top / "__init__.py").is_file() \
+                and not HELPERS.match(top):
             by_package.setdefault(top, []).append(code.path)
     if not by_package:
         return

@@ -126,7 +126,7 @@ class CappedLog:
     def value(self, name: str) -> float | None:
         """The last number pattern `name` captured in the whole stream, or None."""
         try:
-            return float(self.last[name])
+            return float(self.last[name].replace(",", ""))   # `18,450`: thousands
         except (KeyError, ValueError):
             return None
 

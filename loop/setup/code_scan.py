@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
-                                call_values, direction_of, word_loops)
+                                call_values, direction_of, print_context)
 
 __all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
            "direction_of", "literal", "printed_value", "printed_values"]
@@ -40,7 +40,7 @@ class Script:
         """Every number its prints show after a label (log lines too), in source order,
         each name once (its first print)."""
         out: dict[str, Value] = {}
-        loops = word_loops(self.tree)
+        loops = print_context(self.tree)
         for node in ast.walk(self.tree):
             for value in call_values(node, loops):
                 out.setdefault(value.name, value)
@@ -49,7 +49,7 @@ class Script:
     def lines(self) -> list[str]:
         """Every line its prints and log calls show a labelled number in, rendered with a
         distinct sample per number: what a metric pattern is checked against."""
-        loops = word_loops(self.tree)
+        loops = print_context(self.tree)
         return list(dict.fromkeys(v.line for node in ast.walk(self.tree)
                                   for v in call_values(node, loops)))
 

@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 
 DIRECTIONS = ("minimize", "maximize")
-NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))"
+# a number as printed, thousands separators read whole (`{:,.0f}` prints `18,450`: 18450, not 18)
+NUMBER = (r"([-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*(?:[eE][-+]?\d+)?"
+          r"|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity))")
 
 
 @dataclass(frozen=True)

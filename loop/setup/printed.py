@@ -1,7 +1,9 @@
 """The numbers a script's log lines show, and the label before each, read with `ast` (nothing
 is run). One reader for every common log form: `print` and logging calls (`logger.info`,
 `logging.info("...%f", x)`, `tqdm.write`), f-strings, `str.format` (positional and named
-fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`. Each call is
+fields, format specs), %-formatting, `print("name:", x)` and `"name " + str(x)`, a dict
+printed or logged by a Trainer's `self.log(d)` (`{'eval_acc': 0.9}`), a message built in a
+variable first, and the script's own print wrapper (`print0(msg)`). Each call is
 normalised to text and fields, and one rule reads the label before a field: `name: value`
 opening the line (any name), else a metric name of the line (`val loss`, `test acc`,
 `| valid ppl 1446.77 |`, `loss=0.3`): a metric or count word right before the value, with the
@@ -15,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # -- the vocabulary ----------------------------------------------------------------------
 # words of a count or a measure: a number by its name (`num_steps: {step}`)
@@ -25,7 +27,8 @@ COUNT_WORDS = ("num", "n", "step", "steps", "count", "mb", "gb", "seconds", "sec
 MINIMIZE = ("bpb", "loss", "perplexity", "ppl", "error", "err", "rmse", "mse", "mae", "nll",
             "wer", "cer", "bpc")
 MAXIMIZE = ("acc", "accuracy", "score", "f1", "auc", "r2", "reward", "success", "bleu", "rouge",
-            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice")
+            "precision", "recall", "pass_rate", "top1", "top5", "map", "iou", "dice",
+            "spearman", "pearson", "corr", "mcc")
 # the split a metric is measured on, and words that qualify it: a label's words before its
 # metric word (`valid loss`, `best val acc`); any other word is a sentence's
 SPLIT_WORDS = ("train", "training", "val", "valid", "validation", "eval", "dev", "test",
@@ -34,6 +37,11 @@ QUALIFIERS = ("best", "avg", "average", "mean", "final", "running", "total", "mi
 JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
 # a sentence that names its metric, then says it: `The RMSE of prediction is: {x}`
 COPULAS = ("is", "was", "are", "were", "equals")
+# words a sentence opening a line may put before its metric: `The test accuracy of ...: {x}`
+ARTICLES = ("the", "a", "an", "our", "model", "overall")
+# a sentence opening the line, ending with one colon before the value: `Test Accuracy of the
+# model on the 10000 test images: {x} %`
+OPENING_SENTENCE = re.compile(r"^\s*(?P<text>[A-Za-z][^:=\n{}]*?)\s*:\s*$")
 
 # the text before a printed number opening the line: `val_bpb:   ` or `accuracy=`
 PRINTED_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*[:=]\s*$")
@@ -77,6 +85,7 @@ class Field:
     """A value a line shows; `expr` None: one the reader cannot name (a missing argument)."""
     expr: ast.expr | None
     spec: str = ""
+    key: str = ""        # the key a printed dict shows it under: `{'val_loss': 2.1}`
 
 
 Part = str | Field
@@ -95,6 +104,8 @@ class Value:
     sample: str = ""     # this value's sample in `line`
     split_from: str = ""  # `{split} loss {x}`: the variable printing the word before it
     gap: str = ""        # a sentence's words between the label and the value: `of prediction is`
+    quoted: bool = False  # a printed dict's key: `{'eval_stsb_spearman': 0.81, ...}`
+    ratio: bool = False   # `final score: 40/50 = 80.00%`: the value is the ratio after `=`
 
     @property
     def default_line(self) -> bool:
@@ -102,10 +113,17 @@ class Value:
         return self.line_start and self.alone
 
 
-def log_parts(node, subst: dict[str, str] | None = None) -> list[Part] | None:
+def log_parts(node, subst: dict[str, str] | None = None,
+              bound: dict[str, ast.expr] | None = None, wrapper: bool = False
+              ) -> list[Part] | None:
     """The line a print or logging call writes, as text and fields; None for another call.
-    `subst`: loop variables known to be words (`for split in ['train', 'val']`)."""
-    args = _log_args(node)
+    `subst`: loop variables known to be words (`for split in ['train', 'val']`); `bound`:
+    names bound to a message or a dict in the call's scope (`msg = f"..."`); `wrapper`: the
+    call is to the script's own function that prints its first argument (`print0(msg)`)."""
+    args = _log_args(node, bound or {})
+    if wrapper and args is None and isinstance(node, ast.Call) and node.args \
+            and not any(isinstance(a, ast.Starred) for a in node.args):
+        args = [(bound or {}).get(getattr(node.args[0], "id", ""), node.args[0])]
     if not args:
         return None
     first = args[0]
@@ -119,17 +137,22 @@ def log_parts(node, subst: dict[str, str] | None = None) -> list[Part] | None:
     return _merge(parts, subst or {})
 
 
-def _log_args(node) -> list[ast.expr] | None:
+def _log_args(node, bound: dict[str, ast.expr]) -> list[ast.expr] | None:
     if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
+    args = [bound.get(a.id, a) if isinstance(a, ast.Name) else a for a in node.args]
     if _is_print(node):
-        return list(node.args)
+        return args
     func = node.func
     if isinstance(func, ast.Attribute):
         owner = ast.unparse(func.value)
         if func.attr in LOG_METHODS or (func.attr == "write" and owner in
                                         ("tqdm", "sys.stdout", "sys.stderr")):
-            return list(node.args)
+            return args
+        if func.attr == "log" and owner == "self" and len(args) == 1 and not node.keywords \
+                and isinstance(args[0], ast.Dict):
+            return args       # a Hugging Face Trainer's `self.log(metrics)` prints the dict
+            #                   (never `wandb.log({...})`: it prints nothing)
     return None
 
 
@@ -146,6 +169,12 @@ def _text(expr) -> str | None:
 def _expr_parts(expr: ast.expr) -> list[Part]:
     if _text(expr) is not None:
         return [_text(expr) or ""]
+    if isinstance(expr, ast.Dict) and expr.keys and all(
+            k is not None and _text(k) is not None for k in expr.keys):
+        shown: list[Part] = ["{"]                # printed as its repr: {'val_loss': 2.1, ...}
+        for k, (key, value) in enumerate(zip(expr.keys, expr.values)):
+            shown += [f"{', ' if k else ''}'{_text(key)}': ", Field(value, key=_text(key) or "")]
+        return shown + ["}"]
     if isinstance(expr, ast.JoinedStr):
         out: list[Part] = []
         for v in expr.values:
@@ -184,11 +213,11 @@ def _format(fmt: str, call: ast.Call) -> list[Part]:
         parsed = list(string.Formatter().parse(fmt))
     except ValueError:
         return [Field(None)]
-    for literal, field, spec, _ in parsed:
+    for literal, name, spec, _ in parsed:
         out.append(literal)
-        if field is None:
+        if name is None:
             continue
-        base = re.match(r"\w*", field)[0]     # type: ignore[index]
+        base = re.match(r"\w*", name)[0]     # type: ignore[index]
         if base == "":
             base, auto = str(auto), auto + 1
         expr = call.args[int(base)] if base.isdigit() and int(base) < len(call.args) \
@@ -249,29 +278,57 @@ def values_of(parts: list[Part], tag: str = "") -> list[Value]:
         if not isinstance(part, Field) or part.expr is None or i == 0 \
                 or not isinstance(parts[i - 1], str):
             continue
-        said = _label(parts, i)
+        said = (part.key, "") if part.key else _label(parts, i) or _split_label(parts, i)
         if said is None:
             continue
         label, gap = said
-        sure = _numeric(part.expr, part.spec, label, _after(parts, i))
+        k = _ratio_after(parts, i)
+        shown = parts[k] if k else part
+        if not isinstance(shown, Field) or shown.expr is None:
+            continue
+        sure = _numeric(shown.expr, shown.spec, label, _after(parts, k or i))
         if sure is not None:
-            found.append((i, label, gap, sure, part.expr))
-    numbers = {f[0] for f in found} | {i for i, p in enumerate(parts) if isinstance(p, Field)
-                                       and p.expr is not None
-                                       and _numeric(p.expr, p.spec, "", "") is not None}
+            found.append((i, k, label, gap, sure, shown.expr))
+    numbers = {f[1] or f[0] for f in found} | {
+        i for i, p in enumerate(parts) if isinstance(p, Field) and p.expr is not None
+        and _numeric(p.expr, p.spec, "", "") is not None}
     line = "".join(p if isinstance(p, str) else samples[i] if i in numbers else "word"
                    for i, p in enumerate(parts))
     out = []
-    for i, label, gap, sure, expr in found:
-        at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None
-        alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:])
+    for i, k, label, gap, sure, expr in found:
+        key = isinstance(parts[i], Field) and bool(parts[i].key)    # type: ignore[union-attr]
+        if key:
+            out.append(Value(label, label, expr, False, sure, False, line, samples[i],
+                             quoted=True))
+            continue
+        split_only = label.lower() in SPLIT_WORDS     # `Val: {val_acc:.4f}`
+        at_start = i == 1 and PRINTED_NAME.match(str(parts[0])) is not None and not split_only
+        alone = all(isinstance(p, str) and not p.strip() for p in parts[i + 1:]) and not k
         name = label if at_start else re.sub(r"[\s/-]+", "_", label).lower()
+        if split_only:                  # the split, then the metric the value's name says
+            name = "_".join([name, *(w for w in name_words(expr_name(expr))
+                                     if w not in SPLIT_WORDS)])
         split = _heading(parts, i) if not at_start else None
+        split = split or next((w.lower() for w in gap.split() if w.lower() in SPLIT_WORDS),
+                              None)      # `Accuracy of the network on the test images: {}`
         if split and not set(name_words(label)) & set(SPLIT_WORDS):
             name = f"{split}_{name}"          # `Test set: Average loss:` -> test_average_loss
-        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[i],
-                         _word_before(parts, i, label), gap))
+        out.append(Value(name, label, expr, at_start, sure, alone, line, samples[k or i],
+                         _word_before(parts, i, label), gap, ratio=bool(k)))
     return out
+
+
+def _ratio_after(parts: list[Part], i: int) -> int | None:
+    """`final score: {a}/{b} = {r:.2f}%` (minGPT's adder): the index of the ratio's field
+    after the label's fraction, which is the number the label names; else None."""
+    if len(parts) <= i + 4:
+        return None
+    slash, fraction_of, equals, ratio = parts[i + 1:i + 5]
+    if isinstance(slash, str) and slash.strip() == "/" and isinstance(fraction_of, Field) \
+            and isinstance(equals, str) and equals.strip() == "=" \
+            and isinstance(ratio, Field) and ratio.expr is not None:
+        return i + 4
+    return None
 
 
 # a split heading the rest of a line: `Test set: `, `[val] `, `| valid | `, `Validation: `
@@ -320,12 +377,12 @@ def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
             return m[1], ""
     m = TAIL.search(before)
     if m is None:
-        return None
+        return _opening_sentence(before) if i == 1 else None
     words = m["words"].split()
     end = len(words) - 1
     if not _names_a_number(words[end]):
         if words[end].lower() not in COPULAS:
-            return None
+            return _opening_sentence(before) if i == 1 else None
         # the metric the sentence is about: its last metric word before the verb
         end = next((k for k in range(end - 1, -1, -1) if direction_of(words[k])), -1)
         if end < 0:
@@ -336,6 +393,38 @@ def _label(parts: list[Part], i: int) -> tuple[str, str] | None:
             break
         label.insert(0, w)
     return " ".join(label), " ".join(words[end + 1:])
+
+
+def _split_label(parts: list[Part], i: int) -> tuple[str, str] | None:
+    """A split word alone before the value, the metric named by the value itself:
+    `Train: {train_acc:.4f}, Val: {val_acc:.4f}` -> `Val` (a `val_acc`); else None."""
+    m = re.search(r"(?<![\w./-])([A-Za-z]+)\s*[:=]\s*$", str(parts[i - 1]))
+    expr = parts[i].expr if isinstance(parts[i], Field) else None   # type: ignore[union-attr]
+    if m is None or m[1].lower() not in SPLIT_WORDS or expr is None \
+            or not direction_of(expr_name(expr)):
+        return None
+    return m[1], ""
+
+
+def _opening_sentence(text: str) -> tuple[str, str] | None:
+    """A sentence opening the line that names its metric first and says it after a colon:
+    `Test Accuracy of the model on the 10000 test images: ` -> (`Test Accuracy`, `of the model
+    on the 10000 test images`); only split, qualifier and article words before the metric
+    word (`Saving model with new top score: ` names none). Else None."""
+    m = OPENING_SENTENCE.match(text)
+    if m is None:
+        return None
+    tokens = m["text"].split()
+    for k, w in enumerate(tokens[:4]):
+        if direction_of(w):
+            lead = tokens[:k]
+            if not all(t.lower() in JOINERS + ARTICLES for t in lead) or len(tokens) > 16:
+                return None
+            joined = [t for t in lead if t.lower() in JOINERS]
+            if lead[len(lead) - len(joined):] != joined:
+                return None       # `Test the Accuracy`: the joiners must be next to it
+            return " ".join([*joined, w]), " ".join(tokens[k + 1:])
+    return None
 
 
 def _numeric(expr: ast.expr, spec: str, label: str, after: str) -> bool | None:
@@ -375,10 +464,49 @@ def expr_name(expr: ast.expr) -> str:
     return ""
 
 
-def word_loops(tree: ast.AST) -> dict[ast.AST, dict[str, list[str]]]:
-    """{call: {variable: words}} for each call inside `for split in ['train', 'val']:`, so
-    `print(f"{split} loss {x:.3f}")` is read as both `train loss` and `val loss`."""
-    out: dict[ast.AST, dict[str, list[str]]] = {}
+@dataclass
+class CallContext:
+    """What the code around a call tells of the line it prints."""
+    words: dict[str, list[str]] = field(default_factory=dict)  # `for split in ['train', 'val']`
+    bound: dict[str, ast.expr] = field(default_factory=dict)   # `msg = f"..."`, `m = {...}`
+    wrapper: bool = False    # a function of the script that prints its first argument
+
+
+Context = dict[ast.AST, CallContext]
+
+
+def print_context(tree: ast.AST) -> Context:
+    """{call: what the code around it tells}: the words a loop variable it prints takes
+    (`for split in ['train', 'val']:` reads `print(f"{split} loss {x:.3f}")` as both `train
+    loss` and `val loss`); a name its scope binds once to a message or a dict of string keys
+    (`msg = f"val loss: {v:.3f}"; print(msg)`, `metrics = {"eval_acc": a}; self.log(metrics)`);
+    and whether it calls a function of the script that prints its first argument
+    (modded-nanogpt's `def print0(s, console=False): ... print(s)`)."""
+    out: Context = {}
+    wrappers = {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef,
+                ast.AsyncFunctionDef)) and _prints_its_first_argument(f)}
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                         ast.AsyncFunctionDef)))]:
+        nodes = list(_own_nodes(scope))
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, []).append(node.value)
+        bound = {name: values[0] for name, values in assigned.items()
+                 if len(values) == 1 and _a_message(values[0])}
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            names = {a.id for a in node.args if isinstance(a, ast.Name) and a.id in bound}
+            if names:
+                out.setdefault(node, CallContext()).bound.update({n: bound[n] for n in names})
+            if isinstance(node.func, ast.Name) and node.func.id in wrappers:
+                out.setdefault(node, CallContext()).wrapper = True
+    for func, param, words in _word_parameters(tree):
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                out.setdefault(node, CallContext()).words[param] = words
     for loop in ast.walk(tree):
         if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
                 and isinstance(loop.iter, (ast.List, ast.Tuple)) and loop.iter.elts \
@@ -386,20 +514,72 @@ def word_loops(tree: ast.AST) -> dict[ast.AST, dict[str, list[str]]]:
             words = [_text(e) or "" for e in loop.iter.elts]
             for node in ast.walk(loop):
                 if isinstance(node, ast.Call):
-                    out.setdefault(node, {})[loop.target.id] = words
+                    out.setdefault(node, CallContext()).words[loop.target.id] = words
     return out
 
 
-def call_values(node, loops: dict[ast.AST, dict[str, list[str]]] | None = None) -> list[Value]:
+def _word_parameters(tree: ast.AST):
+    """(function, parameter, words) for a parameter every call of the function in the file
+    passes a word (minGPT's `eval_split(trainer, 'train')`, `eval_split(trainer, 'test')`)."""
+    funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    calls: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in funcs:
+            calls.setdefault(node.func.id, []).append(node)
+    for name, found in calls.items():
+        func = funcs[name]
+        for j, param in enumerate(func.args.posonlyargs + func.args.args):
+            passed = [c.args[j] if j < len(c.args) else next(
+                (k.value for k in c.keywords if k.arg == param.arg), None) for c in found]
+            words = [_text(p) for p in passed]
+            if all(w for w in words):
+                yield func, param.arg, list(dict.fromkeys(w or "" for w in words))
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions and classes inside it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _a_message(expr: ast.expr) -> bool:
+    """A line built to be printed: an f-string, `'...'.format(...)`, `'...' % x`, or a dict
+    of string keys."""
+    parts = _expr_parts(expr)
+    return isinstance(expr, ast.Dict) and len(parts) > 1 or (
+        not isinstance(expr, ast.Dict) and any(isinstance(p, str) for p in parts)
+        and any(isinstance(p, Field) for p in parts))
+
+
+def _prints_its_first_argument(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`def print0(s, console=False): ... print(s)`: a print or logging call of the body shows
+    the function's first parameter as it is."""
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    params = params[1:] if params[:1] in (["self"], ["cls"]) else params
+    if not params:
+        return False
+    first = params[0]
+    return any(isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+               and node.args[0].id == first and _log_args(node, {}) is not None
+               for node in ast.walk(func))
+
+
+def call_values(node, context: Context | None = None) -> list[Value]:
     """Every value a print or logging call shows after a label, once per word of a loop
     variable it prints (at most 16 lines)."""
-    variables = (loops or {}).get(node, {})
+    around = (context or {}).get(node, CallContext())
     substs: list[dict[str, str]] = [{}]
-    for var, words in variables.items():
+    for var, words in around.words.items():
         substs = [{**s, var: w} for s in substs for w in words][:16]
     out: list[Value] = []
     for k, subst in enumerate(substs):
-        parts = log_parts(node, subst)
+        parts = log_parts(node, subst, around.bound, around.wrapper)
         if parts:
             out += values_of(parts, f"{getattr(node, 'lineno', 0)}{k:02d}")
     return out

@@ -158,7 +158,7 @@ class Task:
             return None
         found = re.findall(throughput_regex(self.throughput_pattern), output, re.M)
         try:
-            return float(found[-1]) if found else None
+            return float(found[-1].replace(",", "")) if found else None   # `1,234` whole
         except ValueError:
             return None
 

@@ -18,9 +18,17 @@ from loop.words import Status
 
 
 def default_config() -> Path | None:
-    """The config a bare command reads: ./autoresearch.yaml (written by init), else
-    ./configs/default.yaml (this project's own repo), else none (the defaults)."""
-    return next((p for p in (REPO_CONFIG, DEFAULT_CONFIG) if p.is_file()), None)
+    """The config a bare command reads: autoresearch.yaml (written by init at the repo's top)
+    here or in a folder above, up to the git repo's top (so `autoresearch run` works from the
+    task's sub-folder init ran in), else ./configs/default.yaml (this project's own repo),
+    else none (the defaults)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / REPO_CONFIG).is_file():
+            return folder / REPO_CONFIG
+        if (folder / ".git").exists():
+            break
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +95,10 @@ def cmd_run(args) -> int:
     from loop.setup.config import load_config
     path = args.config or default_config()
     config = load_config(path).with_overrides(vars(args))   # FLAG_KEYS: which flag sets what
+    if path is None and not args.task and not config.resolve(config.task).is_dir():
+        raise UsageError(f"no {REPO_CONFIG} here or in a folder above it up to the repo's top "
+                         f"(nor {DEFAULT_CONFIG}): run `autoresearch init` first, or pass "
+                         f"--config FILE or --task FOLDER")
     from loop.engine.engine import Engine
     from loop.ui.progress import make_progress
     progress = make_progress()

@@ -13,7 +13,7 @@ from typing import Any
 
 from loop.setup.code_scan import Script, Value
 from loop.init.time_box import prints_in_loop
-from loop.setup.printed import SPLIT_WORDS, call_values, name_words, word_loops
+from loop.setup.printed import SPLIT_WORDS, call_values, name_words, print_context
 
 
 @dataclass
@@ -40,6 +40,8 @@ class Candidate:
     problem: str = ""            # why its pattern would not read exactly it ("": it does)
     report: bool = False         # said in a sentence, outside any loop: the script's result
     file: str = ""               # the file whose print shows it ("": the script's)
+    opaque: str = ""             # printed as is, an attribute the code never sets (`model.
+    #                              best_score`): what it holds (a number, a dict) is unknown
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     if value.default_line:
         return ""
     from loop.setup.metric import NUMBER
+    if value.quoted:             # a printed dict's key: `{'eval_acc': 0.81, 'epoch': 1.0}`
+        return rf"['\"]{re.escape(value.label)}['\"]\s*:\s*{NUMBER}"
     words = [w.lower() for w in value.label.split()]
     before = {o.label.split()[-len(words) - 1].lower() for o in others
               if [w.lower() for w in o.label.split()[-len(words):]] == words
@@ -74,6 +78,8 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     guards = "".join(f"(?<!{alts[0]} )" if len(alts) == 1 else f"(?<!(?:{'|'.join(alts)}) )"
                      for _, alts in sorted(by_length.items()))
     body = r"\s+".join(re.escape(w) for w in (value.label + " " + value.gap).split())
+    if value.ratio:              # `final score: 40/50 = 80.00%`: the number after the `=`
+        body += r"\s*[:=]?\s*[-+]?\d+(?:\.\d*)?\s*/\s*[-+]?\d+(?:\.\d*)?\s*="
     return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
 
 
@@ -99,6 +105,10 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
     values = src.reported()
     lines = src.lines()
     shown = _shown(src)
+    set_attrs = {t.attr for node in ast.walk(src.tree) if isinstance(node, (ast.Assign,
+                 ast.AugAssign, ast.AnnAssign))
+                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 if isinstance(t, ast.Attribute)}
     out = []
     for v in values:
         pattern = pattern_for(v, values)
@@ -107,13 +117,24 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
             src.tree, lambda node, call=call: node is call)
         out.append(Candidate(v.name, shape, source, pattern, v.sure,
                              problem=pattern_problem(v, pattern, lines, _twice(v, shown)),
-                             report=report, file=src.path))
+                             report=report, file=src.path,
+                             opaque=_opaque(v, set_attrs)))
     return out
+
+
+def _opaque(value: Value, set_attrs: set[str]) -> str:
+    """`model.best_score` printed as is (no numeric format, no arithmetic), an attribute no
+    code of the script sets: a library object's, which may hold a number or a dict of
+    splits (LightGBM's `best_score` is {'valid': {'l2': ...}}); "" for anything else."""
+    expr = value.expr
+    if value.sure or not isinstance(expr, ast.Attribute) or expr.attr in set_attrs:
+        return ""
+    return ast.unparse(expr)
 
 
 def _shown(src: Script) -> dict[str, tuple[ast.AST, str]]:
     """{a value's sample: the print or logging call that shows it, the expression shown}."""
-    loops = word_loops(src.tree)
+    loops = print_context(src.tree)
     return {v.sample: (node, ast.unparse(v.expr)) for node in ast.walk(src.tree)
             for v in call_values(node, loops)}
 

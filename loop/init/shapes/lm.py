@@ -35,7 +35,7 @@ def apply(plan: Plan, scan: Scan, chosen: Candidate) -> None:
         _lm_grader(plan, scan.script, local_names(scan), scan.known, chosen.data)
     except InitError as exc:                 # the way out: the printed number, unprotected
         raise InitError(f"{exc}; or read {chosen.name} unprotected from the run's output: "
-                        f"--metric {chosen.name} --metric-pattern "
+                        f"pass --metric {chosen.name} --metric-pattern "
                         f"'^{chosen.name}:\\s*([0-9.]+)'") from None
 
 
