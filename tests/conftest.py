@@ -131,6 +131,24 @@ needs_sandbox = pytest.mark.usefixtures("sandbox_here")
 # -- a hang fails the test, naming its limit: a guard, never a claim about speed --------------
 
 
+# The fast tier (`pytest -m fast`, tests/README.md): the parts tested alone, the engine's loop
+# against a backend that runs nothing (test_night.py); no whole night of real runs.
+FAST_TIER = {
+    "test_judge", "test_paired_judge", "test_sequential_judge", "test_lifecycle", "test_night",
+    "test_record", "test_records", "test_journal", "test_edits", "test_change",
+    "test_edit_formats", "test_reply_shapes", "test_untrusted", "test_registry",
+    "test_search_space", "test_mutate", "test_settings", "test_yaml_io", "test_workspace",
+    "test_repo_reads", "test_git_calls", "test_spec", "test_pids", "test_early_stop",
+    "test_cli",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in FAST_TIER and "slow" not in item.keywords:
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """`@pytest.mark.hang_limit(seconds)`: the test fails if it is still running `seconds`

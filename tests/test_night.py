@@ -2,7 +2,7 @@
 judge) against a backend that runs nothing (tests/table_backend.py): a run's metric is read
 off its commit's train.py. Git, the journal, results.tsv and MLflow are real; no experiment
 process starts, so each night here takes seconds. The whole-night tests with real runs are
-test_scheduler.py, test_engine.py and test_story.py."""
+test_parallel_slots.py, test_engine.py and test_views_agree.py."""
 import re
 
 from conftest import git, make_repo
