@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from loop.setup.code_scan import Script
 
 # methods and calls that mark the thing being trained (the search's object, not the ruler)
-TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad", "backward",
+TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad",
                    "partial_fit", "load_state_dict", "state_dict", "fit_transform"}
 TRAINING_CALLS = {"train", "fit", "compile"}
 # calls whose arguments are output only: a text sample, a print, a log, a plot, a file
@@ -123,7 +123,7 @@ class _Slicer:
                         for child in ast.iter_child_nodes(node)}
         self.trained = _trained(src.tree)
         self.out = Measurement()
-        self.done: set[tuple[int, str, bool]] = set()
+        self.done: set[tuple[int, str, bool, int]] = set()
         self.entered: set[str] = set()
 
     def run(self, expr: ast.expr) -> Measurement:
@@ -163,41 +163,59 @@ class _Slicer:
 
     def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
         val = val or _validation_data(name)
-        if name in self.trained or (id(scope), name, val) in self.done:
+        if name in self.trained:
             return
-        self.done.add((id(scope), name, val))
         defs = _defs(scope, name)
+        # the settings a use at `line` sees: those made before it (`x = f(x)` reads the x
+        # made before, not itself); each set of them is followed once
+        before = [d for d in defs if d[0] < line] or defs
+        if (id(scope), name, val, len(before)) in self.done:
+            return
+        self.done.add((id(scope), name, val, len(before)))
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args,
                                       *scope.args.kwonlyargs)]
             if name in params:
-                self._call_sites(scope, params.index(name), name, val)
+                if not self._call_sites(scope, params.index(name), name, val):
+                    # called by none of the script's code: an entry point whose parameters
+                    # are the settings (`fire.Fire(train)`, a click or typer command)
+                    self.out.names[name] = self.out.names.get(name, False) or val
                 return
             if not defs:                                  # a global the function reads
                 self.name(name, self.src.tree, 10 ** 9, val)
                 return
         if scope is self.src.tree and defs:
             self.out.names[name] = self.out.names.get(name, False) or val
-        before = [d for d in defs if d[0] <= line] or defs
         last = max((i for i, d in enumerate(before) if not d[2]), default=0)
         for _, value, _ in before[last:]:
             if value is not None:
                 self.expr(value, scope, val)
 
-    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> None:
+    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
+        """Follow the arguments passed as `param` where the script calls `func`; whether
+        the script calls it at all."""
         name = getattr(func, "name", "")
+        args = getattr(func, "args", None)
+        method = bool(args and args.args and args.args[0].arg in ("self", "cls"))
+        index -= method                              # `obj.f(a)` passes a as f's 2nd param
+        called = False
         for node in ast.walk(self.src.tree):
-            if isinstance(node, ast.Call) and _called(node) == name:
+            # a function by its name (`train(...)`, not `model.train()`), a method on an object
+            if isinstance(node, ast.Call) and _called(node) == name \
+                    and isinstance(node.func, ast.Attribute) == method:
+                called = True
                 arg = next((k.value for k in node.keywords if k.arg == param), None)
                 if arg is None and index < len(node.args):
                     arg = node.args[index]
                 if arg is not None:
                     self.expr(arg, self._scope(node), val)
+        return called
 
 
 def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
     """(line, the value it is set from, whether it updates rather than replaces) for each
-    place `scope` (its own body, not nested functions) sets `name`, in line order."""
+    place `scope` (its own body, not nested functions) sets `name`, in line order; an
+    assignment's line is its last, so the names its value reads are those set before."""
     out = []
     for node in _own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -205,9 +223,9 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
             for t in targets:
                 for part, value in _pairs(t, node.value):      # `a, b = x, y`: a from x
                     if name in _stored(part):
-                        out.append((node.lineno, value, isinstance(part, ast.Subscript)))
+                        out.append((_end(node), value, isinstance(part, ast.Subscript)))
         elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
-            out.append((node.lineno, node.value, True))
+            out.append((_end(node), node.value, True))
         elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
             out.append((node.lineno, node.iter, False))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -217,6 +235,11 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
         elif isinstance(node, ast.comprehension) and name in _stored(node.target):
             out.append((getattr(node.iter, "lineno", 0), node.iter, False))
     return sorted(out, key=lambda d: d[0])
+
+
+def _end(node: ast.stmt) -> int:
+    """The line an assignment takes effect after (its last)."""
+    return node.end_lineno or node.lineno
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
