@@ -122,12 +122,13 @@ class _Slicer:
         self.parents = {child: node for node in ast.walk(src.tree)
                         for child in ast.iter_child_nodes(node)}
         self.trained = _trained(src.tree)
+        self.evaluating = _without_gradients(src.tree)
         self.out = Measurement()
         self.done: set[tuple[int, str, bool, int]] = set()
         self.entered: set[str] = set()
 
     def run(self, expr: ast.expr) -> Measurement:
-        self.expr(expr, self._scope(expr), False)
+        self.expr(expr, self._scope(expr), id(expr) in self.evaluating)
         return self.out
 
     def _scope(self, node: ast.AST) -> ast.AST:
@@ -156,7 +157,8 @@ class _Slicer:
                 key = f"{called}:{val}"
                 if func is not None and key not in self.entered:
                     self.entered.add(key)
-                    inside = val or bool(VALIDATION.search(called))
+                    inside = val or bool(VALIDATION.search(called)) \
+                        or any(_stops_gradients(d) for d in func.decorator_list)
                     for ret in ast.walk(func):
                         if isinstance(ret, ast.Return) and ret.value is not None:
                             self.expr(ret.value, func, inside)
@@ -189,7 +191,7 @@ class _Slicer:
         last = max((i for i, d in enumerate(before) if not d[2]), default=0)
         for _, value, _ in before[last:]:
             if value is not None:
-                self.expr(value, scope, val)
+                self.expr(value, scope, val or id(value) in self.evaluating)
 
     def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
         """Follow the arguments passed as `param` where the script calls `func`; whether
@@ -296,6 +298,36 @@ def _chain(node: ast.AST) -> str:
             return ".".join([node.id, *reversed(parts)]) if parts else ""
         else:
             return ""
+
+
+GRADIENT_FREE = {"no_grad", "inference_mode"}
+
+
+def _stops_gradients(expr: ast.expr) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (called or not, as a decorator)."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    name = expr.attr if isinstance(expr, ast.Attribute) else \
+        expr.id if isinstance(expr, ast.Name) else ""
+    return name in GRADIENT_FREE
+
+
+def _without_gradients(tree: ast.Module) -> set[int]:
+    """ids of the nodes computed without gradients: in a `with torch.no_grad():` block or a
+    function decorated `@torch.no_grad()`. The model is evaluated there, not trained: a
+    setting the metric reads there is on the validation side (`valid_loss += loss.item() /
+    SEGMENTS` averages over SEGMENTS segments, whatever the data is named)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        regions: list[ast.AST] = []
+        if isinstance(node, (ast.With, ast.AsyncWith)) \
+                and any(_stops_gradients(i.context_expr) for i in node.items):
+            regions = list(node.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and any(_stops_gradients(d) for d in node.decorator_list):
+            regions = list(node.body)
+        out |= {id(n) for r in regions for n in ast.walk(r)}
+    return out
 
 
 def _trained(tree: ast.Module) -> set[str]:
