@@ -1,9 +1,9 @@
 """The settings `autoresearch init` offers `mutate` (task.yaml's `search_space`) and the seed
 a script fixes for itself. Read with `ast` and regexes; nothing is run.
 
-The search space is the script's numeric UPPER_CASE constants; a script that has none but
-sets lowercase module-level settings (nanoGPT's `learning_rate = 6e-4`, `n_layer = 12`)
-offers those. Left out: seeds (a data split's too), settings that only feed prints (a
+The search space is the script's numeric module-level settings: UPPER_CASE constants and
+lowercase names set once (nanoGPT's `learning_rate = 6e-4`, `n_layer = 12`; a counter is
+none). Left out: seeds (a data split's too), settings that only feed prints (a
 peak-FLOPs constant for an MFU line), logging and evaluation cadence (`eval_interval`,
 `log_interval`: they change what is measured, not what is trained), and the budget."""
 from __future__ import annotations
@@ -50,11 +50,12 @@ def is_cadence(name: str) -> bool:
 def search_space(plan: Plan, src: Script, known: dict) -> None:
     """plan.space, .skipped, .conditions for the editable script."""
     values = constants({plan.script: src.source})
-    lowercase = not values
-    if lowercase:                                 # nanoGPT's style: lowercase settings
-        once = _set_once(src)                     # not a counter (`iter_num = 0`, then += 1)
-        values = {m["name"]: float(m["value"].replace("_", ""))
-                  for m in SETTING.finditer(src.source) if m["name"] in once}
+    # nanoGPT's style, lowercase settings, alone or beside UPPER_CASE ones (build-nanogpt's
+    # `B = 64`, `T = 1024` and `max_lr = 6e-4`); not a counter (`iter_num = 0`, then += 1)
+    once = _set_once(src)
+    for m in SETTING.finditer(src.source):
+        if m["name"] in once and m["name"] not in values:
+            values[m["name"]] = float(m["value"].replace("_", ""))
     budget = plan.budget_constant.split(":")[-1] if plan.budget_constant.startswith(
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
@@ -62,7 +63,7 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
-    texts = _sources(src.source, lowercase)
+    texts = _sources(src.source)
     space = {}
     for name, v in values.items():
         if name in plan.skipped:
@@ -215,9 +216,9 @@ def _set_once(src: Script) -> set[str]:
     return {n for n, k in counts.items() if k == 1}
 
 
-def _sources(source: str, lowercase: bool) -> dict[str, str]:
+def _sources(source: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for rx in ((SETTING, POWER) if lowercase else (CONSTANT, POWER)):
+    for rx in (SETTING, POWER):
         for m in rx.finditer(source):
             out.setdefault(m["name"], m["value"])
     return out
@@ -288,7 +289,7 @@ def with_config(plan: Plan, config: Script) -> None:
     if not values:
         return
     set_here = sorted(values)
-    texts = _sources(config.source, True)
+    texts = _sources(config.source)
     first = sorted([config.path, plan.script])[0] == config.path
     for name in set_here:
         if name in plan.flags:                # last on the command line, the flag decides
