@@ -155,7 +155,11 @@ class _Slicer:
                 called = _called(node)
                 func = self.functions.get(called)
                 key = f"{called}:{val}"
-                if func is not None and key not in self.entered:
+                on_trained = isinstance(node.func, ast.Attribute) and isinstance(
+                    node.func.value, ast.Name) and node.func.value.id in self.trained
+                # a method of the trained model (`model.init_hidden(bsz)`) is the model's
+                # own code: its arguments are followed, not its body
+                if func is not None and key not in self.entered and not on_trained:
                     self.entered.add(key)
                     inside = val or bool(VALIDATION.search(called)) \
                         or any(_stops_gradients(d) for d in func.decorator_list)
