@@ -561,3 +561,96 @@ def test_a_method_of_the_trained_model_is_not_the_measurement(tmp_path):
     plan = analyse(repo, metric="valid_loss")
     assert {"nhid", "nlayers", "lr"} <= set(plan.space), plan.skipped
     assert any(s.startswith("bptt (") for s in plan.skipped)
+
+
+LAST_LOSS_TRAIN = """\
+from functools import partial
+
+import torch
+
+batch_size = 8
+max_seq_len = 16
+learning_rate = 5e-4
+dim = 32
+max_iters = 20
+eval_interval = 10
+eval_iters = 2
+
+
+class Model(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.emb = torch.nn.Embedding(64, dim)
+        self.out = torch.nn.Linear(dim, 64)
+        self.last_loss = None
+
+    def forward(self, x, y):
+        logits = self.out(self.emb(x))
+        self.last_loss = torch.nn.functional.cross_entropy(logits.view(-1, 64), y.view(-1))
+        return logits
+
+
+def batches(split, batch_size, max_seq_len):
+    data = torch.randint(0, 64, (2000 if split == "train" else 500,))
+    while True:
+        ix = torch.randint(len(data) - max_seq_len - 1, (batch_size,))
+        yield (torch.stack([data[i:i + max_seq_len] for i in ix]),
+               torch.stack([data[i + 1:i + 1 + max_seq_len] for i in ix]))
+
+
+iter_batches = partial(batches, batch_size=batch_size, max_seq_len=max_seq_len)
+model = Model(dim)
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+raw_model = model
+
+
+@torch.no_grad()
+def estimate_loss():
+    out = {}
+    model.eval()
+    for split in ["train", "val"]:
+        batch_iter = iter_batches(split=split)
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            X, Y = next(batch_iter)
+            logits = model(X, Y)
+            loss = raw_model.last_loss
+            losses[k] = loss.item()
+        out[split] = losses.mean()
+    model.train()
+    return out
+
+
+train_iter = iter_batches(split="train")
+for it in range(max_iters):
+    if it % eval_interval == 0:
+        losses = estimate_loss()
+        print(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    X, Y = next(train_iter)
+    model(X, Y)
+    raw_model.last_loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_the_data_an_evaluating_function_calls_the_model_on_is_the_measurement(tmp_path):
+    """llama2.c's estimate_loss: `logits = model(X, Y)`, then `loss = raw_model.last_loss`
+    (state the call leaves), X, Y from `iter_batches = partial(..., batch_size=batch_size,
+    max_seq_len=max_seq_len)`: the loss never names X, yet they are what it measures."""
+    repo = make_repo(tmp_path / "l2c", {"train.py": LAST_LOSS_TRAIN})
+    plan = analyse(repo, metric="val_loss")
+    assert {"batch_size (sets the validation batch)",
+            "max_seq_len (sets the validation sequence length)"} <= set(plan.skipped)
+    assert {"learning_rate", "dim"} <= set(plan.space)
+
+
+def test_a_setting_the_data_fixes_is_not_searched(tmp_path):
+    """yunjey's pytorch-tutorial: `num_classes = 10` (MNIST has 10) beside `learning_rate`:
+    the classes the accuracy is over are the data's, not a setting to search."""
+    train = GET_BATCH_TRAIN.replace("n_embd = 32\n", "n_embd = 32\nnum_classes = 65\n").replace(
+        "torch.nn.Linear(n_embd, 65)", "torch.nn.Linear(n_embd, num_classes)")
+    plan = analyse(make_repo(tmp_path / "cls", {"gpt.py": train}), script="gpt.py",
+                   metric="val_loss")
+    assert "num_classes (fixed by the data)" in plan.skipped
+    assert {"learning_rate", "n_embd"} <= set(plan.space)

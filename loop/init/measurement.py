@@ -166,6 +166,8 @@ class _Slicer:
                     for ret in ast.walk(func):
                         if isinstance(ret, ast.Return) and ret.value is not None:
                             self.expr(ret.value, func, inside)
+                    if inside:
+                        self._evaluated_on(func)
 
     def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
         val = val or _validation_data(name)
@@ -196,6 +198,17 @@ class _Slicer:
         for _, value, _ in before[last:]:
             if value is not None:
                 self.expr(value, scope, val or id(value) in self.evaluating)
+
+    def _evaluated_on(self, func: ast.AST) -> None:
+        """In a function that evaluates, the data the trained model is called on there is
+        what the metric measures, whether the metric reads the call's result or state the
+        call leaves (llama2.c's estimate_loss: `logits = model(X, Y)`, then `loss =
+        raw_model.last_loss`)."""
+        for node in _own_nodes(func):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in self.trained:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    self.expr(arg, func, True)
 
     def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
         """Follow the arguments passed as `param` where the script calls `func`; whether

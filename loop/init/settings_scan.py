@@ -34,6 +34,12 @@ ACCUMULATION = re.compile(r"ACCUM", re.I)
 # NUM_BATCHES)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
                     r"updates|batches)$", re.I)
+# the data's own shape: the classes an accuracy is over (MNIST has 10), a tokenizer's
+# vocabulary, the features of an input; a search that moves them breaks the model or changes
+# what is measured
+DATA_SHAPE = re.compile(r"^(num_?classes|n_?classes|num_?labels|n_?labels|vocab_?size|n_?vocab|"
+                        r"num_?tokens|input_?size|input_?dim|in_?channels|in_?features|"
+                        r"num_?features|n_?features)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
@@ -63,10 +69,11 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
+    plan.skipped += [f"{n} (fixed by the data)" for n in values if DATA_SHAPE.search(n)]
     texts = _sources(src.source)
     space = {}
     for name, v in values.items():
-        if name in plan.skipped:
+        if name in plan.skipped or DATA_SHAPE.search(name):
             continue
         spec = _dim_spec(name, v, texts.get(name, ""))
         if spec:
