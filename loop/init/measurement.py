@@ -224,7 +224,7 @@ class _Slicer:
                     and isinstance(node.func, ast.Attribute) == method:
                 called = True
                 arg = next((k.value for k in node.keywords if k.arg == param), None)
-                if arg is None and index < len(node.args):
+                if arg is None and 0 <= index < len(node.args):
                     arg = node.args[index]
                 if arg is not None:
                     self.expr(arg, self._scope(node), val)
