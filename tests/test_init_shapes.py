@@ -261,3 +261,19 @@ def test_a_training_loss_alone_is_refused_unless_named(tmp_path):
     done = init(repo, "--metric", "loss")
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "loss"
+
+
+def test_keywords_of_data_and_tensor_plumbing_are_no_settings(tmp_path):
+    """A `df.insert(loc=0, ..., value=1.0)` (MLAgentBench's house-price) or `x.masked_fill_(
+    mask, value=-1e4)` (SimCSE) keyword says where a column or a mask goes: no setting."""
+    from loop.init.onboard import analyse
+    repo = plain_repo(tmp_path / "plumbing", {"train.py": (
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "from sklearn.linear_model import LogisticRegression\n"
+        "X = pd.DataFrame(np.random.default_rng(0).normal(size=(80, 3)))\n"
+        "X.insert(loc=0, column='bias', value=1.0)\n"
+        "y = (X[0] > 0).astype(int)\n"
+        "clf = LogisticRegression(C=1.0).fit(X[:60], y[:60])\n"
+        "print(f'val_accuracy: {clf.score(X[60:], y[60:]):.4f}')\n")})
+    assert set(analyse(repo).space) == {"LogisticRegression.C"}

@@ -103,7 +103,8 @@ NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "ge
                 "softmax", "log_softmax", "argmax", "cat", "stack", "sum", "mean", "max",
                 "min", "split", "chunk", "clamp", "to", "cuda", "basicConfig", "info", "debug",
                 "warning", "generate", "sample", "item", "unsqueeze", "squeeze", "permute",
-                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial"}
+                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial",
+                "masked_fill", "masked_fill_", "fill_", "fillna", "insert", "pad"}
 
 
 def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
