@@ -5,7 +5,8 @@ The search space is the script's numeric module-level settings: UPPER_CASE const
 lowercase names set once (nanoGPT's `learning_rate = 6e-4`, `n_layer = 12`; a counter is
 none). Left out: seeds (a data split's too), settings that only feed prints (a
 peak-FLOPs constant for an MFU line), logging and evaluation cadence (`eval_interval`,
-`log_interval`: they change what is measured, not what is trained), and the budget."""
+`log_interval`: they change what is measured, not what is trained), settings the data fixes
+(`num_classes`, `vocab_size`), and the budget."""
 from __future__ import annotations
 
 import ast
