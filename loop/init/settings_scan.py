@@ -95,6 +95,10 @@ PLUMBING = re.compile(r"^(dim|axis|axes|keepdim|default|ignore_index|padding_idx
                       r"n_classes|in_features|out_features|in_channels|out_channels|"
                       r"num_embeddings|vocab_size|num_tokens|timeout|port|precision|mean)$",
                       re.I)
+# the longest sequence a model is built for (`MEGABYTE(max_seq_len=(512, 4, 4))`): below the
+# data's length the model refuses it, above it nothing measured changes
+MODEL_LENGTH = re.compile(r"^(max_seq_len|max_sequence_length|n_positions|n_ctx|"
+                          r"max_position_embeddings|context_length)$", re.I)
 # calls whose keyword numbers are no settings (tensor shapes, printing, argparse's defaults)
 NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "getenv", "range",
                 "tqdm", "trange", "zeros", "ones", "empty", "full", "arange", "linspace",
@@ -122,6 +126,10 @@ def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
             continue
         if SEED.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
             plan.skipped.append(s.name)
+            continue
+        if MODEL_LENGTH.search(key):
+            plan.skipped.append(f"{s.name} (the longest sequence the model takes: the data's "
+                                f"length sets it)")
             continue
         try:
             value = number(s.text)
