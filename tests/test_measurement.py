@@ -208,7 +208,7 @@ def test_a_train_test_split_size_is_left_out_and_the_classifiers_keywords_search
     # the split and the data it is drawn from decide what the accuracy is measured on
     assert {"train_test_split.test_size", "train_test_split.random_state",
             "make_classification.n_samples (sets the evaluation's size)",
-            "make_classification.n_features (enters the metric's computation)"} <= set(
+            "make_classification.n_features (flows into the validation data or its evaluation)"} <= set(
         plan.skipped)
 
 
@@ -467,7 +467,7 @@ def test_what_the_metric_reads_without_gradients_is_the_validation_side(tmp_path
     SEGMENTS changes what it measures, though no name on the way says validation."""
     assert "valid_loss += loss.item() / SEGMENTS" in SEGMENTS_TRAIN
     plan = analyse(enwik8(tmp_path, SEGMENTS_TRAIN), metric="valid_loss")
-    assert "SEGMENTS (enters the metric's computation)" in plan.skipped
+    assert "SEGMENTS (flows into the validation data or its evaluation)" in plan.skipped
     assert {"LEARNING_RATE", "GRADIENT_ACCUMULATE_EVERY"} <= set(plan.space)
 
 

@@ -84,15 +84,18 @@ class Measurement:
         return via is not None and (via or bool(SIZING.search(name.rpartition(".")[2])))
 
 
-def reason(name: str) -> str:
-    """Why a setting the metric reads is left out, in words from its name."""
+def reason(name: str, validation: bool = False) -> str:
+    """Why a setting the metric reads is left out, in words from its name; `validation`:
+    it was reached through the validation side."""
     leaf = name.rpartition(".")[2]
     if re.search(r"batch", leaf, re.I):
         return "sets the validation batch"
-    if re.search(r"seq|block|context|ctx|len", leaf, re.I):
+    if re.search(r"seq|block|context|ctx|len|bptt", leaf, re.I):
         return "sets the validation sequence length"
     if re.search(r"eval|iter|step|sample|size|split|frac|test|val", leaf, re.I):
         return "sets the evaluation's size"
+    if validation:
+        return "flows into the validation data or its evaluation"
     return "enters the metric's computation"
 
 

@@ -164,7 +164,8 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
         dest = name.replace("-", "_")
         if found.changes_measure(dest, literal_at.get(name)):
             plan.space.pop(name)
-            plan.skipped.append(f"{name} ({measurement.reason(name)})")
+            why = measurement.reason(name, bool(found.reads(dest, literal_at.get(name))))
+            plan.skipped.append(f"{name} ({why})")
     module_level = {n for n in plan.space if n in src.assigns()}
     for name in sorted(measurement.output_only(src, module_level,
                                                measurement.metric_expr(src, plan.metric))):
