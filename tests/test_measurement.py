@@ -208,8 +208,8 @@ def test_a_train_test_split_size_is_left_out_and_the_classifiers_keywords_search
     # the split and the data it is drawn from decide what the accuracy is measured on
     assert {"train_test_split.test_size", "train_test_split.random_state",
             "make_classification.n_samples (sets the evaluation's size)",
-            "make_classification.n_features (flows into the validation data or its evaluation)"} <= set(
-        plan.skipped)
+            "make_classification.n_features (flows into the validation data or its "
+            "evaluation)"} <= set(plan.skipped)
 
 
 def test_where_the_script_does_not_compute_its_metric_init_says_it_cannot_tell(tmp_path):
