@@ -262,3 +262,39 @@ def test_a_training_loss_alone_is_refused_unless_named(tmp_path):
     done = init(repo, "--metric", "loss")
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "loss"
+
+
+def test_keywords_of_data_and_tensor_plumbing_are_no_settings(tmp_path):
+    """A `df.insert(loc=0, ..., value=1.0)` (MLAgentBench's house-price) or `x.masked_fill_(
+    mask, value=-1e4)` (SimCSE) keyword says where a column or a mask goes: no setting."""
+    from loop.init.onboard import analyse
+    repo = plain_repo(tmp_path / "plumbing", {"train.py": (
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "from sklearn.linear_model import LogisticRegression\n"
+        "X = pd.DataFrame(np.random.default_rng(0).normal(size=(80, 3)))\n"
+        "X.insert(loc=0, column='bias', value=1.0)\n"
+        "y = (X[0] > 0).astype(int)\n"
+        "clf = LogisticRegression(C=1.0).fit(X[:60], y[:60])\n"
+        "print(f'val_accuracy: {clf.score(X[60:], y[60:]):.4f}')\n")})
+    assert set(analyse(repo).space) == {"LogisticRegression.C"}
+
+
+def test_the_longest_sequence_a_model_is_built_for_is_not_searched(tmp_path):
+    """MEGABYTE's `MEGABYTE(max_seq_len=(512, 4, 4), depth=(6, 4, 2))`: below the data's
+    length the model refuses it, above it nothing measured changes; the depths are searched."""
+    from loop.init.onboard import analyse
+    repo = plain_repo(tmp_path / "capacity", {"train.py": (
+        "import torch\n"
+        "class Hier(torch.nn.Module):\n"
+        "    def __init__(self, max_seq_len, depth):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(max_seq_len[-1], sum(depth))\n"
+        "LEARNING_RATE = 2e-4\n"
+        "model = Hier(max_seq_len=(512, 4, 4), depth=(6, 4, 2))\n"
+        "opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)\n"
+        "print(f'val_loss: {float(model.lin.weight.sum()):.4f}')\n")})
+    plan = analyse(repo)
+    assert {"Hier.depth.0", "Hier.depth.1", "Hier.depth.2", "LEARNING_RATE"} <= set(plan.space)
+    assert not any("max_seq_len" in name for name in plan.space)
+    assert any(s.startswith("Hier.max_seq_len.0 (the longest sequence") for s in plan.skipped)

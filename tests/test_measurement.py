@@ -208,8 +208,8 @@ def test_a_train_test_split_size_is_left_out_and_the_classifiers_keywords_search
     # the split and the data it is drawn from decide what the accuracy is measured on
     assert {"train_test_split.test_size", "train_test_split.random_state",
             "make_classification.n_samples (sets the evaluation's size)",
-            "make_classification.n_features (enters the metric's computation)"} <= set(
-        plan.skipped)
+            "make_classification.n_features (flows into the validation data or its "
+            "evaluation)"} <= set(plan.skipped)
 
 
 def test_where_the_script_does_not_compute_its_metric_init_says_it_cannot_tell(tmp_path):
@@ -287,3 +287,370 @@ def test_asserted_limits_at_module_level_and_in_a_called_function():
     limits = asserted_limits(src, [], {"SEQ_LEN", "WIDTH", "DEPTH"}, {})
     assert limits == {"SEQ_LEN": [("<", 512.0)], "WIDTH": [("<=", 1024.0)],
                       "DEPTH": [(">=", 2.0)]}
+
+
+# -- shapes of the public repos (benchmarks/init_corpus) the slice once missed ------------------
+def test_a_loss_that_calls_backward_is_no_trained_model(tmp_path):
+    """lucidrains' own train.py (reformer, routing-transformer, PaLM, MEGABYTE): `loss.
+    backward()` on the name the validation loss is later read back through: the loss is
+    not the model being trained, and the validation batch is still found."""
+    train = ENWIK8_TRAIN.replace(
+        "        (loss / GRADIENT_ACCUMULATE_EVERY).backward()",
+        "        loss.backward()")
+    assert "        loss.backward()" in train
+    plan = analyse(enwik8(tmp_path, train), metric="validation_loss")
+    assert {"BATCH_SIZE (sets the validation batch)",
+            "SEQ_LEN (sets the validation sequence length)"} <= set(plan.skipped)
+    assert {"LEARNING_RATE", "GRADIENT_ACCUMULATE_EVERY", "DIM"} <= set(plan.space)
+
+
+GET_BATCH_TRAIN = """\
+import torch
+
+batch_size = 8
+block_size = 16
+learning_rate = 1e-3
+n_embd = 32
+max_iters = 40
+eval_interval = 10
+eval_iters = 4
+
+data = torch.randint(0, 65, (4000,))
+n = int(0.9 * len(data))
+train_data = data[:n]
+val_data = data[n:]
+
+
+def get_batch(split):
+    data = train_data if split == "train" else val_data
+    ix = torch.randint(len(data) - block_size, (batch_size,))
+    x = torch.stack([data[i:i + block_size] for i in ix])
+    y = torch.stack([data[i + 1:i + block_size + 1] for i in ix])
+    x, y = x.to("cpu"), y.to("cpu")
+    return x, y
+
+
+class Bigram(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(65, n_embd)
+        self.head = torch.nn.Linear(n_embd, 65)
+
+    def forward(self, idx, targets):
+        logits = self.head(self.emb(idx))
+        return torch.nn.functional.cross_entropy(logits.view(-1, 65), targets.view(-1))
+
+
+@torch.no_grad()
+def estimate_loss():
+    out = {}
+    model.eval()
+    for split in ["train", "val"]:
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            X, Y = get_batch(split)
+            loss = model(X, Y)
+            losses[k] = loss.item()
+        out[split] = losses.mean()
+    model.train()
+    return out
+
+
+model = Bigram()
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+for it in range(max_iters):
+    if it % eval_interval == 0:
+        losses = estimate_loss()
+        print(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    xb, yb = get_batch("train")
+    loss = model(xb, yb)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_value_set_from_itself_is_followed_to_what_it_was_before(tmp_path):
+    """nanoGPT's and ng-video-lecture's get_batch: `x, y = x.to(device), y.to(device)` reads
+    the x stacked from the batch before it; the validation batch and block are found."""
+    repo = make_repo(tmp_path / "ngv", {"gpt.py": GET_BATCH_TRAIN})
+    plan = analyse(repo, script="gpt.py", metric="val_loss")
+    assert {"batch_size (sets the validation batch)",
+            "block_size (sets the validation sequence length)"} <= set(plan.skipped)
+    assert {"learning_rate", "n_embd"} <= set(plan.space)
+
+
+FIRE_TRAIN = """\
+import fire
+import torch
+from torch.utils.data import DataLoader
+
+
+class Accelerator:
+    def prepare(self, *things):
+        return things
+
+
+def cycle(loader):
+    while True:
+        for data in loader:
+            yield data
+
+
+def train(
+    num_batches = 20,
+    batch_size = 4,
+    learning_rate = 1e-3,
+    validate_every = 5,
+    seq_len = 32,
+    dim = 16,
+):
+    accelerator = Accelerator()
+    model = torch.nn.Sequential(torch.nn.Embedding(256, dim), torch.nn.Linear(dim, 256))
+    data = torch.randint(0, 256, (4000,))
+    data_train, data_val = data[:3000], data[3000:]
+    train_set = [data_train[i:i + seq_len + 1] for i in range(0, 2900, seq_len)]
+    val_set = [data_val[i:i + seq_len + 1] for i in range(0, 900, seq_len)]
+    train_loader = cycle(DataLoader(train_set, batch_size = batch_size, drop_last = True))
+    val_loader = cycle(DataLoader(val_set, batch_size = batch_size, drop_last = True))
+    optim = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    model, optim, train_loader, val_loader = accelerator.prepare(
+        model, optim, train_loader, val_loader
+    )
+    for i in range(num_batches):
+        model.train()
+        batch = next(train_loader)
+        logits = model(batch[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+        if i % validate_every == 0:
+            model.eval()
+            with torch.no_grad():
+                batch = next(val_loader)
+                logits = model(batch[:, :-1])
+                loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+                print(f'validation loss: {loss.item()}')
+
+
+if __name__ == '__main__':
+    fire.Fire(train)
+"""
+
+
+def test_an_entry_points_parameters_are_the_settings_the_slice_reaches(tmp_path):
+    """x-transformers' train_enwik8.py: `fire.Fire(train)`, whose keyword defaults are the
+    settings; `model.train()` is no call of that train; the loaders pass through a
+    multi-line `model, optim, train_loader, val_loader = accelerator.prepare(...)`."""
+    repo = make_repo(tmp_path / "xt", {"train_enwik8.py": FIRE_TRAIN})
+    plan = analyse(repo, script="train_enwik8.py", metric="validation_loss")
+    assert {"batch_size (sets the validation batch)",
+            "seq_len (sets the validation sequence length)"} <= set(plan.skipped), plan.skipped
+    assert {"learning_rate", "dim"} <= set(plan.space)
+
+
+SEGMENTS_TRAIN = ENWIK8_TRAIN.replace("SEQ_LEN = 64\n", "SEQ_LEN = 16\nSEGMENTS = 4\n").replace(
+    """            loss = model(next(val_loader))
+            print(f"validation loss: {loss.item()}")""",
+    """            data = next(train_loader)
+            valid_loss = 0.
+            for segment in data.chunk(SEGMENTS, dim=-1):
+                loss = model(segment)
+                valid_loss += loss.item() / SEGMENTS
+        print(f"valid loss: {valid_loss}")""")
+
+
+def test_what_the_metric_reads_without_gradients_is_the_validation_side(tmp_path):
+    """memorizing-transformers' train.py: the valid loss is averaged over SEGMENTS segments
+    inside `with torch.no_grad()`, of a batch named `data` (the training batch, in fact):
+    SEGMENTS changes what it measures, though no name on the way says validation."""
+    assert "valid_loss += loss.item() / SEGMENTS" in SEGMENTS_TRAIN
+    plan = analyse(enwik8(tmp_path, SEGMENTS_TRAIN), metric="valid_loss")
+    assert "SEGMENTS (flows into the validation data or its evaluation)" in plan.skipped
+    assert {"LEARNING_RATE", "GRADIENT_ACCUMULATE_EVERY"} <= set(plan.space)
+
+
+def test_lowercase_settings_beside_uppercase_ones_are_searched(tmp_path):
+    """build-nanogpt's train_gpt2.py: `B = 64`, `T = 1024` (UPPER_CASE, one letter) beside
+    `max_lr = 6e-4` and `warmup_steps = 715`: the learning rate is searched too."""
+    train = GET_BATCH_TRAIN.replace("batch_size = 8\n", "B = 8\n").replace(
+        "(batch_size,)", "(B,)").replace("learning_rate = 1e-3\n",
+                                         "max_lr = 6e-4\nmin_lr = max_lr * 0.1\n").replace(
+        "lr=learning_rate", "lr=max_lr")
+    plan = analyse(make_repo(tmp_path / "bng", {"train_gpt2.py": train}),
+                   script="train_gpt2.py", metric="val_loss")
+    assert "max_lr" in plan.space
+    assert "B" not in plan.space and "min_lr" not in plan.space
+
+
+WLM_MODEL = """\
+import torch
+
+
+class RNNModel(torch.nn.Module):
+    def __init__(self, ntoken, nhid, nlayers):
+        super().__init__()
+        self.nhid, self.nlayers = nhid, nlayers
+        self.rnn = torch.nn.GRU(ntoken, nhid, nlayers)
+        self.out = torch.nn.Linear(nhid, ntoken)
+
+    def init_hidden(self, bsz):
+        return torch.zeros(self.nlayers, bsz, self.nhid)
+
+    def forward(self, x, hidden):
+        out, hidden = self.rnn(x, hidden)
+        return self.out(out), hidden
+"""
+
+WLM_MAIN = """\
+import argparse
+
+import torch
+
+import model as model_module
+
+parser = argparse.ArgumentParser()
+parser.add_argument('--lr', type=float, default=20)
+parser.add_argument('--nhid', type=int, default=16)
+parser.add_argument('--nlayers', type=int, default=2)
+parser.add_argument('--bptt', type=int, default=8)
+args = parser.parse_args()
+
+eval_batch_size = 4
+val_data = torch.randn(64, eval_batch_size, 10)
+train_data = torch.randn(256, eval_batch_size, 10)
+model = model_module.RNNModel(10, args.nhid, args.nlayers)
+criterion = torch.nn.MSELoss()
+
+
+def evaluate(data_source):
+    model.eval()
+    total_loss = 0.
+    hidden = model.init_hidden(eval_batch_size)
+    with torch.no_grad():
+        for i in range(0, data_source.size(0) - 1, args.bptt):
+            data = data_source[i:i + args.bptt]
+            output, hidden = model(data, hidden)
+            total_loss += len(data) * criterion(output, data).item()
+    return total_loss / len(data_source)
+
+
+def train():
+    model.train()
+    for i in range(0, train_data.size(0) - 1, args.bptt):
+        model.zero_grad()
+        output, _ = model(train_data[i:i + args.bptt], model.init_hidden(eval_batch_size))
+        criterion(output, train_data[i:i + args.bptt]).backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-args.lr)
+
+
+for epoch in range(2):
+    train()
+    val_loss = evaluate(val_data)
+    print('| end of epoch {:3d} | valid loss {:5.2f}'.format(epoch, val_loss))
+"""
+
+
+def test_a_method_of_the_trained_model_is_not_the_measurement(tmp_path):
+    """pytorch/examples' word_language_model: `hidden = model.init_hidden(eval_batch_size)`
+    in evaluate reaches the model's own code, whose `self.nhid`, `self.nlayers` are model
+    dims: searched; the validation's bptt is left out."""
+    repo = make_repo(tmp_path / "wlm", {"main.py": WLM_MAIN, "model.py": WLM_MODEL})
+    plan = analyse(repo, metric="valid_loss")
+    assert {"nhid", "nlayers", "lr"} <= set(plan.space), plan.skipped
+    assert any(s.startswith("bptt (") for s in plan.skipped)
+
+
+LAST_LOSS_TRAIN = """\
+from functools import partial
+
+import torch
+
+batch_size = 8
+max_seq_len = 16
+learning_rate = 5e-4
+dim = 32
+max_iters = 20
+eval_interval = 10
+eval_iters = 2
+
+
+class Model(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.emb = torch.nn.Embedding(64, dim)
+        self.out = torch.nn.Linear(dim, 64)
+        self.last_loss = None
+
+    def forward(self, x, y):
+        logits = self.out(self.emb(x))
+        self.last_loss = torch.nn.functional.cross_entropy(logits.view(-1, 64), y.view(-1))
+        return logits
+
+
+def batches(split, batch_size, max_seq_len):
+    data = torch.randint(0, 64, (2000 if split == "train" else 500,))
+    while True:
+        ix = torch.randint(len(data) - max_seq_len - 1, (batch_size,))
+        yield (torch.stack([data[i:i + max_seq_len] for i in ix]),
+               torch.stack([data[i + 1:i + 1 + max_seq_len] for i in ix]))
+
+
+iter_batches = partial(batches, batch_size=batch_size, max_seq_len=max_seq_len)
+model = Model(dim)
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+raw_model = model
+
+
+@torch.no_grad()
+def estimate_loss():
+    out = {}
+    model.eval()
+    for split in ["train", "val"]:
+        batch_iter = iter_batches(split=split)
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            X, Y = next(batch_iter)
+            logits = model(X, Y)
+            loss = raw_model.last_loss
+            losses[k] = loss.item()
+        out[split] = losses.mean()
+    model.train()
+    return out
+
+
+train_iter = iter_batches(split="train")
+for it in range(max_iters):
+    if it % eval_interval == 0:
+        losses = estimate_loss()
+        print(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    X, Y = next(train_iter)
+    model(X, Y)
+    raw_model.last_loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_the_data_an_evaluating_function_calls_the_model_on_is_the_measurement(tmp_path):
+    """llama2.c's estimate_loss: `logits = model(X, Y)`, then `loss = raw_model.last_loss`
+    (state the call leaves), X, Y from `iter_batches = partial(..., batch_size=batch_size,
+    max_seq_len=max_seq_len)`: the loss never names X, yet they are what it measures."""
+    repo = make_repo(tmp_path / "l2c", {"train.py": LAST_LOSS_TRAIN})
+    plan = analyse(repo, metric="val_loss")
+    assert {"batch_size (sets the validation batch)",
+            "max_seq_len (sets the validation sequence length)"} <= set(plan.skipped)
+    assert {"learning_rate", "dim"} <= set(plan.space)
+
+
+def test_a_setting_the_data_fixes_is_not_searched(tmp_path):
+    """yunjey's pytorch-tutorial: `num_classes = 10` (MNIST has 10) beside `learning_rate`:
+    the classes the accuracy is over are the data's, not a setting to search."""
+    train = GET_BATCH_TRAIN.replace("n_embd = 32\n", "n_embd = 32\nnum_classes = 65\n").replace(
+        "torch.nn.Linear(n_embd, 65)", "torch.nn.Linear(n_embd, num_classes)")
+    plan = analyse(make_repo(tmp_path / "cls", {"gpt.py": train}), script="gpt.py",
+                   metric="val_loss")
+    assert "num_classes (fixed by the data)" in plan.skipped
+    assert {"learning_rate", "n_embd"} <= set(plan.space)

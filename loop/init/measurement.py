@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from loop.setup.code_scan import Script
 
 # methods and calls that mark the thing being trained (the search's object, not the ruler)
-TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad", "backward",
+TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad",
                    "partial_fit", "load_state_dict", "state_dict", "fit_transform"}
 TRAINING_CALLS = {"train", "fit", "compile"}
 # calls whose arguments are output only: a text sample, a print, a log, a plot, a file
@@ -84,15 +84,18 @@ class Measurement:
         return via is not None and (via or bool(SIZING.search(name.rpartition(".")[2])))
 
 
-def reason(name: str) -> str:
-    """Why a setting the metric reads is left out, in words from its name."""
+def reason(name: str, validation: bool = False) -> str:
+    """Why a setting the metric reads is left out, in words from its name; `validation`:
+    it was reached through the validation side."""
     leaf = name.rpartition(".")[2]
     if re.search(r"batch", leaf, re.I):
         return "sets the validation batch"
-    if re.search(r"seq|block|context|ctx|len", leaf, re.I):
+    if re.search(r"seq|block|context|ctx|len|bptt", leaf, re.I):
         return "sets the validation sequence length"
     if re.search(r"eval|iter|step|sample|size|split|frac|test|val", leaf, re.I):
         return "sets the evaluation's size"
+    if validation:
+        return "flows into the validation data or its evaluation"
     return "enters the metric's computation"
 
 
@@ -122,12 +125,13 @@ class _Slicer:
         self.parents = {child: node for node in ast.walk(src.tree)
                         for child in ast.iter_child_nodes(node)}
         self.trained = _trained(src.tree)
+        self.evaluating = _without_gradients(src.tree)
         self.out = Measurement()
-        self.done: set[tuple[int, str, bool]] = set()
+        self.done: set[tuple[int, str, bool, int]] = set()
         self.entered: set[str] = set()
 
     def run(self, expr: ast.expr) -> Measurement:
-        self.expr(expr, self._scope(expr), False)
+        self.expr(expr, self._scope(expr), id(expr) in self.evaluating)
         return self.out
 
     def _scope(self, node: ast.AST) -> ast.AST:
@@ -154,50 +158,86 @@ class _Slicer:
                 called = _called(node)
                 func = self.functions.get(called)
                 key = f"{called}:{val}"
-                if func is not None and key not in self.entered:
+                on_trained = isinstance(node.func, ast.Attribute) and isinstance(
+                    node.func.value, ast.Name) and node.func.value.id in self.trained
+                # a method of the trained model (`model.init_hidden(bsz)`) is the model's
+                # own code: its arguments are followed, not its body
+                if func is not None and key not in self.entered and not on_trained:
                     self.entered.add(key)
-                    inside = val or bool(VALIDATION.search(called))
+                    inside = val or bool(VALIDATION.search(called)) \
+                        or any(_stops_gradients(d) for d in func.decorator_list)
                     for ret in ast.walk(func):
                         if isinstance(ret, ast.Return) and ret.value is not None:
                             self.expr(ret.value, func, inside)
+                    if inside:
+                        self._evaluated_on(func)
 
     def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
         val = val or _validation_data(name)
-        if name in self.trained or (id(scope), name, val) in self.done:
+        if name in self.trained:
             return
-        self.done.add((id(scope), name, val))
         defs = _defs(scope, name)
+        # the settings a use at `line` sees: those made before it (`x = f(x)` reads the x
+        # made before, not itself); each set of them is followed once
+        before = [d for d in defs if d[0] < line] or defs
+        if (id(scope), name, val, len(before)) in self.done:
+            return
+        self.done.add((id(scope), name, val, len(before)))
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args,
                                       *scope.args.kwonlyargs)]
             if name in params:
-                self._call_sites(scope, params.index(name), name, val)
+                if not self._call_sites(scope, params.index(name), name, val):
+                    # called by none of the script's code: an entry point whose parameters
+                    # are the settings (`fire.Fire(train)`, a click or typer command)
+                    self.out.names[name] = self.out.names.get(name, False) or val
                 return
             if not defs:                                  # a global the function reads
                 self.name(name, self.src.tree, 10 ** 9, val)
                 return
         if scope is self.src.tree and defs:
             self.out.names[name] = self.out.names.get(name, False) or val
-        before = [d for d in defs if d[0] <= line] or defs
         last = max((i for i, d in enumerate(before) if not d[2]), default=0)
         for _, value, _ in before[last:]:
             if value is not None:
-                self.expr(value, scope, val)
+                self.expr(value, scope, val or id(value) in self.evaluating)
 
-    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> None:
+    def _evaluated_on(self, func: ast.AST) -> None:
+        """In a function that evaluates, the data the trained model is called on there is
+        what the metric measures, whether the metric reads the call's result or state the
+        call leaves (llama2.c's estimate_loss: `logits = model(X, Y)`, then `loss =
+        raw_model.last_loss`)."""
+        for node in _own_nodes(func):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in self.trained:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    self.expr(arg, func, True)
+
+    def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
+        """Follow the arguments passed as `param` where the script calls `func`; whether
+        the script calls it at all."""
         name = getattr(func, "name", "")
+        args = getattr(func, "args", None)
+        method = bool(args and args.args and args.args[0].arg in ("self", "cls"))
+        index -= method                              # `obj.f(a)` passes a as f's 2nd param
+        called = False
         for node in ast.walk(self.src.tree):
-            if isinstance(node, ast.Call) and _called(node) == name:
+            # a function by its name (`train(...)`, not `model.train()`), a method on an object
+            if isinstance(node, ast.Call) and _called(node) == name \
+                    and isinstance(node.func, ast.Attribute) == method:
+                called = True
                 arg = next((k.value for k in node.keywords if k.arg == param), None)
-                if arg is None and index < len(node.args):
+                if arg is None and 0 <= index < len(node.args):
                     arg = node.args[index]
                 if arg is not None:
                     self.expr(arg, self._scope(node), val)
+        return called
 
 
 def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
     """(line, the value it is set from, whether it updates rather than replaces) for each
-    place `scope` (its own body, not nested functions) sets `name`, in line order."""
+    place `scope` (its own body, not nested functions) sets `name`, in line order; an
+    assignment's line is its last, so the names its value reads are those set before."""
     out = []
     for node in _own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -205,9 +245,9 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
             for t in targets:
                 for part, value in _pairs(t, node.value):      # `a, b = x, y`: a from x
                     if name in _stored(part):
-                        out.append((node.lineno, value, isinstance(part, ast.Subscript)))
+                        out.append((_end(node), value, isinstance(part, ast.Subscript)))
         elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
-            out.append((node.lineno, node.value, True))
+            out.append((_end(node), node.value, True))
         elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
             out.append((node.lineno, node.iter, False))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -217,6 +257,11 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
         elif isinstance(node, ast.comprehension) and name in _stored(node.target):
             out.append((getattr(node.iter, "lineno", 0), node.iter, False))
     return sorted(out, key=lambda d: d[0])
+
+
+def _end(node: ast.stmt) -> int:
+    """The line an assignment takes effect after (its last)."""
+    return node.end_lineno or node.lineno
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
@@ -273,6 +318,36 @@ def _chain(node: ast.AST) -> str:
             return ".".join([node.id, *reversed(parts)]) if parts else ""
         else:
             return ""
+
+
+GRADIENT_FREE = {"no_grad", "inference_mode"}
+
+
+def _stops_gradients(expr: ast.expr) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (called or not, as a decorator)."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    name = expr.attr if isinstance(expr, ast.Attribute) else \
+        expr.id if isinstance(expr, ast.Name) else ""
+    return name in GRADIENT_FREE
+
+
+def _without_gradients(tree: ast.Module) -> set[int]:
+    """ids of the nodes computed without gradients: in a `with torch.no_grad():` block or a
+    function decorated `@torch.no_grad()`. The model is evaluated there, not trained: a
+    setting the metric reads there is on the validation side (`valid_loss += loss.item() /
+    SEGMENTS` averages over SEGMENTS segments, whatever the data is named)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        regions: list[ast.AST] = []
+        if isinstance(node, (ast.With, ast.AsyncWith)) \
+                and any(_stops_gradients(i.context_expr) for i in node.items):
+            regions = list(node.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and any(_stops_gradients(d) for d in node.decorator_list):
+            regions = list(node.body)
+        out |= {id(n) for r in regions for n in ast.walk(r)}
+    return out
 
 
 def _trained(tree: ast.Module) -> set[str]:

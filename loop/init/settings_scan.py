@@ -1,11 +1,12 @@
 """The settings `autoresearch init` offers `mutate` (task.yaml's `search_space`) and the seed
 a script fixes for itself. Read with `ast` and regexes; nothing is run.
 
-The search space is the script's numeric UPPER_CASE constants; a script that has none but
-sets lowercase module-level settings (nanoGPT's `learning_rate = 6e-4`, `n_layer = 12`)
-offers those. Left out: seeds (a data split's too), settings that only feed prints (a
+The search space is the script's numeric module-level settings: UPPER_CASE constants and
+lowercase names set once (nanoGPT's `learning_rate = 6e-4`, `n_layer = 12`; a counter is
+none). Left out: seeds (a data split's too), settings that only feed prints (a
 peak-FLOPs constant for an MFU line), logging and evaluation cadence (`eval_interval`,
-`log_interval`: they change what is measured, not what is trained), and the budget."""
+`log_interval`: they change what is measured, not what is trained), settings the data fixes
+(`num_classes`, `vocab_size`), and the budget."""
 from __future__ import annotations
 
 import ast
@@ -34,6 +35,12 @@ ACCUMULATION = re.compile(r"ACCUM", re.I)
 # NUM_BATCHES)
 LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|steps|epochs?|"
                     r"updates|batches)$", re.I)
+# the data's own shape: the classes an accuracy is over (MNIST has 10), a tokenizer's
+# vocabulary, the features of an input; a search that moves them breaks the model or changes
+# what is measured
+DATA_SHAPE = re.compile(r"^(num_?classes|n_?classes|num_?labels|n_?labels|vocab_?size|n_?vocab|"
+                        r"num_?tokens|input_?size|input_?dim|in_?channels|in_?features|"
+                        r"num_?features|n_?features)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
@@ -50,11 +57,12 @@ def is_cadence(name: str) -> bool:
 def search_space(plan: Plan, src: Script, known: dict) -> None:
     """plan.space, .skipped, .conditions for the editable script."""
     values = constants({plan.script: src.source})
-    lowercase = not values
-    if lowercase:                                 # nanoGPT's style: lowercase settings
-        once = _set_once(src)                     # not a counter (`iter_num = 0`, then += 1)
-        values = {m["name"]: float(m["value"].replace("_", ""))
-                  for m in SETTING.finditer(src.source) if m["name"] in once}
+    # nanoGPT's style, lowercase settings, alone or beside UPPER_CASE ones (build-nanogpt's
+    # `B = 64`, `T = 1024` and `max_lr = 6e-4`); not a counter (`iter_num = 0`, then += 1)
+    once = _set_once(src)
+    for m in SETTING.finditer(src.source):
+        if m["name"] in once and m["name"] not in values:
+            values[m["name"]] = float(m["value"].replace("_", ""))
     budget = plan.budget_constant.split(":")[-1] if plan.budget_constant.startswith(
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
@@ -62,10 +70,11 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
-    texts = _sources(src.source, lowercase)
+    plan.skipped += [f"{n} (fixed by the data)" for n in values if DATA_SHAPE.search(n)]
+    texts = _sources(src.source)
     space = {}
     for name, v in values.items():
-        if name in plan.skipped:
+        if name in plan.skipped or DATA_SHAPE.search(name):
             continue
         spec = _dim_spec(name, v, texts.get(name, ""))
         if spec:
@@ -86,6 +95,10 @@ PLUMBING = re.compile(r"^(dim|axis|axes|keepdim|default|ignore_index|padding_idx
                       r"n_classes|in_features|out_features|in_channels|out_channels|"
                       r"num_embeddings|vocab_size|num_tokens|timeout|port|precision|mean)$",
                       re.I)
+# the longest sequence a model is built for (`MEGABYTE(max_seq_len=(512, 4, 4))`): below the
+# data's length the model refuses it, above it nothing measured changes
+MODEL_LENGTH = re.compile(r"^(max_seq_len|max_sequence_length|n_positions|n_ctx|"
+                          r"max_position_embeddings|context_length)$", re.I)
 # calls whose keyword numbers are no settings (tensor shapes, printing, argparse's defaults)
 NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "getenv", "range",
                 "tqdm", "trange", "zeros", "ones", "empty", "full", "arange", "linspace",
@@ -95,7 +108,8 @@ NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "ge
                 "softmax", "log_softmax", "argmax", "cat", "stack", "sum", "mean", "max",
                 "min", "split", "chunk", "clamp", "to", "cuda", "basicConfig", "info", "debug",
                 "warning", "generate", "sample", "item", "unsqueeze", "squeeze", "permute",
-                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial"}
+                "transpose", "expand", "repeat", "gather", "scatter_", "multinomial",
+                "masked_fill", "masked_fill_", "fill_", "fillna", "insert", "pad"}
 
 
 def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
@@ -112,6 +126,10 @@ def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
             continue
         if SEED.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
             plan.skipped.append(s.name)
+            continue
+        if MODEL_LENGTH.search(key):
+            plan.skipped.append(f"{s.name} (the longest sequence the model takes: the data's "
+                                f"length sets it)")
             continue
         try:
             value = number(s.text)
@@ -146,7 +164,8 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
         dest = name.replace("-", "_")
         if found.changes_measure(dest, literal_at.get(name)):
             plan.space.pop(name)
-            plan.skipped.append(f"{name} ({measurement.reason(name)})")
+            why = measurement.reason(name, bool(found.reads(dest, literal_at.get(name))))
+            plan.skipped.append(f"{name} ({why})")
     module_level = {n for n in plan.space if n in src.assigns()}
     for name in sorted(measurement.output_only(src, module_level,
                                                measurement.metric_expr(src, plan.metric))):
@@ -215,9 +234,9 @@ def _set_once(src: Script) -> set[str]:
     return {n for n, k in counts.items() if k == 1}
 
 
-def _sources(source: str, lowercase: bool) -> dict[str, str]:
+def _sources(source: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for rx in ((SETTING, POWER) if lowercase else (CONSTANT, POWER)):
+    for rx in (SETTING, POWER):
         for m in rx.finditer(source):
             out.setdefault(m["name"], m["value"])
     return out
@@ -288,7 +307,7 @@ def with_config(plan: Plan, config: Script) -> None:
     if not values:
         return
     set_here = sorted(values)
-    texts = _sources(config.source, True)
+    texts = _sources(config.source)
     first = sorted([config.path, plan.script])[0] == config.path
     for name in set_here:
         if name in plan.flags:                # last on the command line, the flag decides
