@@ -57,7 +57,7 @@ HERE = Path(__file__).resolve().parent
 # settings that interact (benchmarks/finalize_surfaces/*/surface.py say how)
 SURFACES = {**sc.SURFACES,
             **{name: sc.Surface(name, HERE / "finalize_surfaces" / name, 0.05, ())
-               for name in ("ridge", "plateau")}}
+               for name in ("ridge", "plateau", "coupled")}}
 
 
 @dataclass

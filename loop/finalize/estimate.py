@@ -129,3 +129,46 @@ def group_call(diffs: list[float], others: list[list[float]], worth: float | Non
 def run_noise(runs: list[list[float]]) -> float | None:
     """One run's noise sd: the spread of each version's runs over the seeds, pooled."""
     return pooled_sd(runs)[0]
+
+
+# The night's own evidence (morning.py, before and beside the screen): every attempt the
+# night measured against its parent (kept or discarded) says how much the settings it set
+# moved the score. A discarded attempt was not selected for its luck, so its delta carries
+# no winner's curse; a kept one does, which only widens what counts as noise here. One
+# attempt's delta is two single runs on different seeds: its noise sd is sqrt(2) times one
+# run's. A setting is null by the night when at least NIGHT_MIN of the attempts that set it
+# (alone or with others) moved the score by at most NIGHT_K of those sd, and none that set
+# it alone moved it by more: a setting the score ignores moves it by noise alone, and an
+# attempt that sets it with a setting that matters may move it by anything. It leans on
+# this: changed at random, a setting that matters is seldom within noise NIGHT_MIN times.
+# That is what benchmarks/finalize_surface.py measures (per verdict); one attempt alone
+# cannot tell an effect of one run's sd from none.
+NIGHT_K = 2.0
+NIGHT_MIN = 3
+NIGHT_DF = 4      # one run's noise, when the night had no repeats: once finalize's own runs
+                  # measure it with this many degrees of freedom (two versions, three runs)
+
+
+@dataclass
+class NightEvidence:
+    """What the night's attempts that set one setting say of it."""
+    within: int           # attempts that set it whose delta was within NIGHT_K sd
+    attempts: int         # attempts that set it
+    alone_beyond: int     # attempts that set it alone and moved the score beyond that
+    band: float           # NIGHT_K sd of one attempt's delta
+
+    @property
+    def null(self) -> bool:
+        return self.within >= NIGHT_MIN and self.alone_beyond == 0
+
+    def text(self) -> str:
+        return (f"{self.within} of the night's {self.attempts} attempts that set it moved "
+                f"the score by at most {self.band:.3g} (noise), none that set it alone more")
+
+
+def night_evidence(deltas: list[tuple[float, bool]], run_sd: float) -> NightEvidence:
+    """`deltas`: (delta, set alone) of each attempt that set the setting; `run_sd`: one
+    run's noise sd."""
+    band = NIGHT_K * math.sqrt(2.0) * run_sd
+    return NightEvidence(sum(abs(d) <= band for d, _ in deltas), len(deltas),
+                         sum(abs(d) > band for d, alone in deltas if alone), band)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loop.engine.events import RunEnded
 from loop.finalize.estimate import LIKELY, Call, Estimate, estimate, group_call, run_noise
+from loop.judge.stats import pooled_sd
 from loop.judge.verdict import improvement
 from loop.run.spec import RunJob
 from loop.state.journal import Journal
@@ -102,11 +103,20 @@ class Bench:
             if tried >= 2 * max_pairs:        # runs keep failing: stop asking
                 c.est.decided = True
 
+    def run_df(self) -> int:
+        """The degrees of freedom of run_sd (0: not known)."""
+        by_tree: dict[str, list[float]] = {}
+        for (tree, _), value in self.values.items():
+            if value is not None:
+                by_tree.setdefault(tree, []).append(value)
+        return pooled_sd(list(by_tree.values()))[1]
+
     def measure(self, comps: list[Comparison], confidence: float, max_pairs: int,
-                budget) -> None:
-        """Rounds until every comparison is decided or `budget()` says stop (a reason)."""
+                budget, until=None) -> None:
+        """Rounds until every comparison is decided or `budget()` says stop (a reason),
+        or `until()` is true (a pause: the caller goes on measuring them later)."""
         self.update(comps, confidence, max_pairs)
-        while True:
+        while until is None or not until():
             wanted: dict[tuple[str, int], Version] = {}
             for c in comps:
                 if c.est.decided:

@@ -21,10 +21,11 @@ from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
 from loop.finalize import scale as at_scale
-from loop.finalize.estimate import GROUP_PAIRS
+from loop.finalize.estimate import GROUP_PAIRS, NIGHT_DF, NightEvidence, night_evidence
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
+from loop.judge.judge import estimate_noise
 from loop.proposers.change import ChangeFailed
 from loop.repo.gitsafe import GitError
 from loop.run import grading
@@ -55,6 +56,8 @@ class Kept:
     note: str = ""
     part: plan.Part | None = None     # which part of its commit (None: the whole commit)
     prior: float = 0.0                # the night's evidence for it (the screen's order)
+    settings: set[str] = field(default_factory=set)     # the settings its part sets
+    evidence: NightEvidence | None = None     # what the night's attempts say of them
 
     @property
     def name(self) -> str:
@@ -104,6 +107,9 @@ class Morning:
         self.groups: list[Comparison] = []
         self.base: str | None = None          # the night's start and the branch's tip, once
         self.tip: str | None = None           # written (what finalize --scale measures)
+        self.attempts: dict[str, list[tuple[float, bool]]] = {}   # setting -> (delta, alone)
+        self.night_sd: float | None = None    # one run's noise sd, from the night's repeats
+        self.by_night = 0                     # units decided by the night's evidence
 
     def run(self) -> int:
         night = replay(self.site.journal.events())
@@ -133,6 +139,8 @@ class Morning:
             kept.append(Kept(len(kept) + 1, sha, desc, gain, part=part,
                              prior=(gain or 0.0) / part.parts))
         self._settings_prior(kept, states, night.records)
+        self.night_sd = estimate_noise([r.samples for r in night.records
+                                        if len(r.samples) >= 2])
         night_runs = sum(max(1, len(r.samples)) for r in night.records)
         if self.max_runs is None and self.share is not None:
             self.max_runs = max(MIN_RUNS, int(self.share * night_runs))
@@ -174,10 +182,12 @@ class Morning:
                 continue
             for name in names:
                 moves.setdefault(name, []).append(abs(r.delta))
+                self.attempts.setdefault(name, []).append((r.delta, len(names) == 1))
                 if len(names) == 1:
                     alone.setdefault(name, []).append(abs(r.delta))
         for k in kept:
             names = plan.settings_set(states[k.index - 1], states[k.index])
+            k.settings = names
             seen = [alone[n] if len(alone.get(n, [])) >= 2 else moves[n] for n in names
                     if n in moves]
             if names and len(seen) == len(names):
@@ -271,8 +281,15 @@ class Morning:
         is split in two halves, the lower first; when the lower half of a group that
         matters is null, the upper one must hold what mattered, so it is split (or, one
         unit, kept) without a comparison. When the run budget is spent, every unit not yet
-        decided stays, unmeasured."""
+        decided stays, unmeasured.
+
+        Units whose settings the night's own attempts show to be null (_night_null) are
+        dropped without a run, as soon as one run's noise is known (from the night's
+        repeats, else from the screen's first comparison), and leave every group still
+        to be measured."""
         live = [u for u in units if u.variant is not None]
+        if self.night_sd is not None:
+            live = self._night_null(live, kept, self.night_sd)
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
                                             u.members))
         all_members = {i for u in live for i in u.members}
@@ -288,6 +305,9 @@ class Morning:
         last: Comparison | None = None
         while queue:
             group, inferable = queue.pop(0)
+            group, inferable = self._undropped(group, inferable, kept)
+            if not group:
+                continue
             members = [kept[i - 1] for u in group for i in u.members]
             if inferable is _SIBLING and last is not None and last.call is not None \
                     and last.call.verdict == "null":
@@ -300,6 +320,17 @@ class Morning:
                     queue += self._halves(group)
                 continue
             comp = self._group(base, states, found, all_members, group, kept, ref)
+            if self.night_sd is None:     # its first pairs measure the noise, then the night
+                bench.measure([comp], conf, GROUP_PAIRS, budget,     # speaks first
+                              until=lambda: bench.run_df() >= NIGHT_DF)
+                if bench.run_df() >= NIGHT_DF:
+                    self.night_sd = bench.run_sd()
+                    self._night_null(live, kept, self.night_sd)
+                    group, inferable = self._undropped(group, inferable, kept)
+                    if not group:
+                        continue
+                    members = [kept[i - 1] for u in group for i in u.members]
+                    comp = self._group(base, states, found, all_members, group, kept, ref)
             bench.measure([comp], conf, GROUP_PAIRS, budget)
             last = comp
             call = comp.call
@@ -323,6 +354,38 @@ class Morning:
                     k.verdict = "matters"
             else:       # matters, or harmful: what it holds is told apart by its halves
                 queue += self._halves(group, inferable=call.verdict == "matters")
+
+    @staticmethod
+    def _undropped(group: list, inferable, kept: list[Kept]) -> tuple[list, object]:
+        """The group without its units the night's evidence dropped; what is left is
+        measured, not inferred from a sibling."""
+        left = [u for u in group if kept[u.members[0] - 1].verdict != "night"]
+        return left, inferable if len(left) == len(group) else None
+
+    def _night_null(self, live: list, kept: list[Kept], run_sd: float) -> list:
+        """The units of `live` not dropped by the night's evidence: a unit is dropped
+        (verdict `night`) when it sets settings and every one of them is null by the night's
+        attempts (estimate.night_evidence), and no verdict was given to it yet."""
+        left = []
+        for u in live:
+            members = [kept[i - 1] for i in u.members]
+            found = []
+            for k in members:
+                if not k.settings or k.verdict:
+                    break
+                every = [night_evidence(self.attempts.get(n, []), run_sd)
+                         for n in sorted(k.settings)]
+                if not all(e.null for e in every):
+                    break
+                found.append(min(every, key=lambda e: e.within))
+            if len(found) != len(members):
+                left.append(u)
+                continue
+            for k, e in zip(members, found):
+                k.verdict, k.evidence, k.comparison, k.together = "night", e, None, []
+                k.note = f"null by the night's attempts: {e.text()}"
+                self.by_night += 1
+        return left
 
     @staticmethod
     def _halves(group: list, inferable: bool = True) -> list[tuple[list, object]]:
@@ -390,12 +453,16 @@ class Morning:
     def _readd(self, kept, notes: list[str]) -> bool:
         """The branch is worse than the final code beyond noise: what it lacks was dropped
         as noise (two changes doing one job each look useless while the other is there).
-        The dropped change that measured best goes back (ties: the earliest); False when
-        none is left."""
+        The dropped change that measured best goes back (ties: the earliest), else the
+        one the night's evidence dropped on the fewest attempts; False when none is left."""
         dropped = [k for k in kept if k.verdict == "noise" and k.comparison is not None]
-        if not dropped:
+        by_night = [k for k in kept if k.verdict == "night" and k.evidence is not None]
+        if dropped:
+            back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
+        elif by_night:
+            back = min(by_night, key=lambda k: (k.evidence.within, k.index))
+        else:
             return False
-        back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
         back.verdict = "matters"
         back.note = "re-added: the branch without it was worse than the final code"
         notes.append(f"the branch was worse than the final code beyond noise: "
@@ -414,7 +481,7 @@ class Morning:
         except ChangeFailed as exc:
             notes.append(f"the changes that matter did not apply one by one from the start "
                          f"({exc}); the branch holds them as one commit")
-            dropped = [k.index for k in kept if k.verdict in ("noise", "harmful")]
+            dropped = [k.index for k in kept if k.verdict in ("noise", "harmful", "night")]
             steps = [plan.Step(keep[-1] if keep else 0,
                                plan.leave_out(states, dropped) if dropped else states[-1], [])]
         tip = base
