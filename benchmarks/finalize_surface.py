@@ -309,6 +309,8 @@ def summarize_units(nights: list[Night], noise: float) -> list[str]:
              lambda e: e <= 1e-12),
             ("dropped: noise or harmful", lambda v: v.startswith("dropped: noise")
              or v.startswith("dropped: harmful"), lambda e: e >= noise),
+            ("dropped: null by the night (no run)",
+             lambda v: v.startswith("dropped: null by the night"), lambda e: e >= noise),
             ("kept: not re-measured", lambda v: v.startswith("kept: not re-measured"),
              lambda e: e <= 1e-12)):
         got = [n.units[u] for n in nights for u, v in n.unit_verdicts.items()
