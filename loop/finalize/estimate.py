@@ -145,8 +145,8 @@ def run_noise(runs: list[list[float]]) -> float | None:
 # cannot tell an effect of one run's sd from none.
 NIGHT_K = 2.0
 NIGHT_MIN = 3
-NIGHT_DF = 4      # one run's noise, when the night had no repeats: once finalize's own runs
-                  # measure it with this many degrees of freedom (two versions, three runs)
+NIGHT_DF = 4      # one run's noise, when the night had no repeats: from finalize's runs of
+                  # the reference on NIGHT_DF + 1 seeds (each one pair of every group after)
 
 
 @dataclass

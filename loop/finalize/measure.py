@@ -112,11 +112,10 @@ class Bench:
         return pooled_sd(list(by_tree.values()))[1]
 
     def measure(self, comps: list[Comparison], confidence: float, max_pairs: int,
-                budget, until=None) -> None:
-        """Rounds until every comparison is decided or `budget()` says stop (a reason),
-        or `until()` is true (a pause: the caller goes on measuring them later)."""
+                budget) -> None:
+        """Rounds until every comparison is decided or `budget()` says stop (a reason)."""
         self.update(comps, confidence, max_pairs)
-        while until is None or not until():
+        while True:
             wanted: dict[tuple[str, int], Version] = {}
             for c in comps:
                 if c.est.decided:
@@ -140,6 +139,15 @@ class Bench:
                 self.out(f"finalize: {stop}; what is measured so far decides")
                 return
             self.update(comps, confidence, max_pairs)
+
+    def runs_of(self, version: Version, n: int, budget) -> None:
+        """The version's runs on the first `n` seeds, those not made yet, as far as
+        `budget()` lets."""
+        wanted = {(version.tree, k): version for k in range(n)
+                  if (version.tree, k) not in self.values}
+        if wanted:
+            room = budget(len(wanted))[1]
+            self._round(dict(sorted(wanted.items(), key=lambda item: item[0][1])[:room]))
 
     def _round(self, wanted: dict[tuple[str, int], Version]) -> None:
         for (tree, k), v in sorted(wanted.items(), key=lambda item: item[0][1]):

@@ -283,11 +283,15 @@ class Morning:
         unit, kept) without a comparison. When the run budget is spent, every unit not yet
         decided stays, unmeasured.
 
-        Units whose settings the night's own attempts show to be null (_night_null) are
-        dropped without a run, as soon as one run's noise is known (from the night's
-        repeats, else from the screen's first comparison), and leave every group still
-        to be measured."""
+        First, units whose settings the night's own attempts show to be null
+        (_night_null) are dropped without a run of them; one run's noise, which that needs,
+        comes from the night's repeats or, for a night without any, from NIGHT_DF + 1 runs of
+        the reference (each also one pair of every group measured after)."""
         live = [u for u in units if u.variant is not None]
+        if self.night_sd is None and any(k.settings for k in kept):
+            bench.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
+            if bench.run_df() >= NIGHT_DF:              # runs, each one pair of every group
+                self.night_sd = bench.run_sd()
         if self.night_sd is not None:
             live = self._night_null(live, kept, self.night_sd)
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
@@ -305,9 +309,6 @@ class Morning:
         last: Comparison | None = None
         while queue:
             group, inferable = queue.pop(0)
-            group, inferable = self._undropped(group, inferable, kept)
-            if not group:
-                continue
             members = [kept[i - 1] for u in group for i in u.members]
             if inferable is _SIBLING and last is not None and last.call is not None \
                     and last.call.verdict == "null":
@@ -320,17 +321,6 @@ class Morning:
                     queue += self._halves(group)
                 continue
             comp = self._group(base, states, found, all_members, group, kept, ref)
-            if self.night_sd is None:     # its first pairs measure the noise, then the night
-                bench.measure([comp], conf, GROUP_PAIRS, budget,     # speaks first
-                              until=lambda: bench.run_df() >= NIGHT_DF)
-                if bench.run_df() >= NIGHT_DF:
-                    self.night_sd = bench.run_sd()
-                    self._night_null(live, kept, self.night_sd)
-                    group, inferable = self._undropped(group, inferable, kept)
-                    if not group:
-                        continue
-                    members = [kept[i - 1] for u in group for i in u.members]
-                    comp = self._group(base, states, found, all_members, group, kept, ref)
             bench.measure([comp], conf, GROUP_PAIRS, budget)
             last = comp
             call = comp.call
@@ -354,13 +344,6 @@ class Morning:
                     k.verdict = "matters"
             else:       # matters, or harmful: what it holds is told apart by its halves
                 queue += self._halves(group, inferable=call.verdict == "matters")
-
-    @staticmethod
-    def _undropped(group: list, inferable, kept: list[Kept]) -> tuple[list, object]:
-        """The group without its units the night's evidence dropped; what is left is
-        measured, not inferred from a sibling."""
-        left = [u for u in group if kept[u.members[0] - 1].verdict != "night"]
-        return left, inferable if len(left) == len(group) else None
 
     def _night_null(self, live: list, kept: list[Kept], run_sd: float) -> list:
         """The units of `live` not dropped by the night's evidence: a unit is dropped
