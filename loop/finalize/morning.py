@@ -21,7 +21,8 @@ from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
 from loop.finalize import scale as at_scale
-from loop.finalize.estimate import GROUP_PAIRS, NIGHT_DF, NightEvidence, night_evidence
+from loop.finalize.estimate import (GROUP_PAIRS, NIGHT_DF, NIGHT_MIN, NightEvidence,
+                                    night_evidence)
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
@@ -288,7 +289,10 @@ class Morning:
         comes from the night's repeats or, for a night without any, from NIGHT_DF + 1 runs of
         the reference (each also one pair of every group measured after)."""
         live = [u for u in units if u.variant is not None]
-        if self.night_sd is None and any(k.settings for k in kept):
+        could = [k for u in live for k in (kept[i - 1] for i in u.members)
+                 if k.settings and all(len(self.attempts.get(n, [])) >= NIGHT_MIN
+                                       for n in k.settings)]
+        if self.night_sd is None and could:      # only when the night could decide one
             bench.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
             if bench.run_df() >= NIGHT_DF:              # runs, each one pair of every group
                 self.night_sd = bench.run_sd()
