@@ -5,8 +5,10 @@ and limits as the night's), every run journalled in `.autoresearch/<tag>/finaliz
 
 Order: the plan (plan.py: kept commits cut into units, one per setting or per independent
 region; no-ops and superseded units dropped without a run; units of overlapping lines
-joined), the budget (a quarter of the night's runs unless --max-runs), the screen (units
-left out of the final code in groups, split where a group matters; measure.py's rounds),
+joined), the budget (a quarter of the night's runs unless --max-runs), the night's own
+evidence (units whose settings every attempt of the night moved within noise dropped with no
+run of them: estimate.night_evidence), the screen (units left out of the final code in
+groups, split where a group matters; measure.py's rounds),
 the night's gain with what is left, the branch rebuilt from the start with the units kept,
 its check against the final code, the report (report.py), the runs in MLflow (tracked.py).
 Nothing here decides a keep on its own: the numbers are estimate.py's."""
