@@ -29,6 +29,7 @@ from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
 from loop.judge.judge import estimate_noise
+from loop.judge.verdict import improvement
 from loop.proposers.change import ChangeFailed
 from loop.repo.gitsafe import GitError
 from loop.run import grading
@@ -113,6 +114,8 @@ class Morning:
         self.attempts: dict[str, list[tuple[float, bool]]] = {}   # setting -> (delta, alone)
         self.night_sd: float | None = None    # one run's noise sd, from the night's repeats
         self.by_night = 0                     # units decided by the night's evidence
+        self.final_value: float | None = None   # the night's value of its final code
+        self.luck = 0.0                       # ... minus finalize's (estimate.night_evidence)
 
     def run(self) -> int:
         night = replay(self.site.journal.events())
@@ -128,6 +131,8 @@ class Morning:
             self.out(f"finalize: tag {self.site.tag} kept no change: nothing to finalize")
             return 0
         by_commit = {r.commit: r for r in night.records if r.kept}
+        if by_commit.get(final) is not None and by_commit[final].samples:
+            self.final_value = statistics.fmean(by_commit[final].samples)
         paths = sorted({p for a, b in zip([base] + shas, shas)
                         for p in self.ws.changed_paths(a, b, self.rel)})
         states, parts = plan.split([self.ws.read_at(c, self.rel, paths)
@@ -298,6 +303,7 @@ class Morning:
             bench.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
             if bench.run_df() >= NIGHT_DF:              # runs, each one pair of every group
                 self.night_sd = bench.run_sd()
+                self.luck = self._luck(bench, ref)
         if self.night_sd is not None:
             live = self._night_null(live, kept, self.night_sd)
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
@@ -351,6 +357,15 @@ class Morning:
             else:       # matters, or harmful: what it holds is told apart by its halves
                 queue += self._halves(group, inferable=call.verdict == "matters")
 
+    def _luck(self, bench, ref: Version) -> float:
+        """How much better the night's value of its final code was than the mean of
+        finalize's runs of the reference (the same code, bar no-ops and superseded lines):
+        the luck it was kept with; 0 when not known."""
+        runs = [v for (tree, _), v in bench.values.items() if tree == ref.tree and v is not None]
+        if self.final_value is None or not runs:
+            return 0.0
+        return max(0.0, improvement(self.final_value, statistics.fmean(runs), self.direction))
+
     def _night_null(self, live: list, kept: list[Kept], run_sd: float) -> list:
         """The units of `live` not dropped by the night's evidence: a unit is dropped
         (verdict `night`) when it sets settings and every one of them is null by the night's
@@ -362,7 +377,7 @@ class Morning:
             for k in members:
                 if not k.settings or k.verdict:
                     break
-                every = [night_evidence(self.attempts.get(n, []), run_sd)
+                every = [night_evidence(self.attempts.get(n, []), run_sd, self.luck)
                          for n in sorted(k.settings)]
                 if not all(e.null for e in every):
                     break
