@@ -141,6 +141,10 @@ def test_the_nights_evidence_needs_enough_attempts_and_none_alone_beyond_noise()
     assert not night_evidence([(0.01, True), (-0.02, True)], 0.05).null        # two: too few
     moved = night_evidence([(0.01, True), (-0.02, True), (0.0, False), (0.2, True)], 0.05)
     assert not moved.null and moved.alone_beyond == 1          # one alone moved it: it acts
+    # a lucky parent makes its children look worse: its luck widens the worse side only
+    lucky = [(-0.16, True), (-0.17, True), (0.02, True)]
+    assert not night_evidence(lucky, 0.05).null and night_evidence(lucky, 0.05, 0.05).null
+    assert not night_evidence([(0.16, True), (0.0, True), (0.0, True)], 0.05, 0.05).null
 
 
 def test_dependent_hunks_stay_one_unit_and_settings_on_adjacent_lines_split():
