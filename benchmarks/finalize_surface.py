@@ -53,8 +53,9 @@ judge: {{rule: strict, min_delta: 0}}
 TRAILER = re.compile(r"^Autoresearch-Kept-Commit: ([0-9a-f]{40})$", re.M)
 PART = re.compile(r"^Autoresearch-Part: \d+/\d+ ([A-Z][A-Z0-9_]*): ", re.M)
 HERE = Path(__file__).resolve().parent
-# surfaces written for finalize (issue 38), not tuned on: settings the score ignores and
-# settings that interact (benchmarks/finalize_surfaces/*/surface.py say how)
+# surfaces written for finalize (issue 38): settings the score ignores and settings that
+# interact (benchmarks/finalize_surfaces/*/surface.py say how); `coupled` was written after
+# finalize's rules were chosen on the other two, to check they were not tuned to them
 SURFACES = {**sc.SURFACES,
             **{name: sc.Surface(name, HERE / "finalize_surfaces" / name, 0.05, ())
                for name in ("ridge", "plateau", "coupled")}}
