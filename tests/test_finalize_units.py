@@ -1,10 +1,12 @@
 """finalize's units and its screen: a kept commit that sets several settings is split into
 units left out alone (a passenger gets its own verdict), and units that look null are left
 out together, dropped by one comparison. Real git repos, real runs (tests/conftest.py)."""
+import json
+
 from conftest import TOY_TASK, git, make_repo
 from loop.engine.engine import Engine
 from loop.finalize import plan
-from loop.finalize.estimate import group_call
+from loop.finalize.estimate import group_call, night_evidence
 from loop.finalize.morning import finalize
 from loop.proposers.base import Proposal
 from loop.setup.config import Config, JudgeConfig
@@ -39,11 +41,11 @@ class Scripted:
         return Proposal(desc, files={"train.py": text})
 
 
-def night(tmp_path, changes):
+def night(tmp_path, changes, min_delta=-1.0, seed=0):
     repo = make_repo(tmp_path / "repo", {"task.yaml": TOY_TASK, "train.py": TRAIN,
                                          "grade.py": "# protected\n"})
-    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(changes),
-                 judge=JudgeConfig(rule="strict", min_delta=-1.0))
+    cfg = Config(task="task", base_dir=repo, tag="n", iterations=len(changes), seed=seed,
+                 judge=JudgeConfig(rule="strict", min_delta=min_delta))
     assert Engine(cfg, out=lambda s: None, proposer=Scripted(changes)).run().exit_code == 0
     return repo, cfg
 
@@ -95,6 +97,54 @@ def test_a_group_of_null_units_is_dropped_with_one_comparison(tmp_path, mlflow_u
     final = git(repo, "show", "autoresearch/n-final:task/train.py")
     assert "X = 1.0\n" in final and "Y = 4.0\n" in final and "U1 = 1\n" in final \
         and "U2 = 1\n" in final and "CKPT_EVERY = 100\n" in final
+
+
+def test_a_passenger_the_nights_discarded_attempts_show_null_is_dropped_with_no_run(
+        tmp_path, mlflow_uri):
+    # LOG_EVERY rides with X; then the night tries LOG_EVERY alone three times, each
+    # discarded (within noise of its parent, short of min_delta): that is evidence enough.
+    # Seed 16: the night's three deltas are within half the band that finalize's five runs
+    # of the reference measure (the runs are seeded, so this is the same every time)
+    repo, cfg = night(tmp_path, [
+        ("Set X to 1.0, LOG_EVERY to 1", [("X = 3.0", "X = 1.0"),
+                                          ("LOG_EVERY = 10", "LOG_EVERY = 1")]),
+        ("Set LOG_EVERY to 5", [("LOG_EVERY = 1", "LOG_EVERY = 5")]),
+        ("Set LOG_EVERY to 7", [("LOG_EVERY = 1", "LOG_EVERY = 7")]),
+        ("Set LOG_EVERY to 3", [("LOG_EVERY = 1", "LOG_EVERY = 3")])], min_delta=0.5, seed=16)
+    lines: list[str] = []
+    assert finalize(cfg, out=lines.append, share=None) == 0
+    table = rows(repo)
+    sha = git(repo, "rev-parse", "autoresearch/n")[:7]
+    assert set(table) == {f"{sha}/1", f"{sha}/2"}
+    passenger = table[f"{sha}/2"]
+    assert passenger[4].startswith("dropped: null by the night (null by the night's "
+                                   "attempts: 3 of the night's 4 attempts that set it")
+    assert passenger[3] == "" and passenger[5] == "0"            # no effect measured, no pair
+    assert table[f"{sha}/1"][4] == "matters"
+    report = (repo / ".autoresearch" / "n" / "finalize.md").read_text()
+    assert "Decided from the night's own attempts (no run): 1 of 2 units" in report
+    final = git(repo, "show", "autoresearch/n-final:task/train.py")
+    assert "X = 1.0\n" in final and "LOG_EVERY = 10\n" in final
+    # the code without LOG_EVERY's change was run only as the finished branch (its check)
+    runs = [json.loads(line) for line in
+            (repo / ".autoresearch" / "n" / "finalize.jsonl").read_text().splitlines()]
+    tip = git(repo, "rev-parse", "autoresearch/n-final")
+    without = {e["commit"] for e in runs if e.get("event") == "measure"
+               and "LOG_EVERY = 10\n" in git(repo, "show", f"{e['commit']}:task/train.py")
+               and "X = 1.0\n" in git(repo, "show", f"{e['commit']}:task/train.py")}
+    assert without <= {tip}
+
+
+def test_the_nights_evidence_needs_enough_attempts_and_none_alone_beyond_noise():
+    null = night_evidence([(0.01, True), (-0.02, True), (0.5, False), (0.0, False)], 0.05)
+    assert null.null and null.within == 3 and null.attempts == 4
+    assert not night_evidence([(0.01, True), (-0.02, True)], 0.05).null        # two: too few
+    moved = night_evidence([(0.01, True), (-0.02, True), (0.0, False), (0.2, True)], 0.05)
+    assert not moved.null and moved.alone_beyond == 1          # one alone moved it: it acts
+    # a lucky parent makes its children look worse: its luck widens the worse side only
+    lucky = [(-0.16, True), (-0.17, True), (0.02, True)]
+    assert not night_evidence(lucky, 0.05).null and night_evidence(lucky, 0.05, 0.05).null
+    assert not night_evidence([(0.16, True), (0.0, True), (0.0, True)], 0.05, 0.05).null
 
 
 def test_dependent_hunks_stay_one_unit_and_settings_on_adjacent_lines_split():

@@ -129,3 +129,60 @@ def group_call(diffs: list[float], others: list[list[float]], worth: float | Non
 def run_noise(runs: list[list[float]]) -> float | None:
     """One run's noise sd: the spread of each version's runs over the seeds, pooled."""
     return pooled_sd(runs)[0]
+
+
+# The night's own evidence (morning.py, before and beside the screen): every attempt the
+# night measured against its parent (kept or discarded) says how much the settings it set
+# moved the score. A discarded attempt was not selected for its luck, so its delta carries
+# no winner's curse; a kept one does, which only widens what counts as noise here. One
+# attempt's delta is two single runs on different seeds: its noise sd is sqrt(2) times one
+# run's. A setting is null by the night when at least NIGHT_MIN of the attempts that set it
+# (alone or with others) moved the score by at most NIGHT_K of those sd, and none that set
+# it alone moved it by more: a setting the score ignores moves it by noise alone, and an
+# attempt that sets it with a setting that matters may move it by anything. It leans on
+# this: changed at random, a setting that matters is seldom within noise NIGHT_MIN times.
+# That is what benchmarks/finalize_surface.py measures (per verdict); one attempt alone
+# cannot tell an effect of one run's sd from none.
+# Selection, corrected: an attempt's parent was kept for looking better than it is, so its
+# children look worse than they are by that luck; the band is widened on the worse side by
+# the luck finalize measures in the final code (the night's value of it against the mean of
+# finalize's runs of the reference on fresh seeds; 0 when that is not measured or negative).
+NIGHT_K = 2.0
+NIGHT_MIN = 3
+NIGHT_DF = 4      # one run's noise, when the night had no repeats: from finalize's runs of
+                  # the reference on NIGHT_DF + 1 seeds (each one pair of every group after)
+
+
+@dataclass
+class NightEvidence:
+    """What the night's attempts that set one setting say of it."""
+    within: int           # attempts that set it whose delta was within NIGHT_K sd
+    attempts: int         # attempts that set it
+    alone_beyond: int     # attempts that set it alone and moved the score beyond that
+    band: float           # NIGHT_K sd of one attempt's delta
+    luck: float = 0.0     # ... widened by this on the worse side (the parent's luck)
+
+    @property
+    def null(self) -> bool:
+        return self.within >= NIGHT_MIN and self.alone_beyond == 0
+
+    def text(self) -> str:
+        worse = f" ({self.band + self.luck:.3g} for worse: its parent's luck)" \
+            if self.luck > 0 else ""
+        return (f"{self.within} of the night's {self.attempts} attempts that set it moved "
+                f"the score by at most {self.band:.3g}{worse} (noise), none that set it alone "
+                f"more")
+
+
+def night_evidence(deltas: list[tuple[float, bool]], run_sd: float,
+                   luck: float = 0.0) -> NightEvidence:
+    """`deltas`: (delta, set alone) of each attempt that set the setting, positive =
+    better; `run_sd`: one run's noise sd; `luck`: how much better a kept parent looked than
+    it is (the worse side's band widened by it)."""
+    band = NIGHT_K * math.sqrt(2.0) * run_sd
+    luck = max(0.0, luck)
+
+    def noise(d: float) -> bool:
+        return -(band + luck) <= d <= band
+    return NightEvidence(sum(noise(d) for d, _ in deltas), len(deltas),
+                         sum(not noise(d) for d, alone in deltas if alone), band, luck)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loop.engine.events import RunEnded
 from loop.finalize.estimate import LIKELY, Call, Estimate, estimate, group_call, run_noise
+from loop.judge.stats import pooled_sd
 from loop.judge.verdict import improvement
 from loop.run.spec import RunJob
 from loop.state.journal import Journal
@@ -102,6 +103,14 @@ class Bench:
             if tried >= 2 * max_pairs:        # runs keep failing: stop asking
                 c.est.decided = True
 
+    def run_df(self) -> int:
+        """The degrees of freedom of run_sd (0: not known)."""
+        by_tree: dict[str, list[float]] = {}
+        for (tree, _), value in self.values.items():
+            if value is not None:
+                by_tree.setdefault(tree, []).append(value)
+        return pooled_sd(list(by_tree.values()))[1]
+
     def measure(self, comps: list[Comparison], confidence: float, max_pairs: int,
                 budget) -> None:
         """Rounds until every comparison is decided or `budget()` says stop (a reason)."""
@@ -130,6 +139,15 @@ class Bench:
                 self.out(f"finalize: {stop}; what is measured so far decides")
                 return
             self.update(comps, confidence, max_pairs)
+
+    def runs_of(self, version: Version, n: int, budget) -> None:
+        """The version's runs on the first `n` seeds, those not made yet, as far as
+        `budget()` lets."""
+        wanted = {(version.tree, k): version for k in range(n)
+                  if (version.tree, k) not in self.values}
+        if wanted:
+            room = budget(len(wanted))[1]
+            self._round(dict(sorted(wanted.items(), key=lambda item: item[0][1])[:room]))
 
     def _round(self, wanted: dict[tuple[str, int], Version]) -> None:
         for (tree, k), v in sorted(wanted.items(), key=lambda item: item[0][1]):

@@ -5,8 +5,10 @@ and limits as the night's), every run journalled in `.autoresearch/<tag>/finaliz
 
 Order: the plan (plan.py: kept commits cut into units, one per setting or per independent
 region; no-ops and superseded units dropped without a run; units of overlapping lines
-joined), the budget (a quarter of the night's runs unless --max-runs), the screen (units
-left out of the final code in groups, split where a group matters; measure.py's rounds),
+joined), the budget (a quarter of the night's runs unless --max-runs), the night's own
+evidence (units whose settings every attempt of the night moved within noise dropped with no
+run of them: estimate.night_evidence), the screen (units left out of the final code in
+groups, split where a group matters; measure.py's rounds),
 the night's gain with what is left, the branch rebuilt from the start with the units kept,
 its check against the final code, the report (report.py), the runs in MLflow (tracked.py).
 Nothing here decides a keep on its own: the numbers are estimate.py's."""
@@ -21,10 +23,13 @@ from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize import plan, tracked
 from loop.finalize import scale as at_scale
-from loop.finalize.estimate import GROUP_PAIRS
+from loop.finalize.estimate import (GROUP_PAIRS, NIGHT_DF, NIGHT_MIN, NightEvidence,
+                                    night_evidence)
 from loop.finalize.measure import Bench, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
+from loop.judge.judge import estimate_noise
+from loop.judge.verdict import improvement
 from loop.proposers.change import ChangeFailed
 from loop.repo.gitsafe import GitError
 from loop.run import grading
@@ -55,6 +60,8 @@ class Kept:
     note: str = ""
     part: plan.Part | None = None     # which part of its commit (None: the whole commit)
     prior: float = 0.0                # the night's evidence for it (the screen's order)
+    settings: set[str] = field(default_factory=set)     # the settings its part sets
+    evidence: NightEvidence | None = None     # what the night's attempts say of them
 
     @property
     def name(self) -> str:
@@ -104,6 +111,11 @@ class Morning:
         self.groups: list[Comparison] = []
         self.base: str | None = None          # the night's start and the branch's tip, once
         self.tip: str | None = None           # written (what finalize --scale measures)
+        self.attempts: dict[str, list[tuple[float, bool]]] = {}   # setting -> (delta, alone)
+        self.night_sd: float | None = None    # one run's noise sd, from the night's repeats
+        self.by_night = 0                     # units decided by the night's evidence
+        self.final_value: float | None = None   # the night's value of its final code
+        self.luck = 0.0                       # ... minus finalize's (estimate.night_evidence)
 
     def run(self) -> int:
         night = replay(self.site.journal.events())
@@ -119,6 +131,8 @@ class Morning:
             self.out(f"finalize: tag {self.site.tag} kept no change: nothing to finalize")
             return 0
         by_commit = {r.commit: r for r in night.records if r.kept}
+        if by_commit.get(final) is not None and by_commit[final].samples:
+            self.final_value = statistics.fmean(by_commit[final].samples)
         paths = sorted({p for a, b in zip([base] + shas, shas)
                         for p in self.ws.changed_paths(a, b, self.rel)})
         states, parts = plan.split([self.ws.read_at(c, self.rel, paths)
@@ -133,6 +147,8 @@ class Morning:
             kept.append(Kept(len(kept) + 1, sha, desc, gain, part=part,
                              prior=(gain or 0.0) / part.parts))
         self._settings_prior(kept, states, night.records)
+        self.night_sd = estimate_noise([r.samples for r in night.records
+                                        if len(r.samples) >= 2])
         night_runs = sum(max(1, len(r.samples)) for r in night.records)
         if self.max_runs is None and self.share is not None:
             self.max_runs = max(MIN_RUNS, int(self.share * night_runs))
@@ -174,10 +190,12 @@ class Morning:
                 continue
             for name in names:
                 moves.setdefault(name, []).append(abs(r.delta))
+                self.attempts.setdefault(name, []).append((r.delta, len(names) == 1))
                 if len(names) == 1:
                     alone.setdefault(name, []).append(abs(r.delta))
         for k in kept:
             names = plan.settings_set(states[k.index - 1], states[k.index])
+            k.settings = names
             seen = [alone[n] if len(alone.get(n, [])) >= 2 else moves[n] for n in names
                     if n in moves]
             if names and len(seen) == len(names):
@@ -271,8 +289,23 @@ class Morning:
         is split in two halves, the lower first; when the lower half of a group that
         matters is null, the upper one must hold what mattered, so it is split (or, one
         unit, kept) without a comparison. When the run budget is spent, every unit not yet
-        decided stays, unmeasured."""
+        decided stays, unmeasured.
+
+        First, units whose settings the night's own attempts show to be null
+        (_night_null) are dropped without a run of them; one run's noise, which that needs,
+        comes from the night's repeats or, for a night without any, from NIGHT_DF + 1 runs of
+        the reference (each also one pair of every group measured after)."""
         live = [u for u in units if u.variant is not None]
+        could = [k for u in live for k in (kept[i - 1] for i in u.members)
+                 if k.settings and all(len(self.attempts.get(n, [])) >= NIGHT_MIN
+                                       for n in k.settings)]
+        if self.night_sd is None and could:      # only when the night could decide one
+            bench.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
+            if bench.run_df() >= NIGHT_DF:              # runs, each one pair of every group
+                self.night_sd = bench.run_sd()
+                self.luck = self._luck(bench, ref)
+        if self.night_sd is not None:
+            live = self._night_null(live, kept, self.night_sd)
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
                                             u.members))
         all_members = {i for u in live for i in u.members}
@@ -323,6 +356,40 @@ class Morning:
                     k.verdict = "matters"
             else:       # matters, or harmful: what it holds is told apart by its halves
                 queue += self._halves(group, inferable=call.verdict == "matters")
+
+    def _luck(self, bench, ref: Version) -> float:
+        """How much better the night's value of its final code was than the mean of
+        finalize's runs of the reference (the same code, bar no-ops and superseded lines):
+        the luck it was kept with; 0 when not known."""
+        runs = [v for (tree, _), v in bench.values.items() if tree == ref.tree and v is not None]
+        if self.final_value is None or not runs:
+            return 0.0
+        return max(0.0, improvement(self.final_value, statistics.fmean(runs), self.direction))
+
+    def _night_null(self, live: list, kept: list[Kept], run_sd: float) -> list:
+        """The units of `live` not dropped by the night's evidence: a unit is dropped
+        (verdict `night`) when it sets settings and every one of them is null by the night's
+        attempts (estimate.night_evidence), and no verdict was given to it yet."""
+        left = []
+        for u in live:
+            members = [kept[i - 1] for i in u.members]
+            found = []
+            for k in members:
+                if not k.settings or k.verdict:
+                    break
+                every = [night_evidence(self.attempts.get(n, []), run_sd, self.luck)
+                         for n in sorted(k.settings)]
+                if not all(e.null for e in every):
+                    break
+                found.append(min(every, key=lambda e: e.within))
+            if len(found) != len(members):
+                left.append(u)
+                continue
+            for k, e in zip(members, found):
+                k.verdict, k.evidence, k.comparison, k.together = "night", e, None, []
+                k.note = f"null by the night's attempts: {e.text()}"
+                self.by_night += 1
+        return left
 
     @staticmethod
     def _halves(group: list, inferable: bool = True) -> list[tuple[list, object]]:
@@ -390,12 +457,16 @@ class Morning:
     def _readd(self, kept, notes: list[str]) -> bool:
         """The branch is worse than the final code beyond noise: what it lacks was dropped
         as noise (two changes doing one job each look useless while the other is there).
-        The dropped change that measured best goes back (ties: the earliest); False when
-        none is left."""
+        The dropped change that measured best goes back (ties: the earliest), else the
+        one the night's evidence dropped on the fewest attempts; False when none is left."""
         dropped = [k for k in kept if k.verdict == "noise" and k.comparison is not None]
-        if not dropped:
+        by_night = [k for k in kept if k.verdict == "night" and k.evidence is not None]
+        if dropped:
+            back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
+        elif by_night:
+            back = min(by_night, key=lambda k: (k.evidence.within, k.index))
+        else:
             return False
-        back = max(dropped, key=lambda k: (k.comparison.est.mean or 0.0, -k.index))
         back.verdict = "matters"
         back.note = "re-added: the branch without it was worse than the final code"
         notes.append(f"the branch was worse than the final code beyond noise: "
@@ -414,7 +485,7 @@ class Morning:
         except ChangeFailed as exc:
             notes.append(f"the changes that matter did not apply one by one from the start "
                          f"({exc}); the branch holds them as one commit")
-            dropped = [k.index for k in kept if k.verdict in ("noise", "harmful")]
+            dropped = [k.index for k in kept if k.verdict in ("noise", "harmful", "night")]
             steps = [plan.Step(keep[-1] if keep else 0,
                                plan.leave_out(states, dropped) if dropped else states[-1], [])]
         tip = base

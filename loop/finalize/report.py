@@ -10,6 +10,7 @@ from pathlib import Path
 VERDICTS = {"matters": "matters", "likely": "matters (likely: helps, within noise)",
             "unmeasured": "kept: not re-measured (run budget spent)",
             "noise": "dropped: noise", "harmful": "dropped: harmful",
+            "night": "dropped: null by the night",
             "superseded": "dropped: superseded", "no-op": "dropped: no-op"}
 
 
@@ -59,6 +60,10 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes, planned=None) 
             if check.est.sign < 0 else "reproduces the final gain (not worse beyond noise)"
         out.append(f"Branch vs final code: {check.est.text(metric)} ({2 * check.est.pairs} "
                    f"runs): it {verdict}.")
+    by_night = sum(k.verdict == "night" for k in kept)
+    out.append(f"Decided from the night's own attempts (no run): {by_night} of {len(kept)} "
+               f"units, dropped as null (every setting they set moved the score within noise "
+               f"in the night's attempts; loop/finalize/estimate.py, night_evidence).")
     out += [f"Runs made by finalize: {runs}"
             + (f" of {planned} planned" if planned is not None else "")
             + " (a run of the final code serves every comparison's pair on its seed).",
@@ -73,6 +78,8 @@ def markdown(tag, metric, kept, gain, check, branch, runs, notes, planned=None) 
 def _error_rate(k) -> str:
     c = k.comparison
     call = getattr(c, "call", None)
+    if k.verdict == "night":
+        return "no rate per night: measured on benchmarks (docs/performance.md)"
     if call is None or not call.verdict or k.verdict not in ("matters", "noise", "harmful"):
         return ""
     if "inferred" in k.note:

@@ -1,0 +1,21 @@
+"""The editable side of the `coupled` surface."""
+from surface import report
+
+LR = 0.001
+MOMENTUM = 0.5
+BATCH = 32.0
+HEADS = 4.0
+HEAD_DIM = 32.0
+WEIGHT_INIT = 0.2
+SAVE_EVERY = 500.0
+LOG_STEPS = 25.0
+PIN_MEMORY = 1.0
+PROFILE_EVERY = 100.0
+SHUFFLE_BUFFER = 1000.0
+
+tricks = []
+# tricks
+report({"LR": LR, "MOMENTUM": MOMENTUM, "BATCH": BATCH, "HEADS": HEADS,
+        "HEAD_DIM": HEAD_DIM, "WEIGHT_INIT": WEIGHT_INIT, "SAVE_EVERY": SAVE_EVERY,
+        "LOG_STEPS": LOG_STEPS, "PIN_MEMORY": PIN_MEMORY, "PROFILE_EVERY": PROFILE_EVERY,
+        "SHUFFLE_BUFFER": SHUFFLE_BUFFER}, tricks)
