@@ -422,7 +422,7 @@ HF_FINETUNE = {
 
 
 def test_a_hugging_face_trainers_eval_loss_and_a_utils_package_kept_protected(tmp_path):
-    from loop.run.capture import read_metric
+    from helpers import read_metric
     from loop.setup.task import load_task
     repo = make_repo(tmp_path / "alpaca", HF_FINETUNE)
     done = run_cli("init", cwd=repo)
