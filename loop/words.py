@@ -110,7 +110,7 @@ class RunKey:
 
 
 # -- numbers and lines for people -------------------------------------------------------
-def num(x: float | None, sig: int = 6) -> str:
+def number_text(x: float | None, sig: int = 6) -> str:
     """A metric value, rounded for people (results.tsv keeps full precision)."""
     return "n/a" if x is None else f"{x:.{sig}g}"
 
@@ -144,7 +144,7 @@ def resume_line(tag: str, records, metric_name: str, best: float | None) -> str:
         return f"resume: tag {tag}, the baseline failed ({baseline_retry(failed)}); " \
                f"running it again"
     return (f"resume: tag {tag}, baseline and {plural(changes, 'iteration')} done, "
-            f"{kept_changes(records)} kept, best {metric_name} = {num(best)}")
+            f"{kept_changes(records)} kept, best {metric_name} = {number_text(best)}")
 
 
 def failed_baseline(records):
@@ -177,7 +177,7 @@ def commit_message(rec, metric) -> str:
 
 def progress_line(rec, metric, total: int) -> str:
     """One line per finished iteration on the console, the change shown as its gain."""
-    value = "" if rec.metric is None else f"{metric.name} {num(rec.metric)}"
+    value = "" if rec.metric is None else f"{metric.name} {number_text(rec.metric)}"
     change = f" ({gain_text(rec.delta)})" if rec.delta is not None else ""
     runs = f", {len(rec.samples)} runs" if len(rec.samples) > 1 else ""
     why = f", {rec.reason}" if rec.reason and rec.reason != "baseline" else ""

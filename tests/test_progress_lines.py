@@ -106,7 +106,7 @@ def live_progress():
 def test_the_panel_shows_the_best_after_a_remeasure_and_the_night_after_a_resume(
         toy_repo, mlflow_uri):
     from conftest import TOY_TRAIN
-    from loop.words import num
+    from loop.words import number_text
     noisy = TOY_TRAIN.replace("NOISE = 0.0", "NOISE = 0.05")
     (toy_repo / "task" / "train.py").write_text(noisy)
     git_commit(toy_repo)
@@ -132,7 +132,7 @@ def test_the_panel_shows_the_best_after_a_remeasure_and_the_night_after_a_resume
     for text, shown in remeasured:
         best = text.rsplit(", ", 1)[1]
         assert f"best score {best} " in shown, (text, shown)
-    assert f"best score {num(engine.best_value())} " in panel, panel
+    assert f"best score {number_text(engine.best_value())} " in panel, panel
 
     live = live_progress()       # the same tag again: the panel counts the whole night
     try:
@@ -147,7 +147,7 @@ def test_the_panel_shows_the_best_after_a_remeasure_and_the_night_after_a_resume
     lost = sum(r["status"] == "discard" for r in table[1:])
     assert (kept, lost) == (1, 2), table
     assert f"kept {kept}, discarded {lost}, failed 0" in panel, panel
-    assert f"best score {num(engine.best_value())} " in panel, panel
+    assert f"best score {number_text(engine.best_value())} " in panel, panel
 
 
 SLOW_GRADER = """\

@@ -16,7 +16,7 @@ from loop.engine.parts import LoopParts
 from loop.judge import judge as judging
 from loop.setup.config import Config
 from loop.record import Record, record_dict
-from loop.words import commit_message, num
+from loop.words import commit_message, number_text
 
 
 class Keeper:
@@ -90,11 +90,12 @@ class Keeper:
         metric = task.metric.name
         seeded = task.flags and "$AUTORESEARCH_SEED" in (
             site.workspace.worktree / site.task_rel / task.flags).read_text(errors="replace")
-        cause = (f"{metric} is printed to {num(quantum)}, coarser than its run-to-run noise"
+        cause = (f"{metric} is printed to {number_text(quantum)}, coarser than its run-to-run noise"
                  if seeded else "the runs are deterministic (a fixed seed)")
-        return (f"note: the baseline's {len(values)} runs all gave {metric} {num(values[0])}: "
+        return (f"note: the baseline's {len(values)} runs all gave {metric} "
+                f"{number_text(values[0])}: "
                 f"{cause}, so the judge sees no noise; a gain must exceed one printed unit "
-                f"({num(quantum)}: judge.min_delta for this night) to be kept; "
+                f"({number_text(quantum)}: judge.min_delta for this night) to be kept; "
                 + ("print more digits" if seeded else
                    "seed the script from $AUTORESEARCH_SEED (a seed flag in the flags file: "
                    "`seed: $AUTORESEARCH_SEED`)")

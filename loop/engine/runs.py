@@ -16,7 +16,7 @@ from loop.run.spec import RunJob
 from loop.setup.config import Config
 from loop.record import Record
 from loop.untrusted import REASON_MAX, one_line
-from loop.words import RunKind, Status, baseline_retry, failed_baseline, num
+from loop.words import RunKind, Status, baseline_retry, failed_baseline, number_text
 
 
 def announce(parts: LoopParts, config: Config, job: RunJob, cand: Candidate | None) -> None:
@@ -85,5 +85,5 @@ def best_measured(parts: LoopParts, job: RunJob, result: RunResult, value: float
         assert best is not None   # value just joined the best's runs
         parts.tracker.log_best(parts.task.metric.name, best, runs, job.iteration)
         parts.site.progress.best_measured(best)
-        out(f"      re-measured the best: {num(value)}; best is now the mean of "
-            f"{runs} runs, {num(best)}")
+        out(f"      re-measured the best: {number_text(value)}; best is now the mean of "
+            f"{runs} runs, {number_text(best)}")

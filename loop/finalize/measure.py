@@ -48,7 +48,7 @@ class Comparison:
     call: Call | None = None  # kind "group": the screen's call (estimate.group_call)
 
 
-class Bench:
+class MeasuredRuns:
     """The journal of finalize's runs and the rounds that add to it."""
 
     def __init__(self, journal: Journal, sched, direction: str, base_seed: int,
@@ -179,7 +179,7 @@ class Bench:
                      + (f" ({result.status}: {result.detail})" if value is None else ""))
 
 
-def budget_check(bench: Bench, max_runs: int | None, max_wall_s: float | None):
+def budget_check(bench: MeasuredRuns, max_runs: int | None, max_wall_s: float | None):
     """A callable: given the runs a round wants, why the measuring stops after it ("" when
     it goes on) and how many of them may still start."""
     started = time.monotonic()

@@ -25,7 +25,7 @@ from loop.finalize import plan, tracked
 from loop.finalize import scale as at_scale
 from loop.finalize.estimate import (GROUP_PAIRS, NIGHT_DF, NIGHT_MIN, NightEvidence,
                                     night_evidence)
-from loop.finalize.measure import Bench, Comparison, Version, budget_check
+from loop.finalize.measure import MeasuredRuns, Comparison, Version, budget_check
 from loop.finalize.night import night_config
 from loop.finalize.report import write_report
 from loop.judge.judge import estimate_noise
@@ -92,7 +92,7 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
     lock.acquire()
     try:
         install_signals()
-        morning = Morning(site, max_runs, max_wall_s, max_pairs, share)
+        morning = Finalizer(site, max_runs, max_wall_s, max_pairs, share)
         code = morning.run()
         if code == 0 and spec is not None and morning.tip is not None:
             return at_scale.check(site, spec, morning, max_pairs)
@@ -101,7 +101,7 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
         lock.release()
 
 
-class Morning:
+class Finalizer:
     def __init__(self, site, max_runs, max_wall_s, max_pairs, share=SHARE):
         self.site, self.out, self.ws = site, site.out, site.workspace
         self.config, self.rel = site.config, site.task_rel
@@ -201,9 +201,9 @@ class Morning:
             if names and len(seen) == len(names):
                 k.prior = max(statistics.median(m) for m in seen)
 
-    def _bench(self, sched) -> Bench:
+    def _bench(self, sched) -> MeasuredRuns:
         """Where the runs are made and journalled (finalize.jsonl: a restart repeats none)."""
-        bench = Bench(Journal(self.site.dir / "finalize.jsonl"), sched, self.direction,
+        bench = MeasuredRuns(Journal(self.site.dir / "finalize.jsonl"), sched, self.direction,
                       self.config.seed, self.site.dir / "finalize" / "logs",
                       f"finalize-{self.site.tag}", self.out)
         if bench.earlier:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from loop.engine.scheduler import Scheduler
 from loop.errors import UsageError
 from loop.finalize.estimate import Estimate
-from loop.finalize.measure import Bench, Comparison, Version, budget_check
+from loop.finalize.measure import MeasuredRuns, Comparison, Version, budget_check
 from loop.run import grading
 from loop.run.backends import make_backend
 from loop.setup import settings as setting_text
@@ -126,7 +126,7 @@ class ScaleCheck:
         sched = self._scheduler(task, seconds)
         logs = self.site.dir / "finalize" / ("logs" if journal == "finalize.jsonl" else
                                              f"logs-{self._file_label()}")
-        bench = Bench(Journal(self.site.dir / journal), sched, self.direction,
+        bench = MeasuredRuns(Journal(self.site.dir / journal), sched, self.direction,
                       self.config.seed, logs, f"finalize-{self.site.tag}", self.out)
         if bench.earlier and journal != "finalize.jsonl":
             self.out(f"finalize: resuming at scale: {plural(bench.earlier, 'run')} already "

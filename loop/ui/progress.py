@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from loop.engine.progress import Phase, Progress, run_label
-from loop.words import FAILURES, gain_text, is_baseline, num
+from loop.words import FAILURES, gain_text, is_baseline, number_text
 
 
 @dataclass
@@ -85,7 +85,7 @@ class _Night:
 
     def text(self) -> str:
         hours = max(time.monotonic() - self.started, 1.0) / 3600
-        best = (" ".join(t for t in ("best", self.metric_name, num(self.best)) if t)
+        best = (" ".join(t for t in ("best", self.metric_name, number_text(self.best)) if t)
                 + (f" ({gain_text(self.gain)} vs baseline)" if self.gain is not None else ""))
         llm = f" | {self.tokens:,} tokens, ${self.cost:.2f}" if self.tokens or self.cost else ""
         return (f"{best} | kept {self.kept}, discarded {self.discarded}, failed {self.failed} | "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.words import BASELINE, FAILURES, UNPROTECTED, num
+from loop.words import BASELINE, FAILURES, UNPROTECTED, number_text
 
 KEPT_COLOR = "#1b9e3e"
 DISCARD_COLOR = "#7f7f7f"
@@ -94,8 +94,8 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
     base = _baseline(rows)
     lines = [f"# autoresearch report: {tag}", "",
              f"Metric `{metric}` ({direction}); {len(changes)} iterations after the baseline, "
-             f"{len(kept)} kept; baseline {num(base.metric) if base else 'n/a'}, "
-             f"best {num(best)}. Gain = improvement over the best before, in `{metric}` "
+             f"{len(kept)} kept; baseline {number_text(base.metric) if base else 'n/a'}, "
+             f"best {number_text(best)}. Gain = improvement over the best before, in `{metric}` "
              f"units, positive = better."
              + (f" **{UNPROTECTED}**: the numbers are what the edited script printed; no "
                 f"protected grader computed them (docs/tasks.md)." if unprotected else ""), ""]
@@ -105,7 +105,7 @@ def markdown(tag: str, metric: str, direction: str, rows: list[Row], png: str | 
               "|---:|---|---:|---:|---:|---|---|"]
     for r in rows:
         gain = "" if r.gain is None else f"{r.gain:+.4g}"
-        metric_text = "" if r.metric is None else num(r.metric)
+        metric_text = "" if r.metric is None else number_text(r.metric)
         shown = "baseline" if r.description == BASELINE and r.status == "keep" else r.status
         lines.append(f"| {r.iteration} | {shown} | {metric_text} | {gain} | {r.runs} "
                      f"| {r.description.replace('|', '/')} | {r.reason.replace('|', '/')} |")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from loop.errors import UsageError
 from loop.state.journal import Journal, replay
-from loop.words import (UNPROTECTED, gain_text, is_baseline, kept_changes, num, plural,
+from loop.words import (UNPROTECTED, gain_text, is_baseline, kept_changes, number_text, plural,
                         shown_status)
 
 
@@ -63,7 +63,7 @@ def summary(repo: Path, tag: str) -> dict:
         "results_tsv": str(path.parent / "results.tsv"),
         "tracking_uri": start.get("tracking_uri"), "mlflow_parent_run": start.get("parent_run_id"),
         "recent": [f"{r.iteration:>4} {shown_status(r):<9} "
-                   f"{num(r.metric) if r.metric is not None else '':<8}  {r.description}"
+                   f"{number_text(r.metric) if r.metric is not None else '':<8}  {r.description}"
                    for r in state.records[-5:]],
     }
 
@@ -72,9 +72,9 @@ def format_summary(s: dict) -> list[str]:
     """`autoresearch status` for people: aligned `key value` lines, no Python reprs."""
     metric = s["metric_name"] or "metric"
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s["statuses"].items())) or "none"
-    best = num(s["best_metric"])
+    best = number_text(s["best_metric"])
     if s["gain"] is not None:
-        best += f" ({gain_text(s['gain'])} over the baseline {num(s['baseline_metric'])})"
+        best += f" ({gain_text(s['gain'])} over the baseline {number_text(s['baseline_metric'])})"
     rows = [("tag", s["tag"]), ("branch", s["branch"]), ("task", s["task"]),
             ("metric", f"{metric} ({s['direction']})" + (
                 f"; {UNPROTECTED}: the script's own print, no protected grader"
@@ -93,7 +93,7 @@ def format_summary(s: dict) -> list[str]:
 def final_line(s: dict) -> str:
     """The run's last lines: the same counts as `status`, then one review command a line
     (the kept changes only: from the commit the baseline ran on to the branch)."""
-    best = num(s["best_metric"])
+    best = number_text(s["best_metric"])
     if s["gain"] is not None:
         best += f" ({gain_text(s['gain'])} over the baseline)"
     if s.get("unprotected"):
