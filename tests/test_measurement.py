@@ -654,3 +654,54 @@ def test_a_setting_the_data_fixes_is_not_searched(tmp_path):
                    metric="val_loss")
     assert "num_classes (fixed by the data)" in plan.skipped
     assert {"learning_rate", "n_embd"} <= set(plan.space)
+
+
+TRAINER_FINETUNE = '''\
+import fire
+import transformers
+from datasets import load_dataset
+
+
+def train(data_path: str = "data.json", learning_rate: float = 3e-4, cutoff_len: int = 256,
+          val_set_size: int = 200, lora_r: int = 8):
+    tokenizer = transformers.AutoTokenizer.from_pretrained("gpt2")
+
+    def tokenize(prompt):
+        result = tokenizer(prompt, truncation=True, max_length=cutoff_len)
+        result["labels"] = result["input_ids"].copy()
+        return result
+
+    def tokenize_point(point):
+        return tokenize(point["text"])
+
+    data = load_dataset("json", data_files=data_path)
+    if val_set_size > 0:
+        split = data["train"].train_test_split(test_size=val_set_size)
+        train_data = split["train"].map(tokenize_point)
+        val_data = split["test"].map(tokenize_point)
+    else:
+        train_data = data["train"].map(tokenize_point)
+        val_data = None
+    model = transformers.AutoModelForCausalLM.from_pretrained("gpt2")
+    trainer = transformers.Trainer(
+        model=model, train_dataset=train_data, eval_dataset=val_data,
+        args=transformers.TrainingArguments(learning_rate=learning_rate, output_dir="out"))
+    trainer.train()
+
+
+if __name__ == "__main__":
+    fire.Fire(train)
+'''
+
+
+def test_what_a_trainer_evaluates_on_is_the_measurement(tmp_path):
+    """alpaca-lora's finetune.py: the Trainer prints eval_loss over `eval_dataset=val_data`,
+    made in one branch of an `if` (the other sets None) by mapping a local function that
+    truncates to the entry point's `cutoff_len` through a closure: cutoff_len changes what
+    eval_loss measures; the learning rate does not."""
+    repo = make_repo(tmp_path / "finetune", {"finetune.py": TRAINER_FINETUNE})
+    plan = analyse(repo, script="finetune.py")
+    assert plan.metric == "eval_loss"
+    assert "cutoff_len (sets the validation sequence length)" in plan.skipped, plan.skipped
+    assert "cutoff_len" not in plan.space and "--cutoff_len" not in plan.space
+    assert {"learning_rate", "lora_r"} <= {n.lstrip("-") for n in plan.space}, plan.space

@@ -161,7 +161,7 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
     literal_at = {s.name: _line_col(src.source, s.start)
                   for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
     for name in list(plan.space):
-        dest = name.replace("-", "_")
+        dest = name.lstrip("-").replace("-", "_")
         if found.changes_measure(dest, literal_at.get(name)):
             plan.space.pop(name)
             why = measurement.reason(name, bool(found.reads(dest, literal_at.get(name))))
