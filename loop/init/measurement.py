@@ -181,9 +181,9 @@ class _Slicer:
                 self.name(node.id, scope, getattr(node, "lineno", 0), val, node)
                 # a local function passed rather than called (`data.map(tokenize_fn)`):
                 # what it returns is what the call it is passed to makes of the data
+                parent = self.parents.get(node)
                 if node.id in self.functions and not _defs(scope, node.id) and not (
-                        isinstance(self.parents.get(node), ast.Call)
-                        and self.parents[node].func is node):
+                        isinstance(parent, ast.Call) and parent.func is node):
                     self._enter(self.functions[node.id], node.id, val)
             if isinstance(node, ast.Call):
                 called = _called(node)
@@ -308,7 +308,7 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, as
     statement) for each
     place `scope` (its own body, not nested functions) sets `name`, in line order; an
     assignment's line is its last, so the names its value reads are those set before."""
-    out = []
+    out: list[tuple[int, ast.AST | None, bool, ast.AST]] = []
     for node in _own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
