@@ -1,7 +1,8 @@
 """The settings a script reads from its command line, read with `ast` (nothing is run):
 argparse's `add_argument("--lr", type=float, default=3e-4)` (and `set_defaults`), click's
-`@click.option("--lr", default=3e-4)`, and the keyword defaults of the function `fire.Fire`
-is given. Used by `autoresearch init` to write the flags file (loop/setup/flags.py)."""
+`@click.option("--lr", default=3e-4)`, the keyword defaults of the function `fire.Fire`
+is given, and those of a typer command (`--batch-size`). Used by `autoresearch init` to
+write the flags file (loop/setup/flags.py)."""
 from __future__ import annotations
 
 import ast
@@ -18,7 +19,7 @@ class Flag:
     default: object             # a number, a bool, a string, or None
     type: str = ""              # int | float | bool | str | "" (not said)
     choices: tuple = ()
-    how: str = "argparse"       # argparse | click | fire
+    how: str = "argparse"       # argparse | click | fire | typer
     constant: str = ""          # the module-level constant its default names (`default=LR`)
 
     @property
@@ -30,7 +31,7 @@ class Flag:
 def flags(src: Script) -> list[Flag]:
     """Every flag the script declares, in source order, each name once."""
     consts = src.literals()
-    return first_of_each([*_argparse(src, consts), *_fire(src, consts)])
+    return first_of_each([*_argparse(src, consts), *_fire(src, consts), *_typer(src, consts)])
 
 
 def _value(node: ast.expr | None, consts: dict) -> object:
@@ -136,3 +137,53 @@ def _fire(src: Script, consts: dict) -> list[Flag]:
                 out.append(Flag(arg.arg, arg.arg, _value(default, consts), kind, (), "fire",
                                 constant))
     return out
+
+
+def typer_commands(src: Script) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(the name it is called by, the function) for each command of a `typer.Typer()` app
+    (`@app.command()`, named as typer names it: `train_cli` is `train-cli`) and the
+    function `typer.run(main)` is given (name "")."""
+    apps = {t.id for node in ast.walk(src.tree) if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) in (
+                "typer.Typer", "Typer") for t in node.targets if isinstance(t, ast.Name)}
+    run = {a.id for node in ast.walk(src.tree) if isinstance(node, ast.Call)
+           and ast.unparse(node.func) in ("typer.run",) for a in node.args[:1]
+           if isinstance(a, ast.Name)}
+    out = []
+    for node in src.tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if node.name in run:
+            out.append(("", node))
+        for d in node.decorator_list:
+            if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) \
+                    and d.func.attr == "command" and isinstance(d.func.value, ast.Name) \
+                    and d.func.value.id in apps:
+                named = [a.value for a in d.args[:1] if isinstance(a, ast.Constant)
+                         and isinstance(a.value, str)]
+                out.append((named[0] if named else node.name.replace("_", "-"), node))
+    return out
+
+
+def typer_command(src: Script) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The command a run calls: the only one, else the first named like training."""
+    commands = typer_commands(src)
+    if len(commands) <= 1:
+        return commands[0] if commands else None
+    return next((c for c in commands if "train" in c[1].name.lower()), None)
+
+
+def _typer(src: Script, consts: dict) -> list[Flag]:
+    """A typer command's keyword defaults are its options, spelled with dashes
+    (`batch_size: int = 4` is `--batch-size`)."""
+    command = typer_command(src)
+    if command is None:
+        return []
+    args = command[1].args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return [Flag(arg.arg.replace("_", "-"), arg.arg, _value(default, consts),
+                 _type(arg.annotation), (), "typer",
+                 default.id if isinstance(default, ast.Name) else "")
+            for arg, default in pairs]

@@ -40,8 +40,9 @@ PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "le
 
 
 # names of the validation side: its data, loaders, splits and the function that evaluates
-VALIDATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluate|evaluation|dev|holdout|"
-                        r"estimate)", re.I)
+# (`value`, `device` are none of them)
+VALIDATION = re.compile(r"(^|_)(val(?!ue)|valid|validation|test|eval|evaluate|evaluation|"
+                        r"dev(?!ice)|holdout|estimate)", re.I)
 # names that size data or an evaluation, or tune a metric (a threshold)
 SIZING = re.compile(r"batch|seq|block|context|ctx|_len|len_|^len|eval|split|test|sample|"
                     r"thresh|cutoff|window|horizon", re.I)
@@ -132,11 +133,48 @@ def measured(src: Script, modules: list[Script], metric: str) -> Measurement | N
     expr = metric_expr(src, metric)
     if expr is not None:
         return _Slicer(src, modules).run(expr)
+    through = _through_module(src, modules, metric)
+    if through is not None:
+        return through
     trainer = trainer_evaluation(src) if metric.startswith("eval_") else None
     if trainer is None:
         return None
     data = next(k.value for k in trainer.keywords if k.arg == "eval_dataset")
     return _Slicer(src, modules).run(data, validation=True)
+
+
+def _through_module(src: Script, modules: list[Script], metric: str) -> Measurement | None:
+    """A metric an imported module computes and prints in a function the script calls
+    (a typer command's `train.train(batch_size=batch_size, ...)`): the module's slice, and
+    what the script passes as each parameter of that function the slice reaches; None when
+    no module computes it or the script calls none of its functions."""
+    for module in modules:
+        expr = metric_expr(module, metric)
+        if expr is None:
+            continue
+        inner = _Slicer(module, modules).run(expr)
+        outer = _Slicer(src, modules)
+        called = False
+        for func in module.tree.body:
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in (*func.args.posonlyargs, *func.args.args,
+                                      *func.args.kwonlyargs)]
+            reached = {p: inner.names[p] for p in params if p in inner.names}
+            for node in ast.walk(src.tree):
+                if not (isinstance(node, ast.Call) and _called(node) == func.name):
+                    continue
+                called = True
+                for param, val in reached.items():
+                    arg = next((k.value for k in node.keywords if k.arg == param), None)
+                    index = params.index(param)
+                    if arg is None and index < len(node.args):
+                        arg = node.args[index]
+                    if arg is not None:
+                        outer.expr(arg, outer.scope_of(node), val)
+        if called:
+            return outer.out
+    return None
 
 
 class _Slicer:
@@ -158,6 +196,9 @@ class _Slicer:
     def run(self, expr: ast.expr, validation: bool = False) -> Measurement:
         self.expr(expr, self._scope(expr), validation or id(expr) in self.evaluating)
         return self.out
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        return self._scope(node)
 
     def _scope(self, node: ast.AST) -> ast.AST:
         """The function a node of the script is in (the module at module level)."""
@@ -233,8 +274,9 @@ class _Slicer:
                                       *scope.args.kwonlyargs)]
             if name in params:
                 if not self._call_sites(scope, params.index(name), name, val):
-                    # called by none of the script's code: an entry point whose parameters
-                    # are the settings (`fire.Fire(train)`, a click or typer command)
+                    # called by none of the script's code, or by a call that leaves it at
+                    # its default: an entry point whose parameters are the settings
+                    # (`fire.Fire(train)`, a click or typer command, `train()`)
                     self.out.names[name] = self.out.names.get(name, False) or val
                 return
             if not defs:              # a name of the enclosing function's, or a global
@@ -284,12 +326,12 @@ class _Slicer:
 
     def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
         """Follow the arguments passed as `param` where the script calls `func`; whether
-        the script calls it at all."""
+        the script calls it, each time passing `param`."""
         name = getattr(func, "name", "")
         args = getattr(func, "args", None)
         method = bool(args and args.args and args.args[0].arg in ("self", "cls"))
         index -= method                              # `obj.f(a)` passes a as f's 2nd param
-        called = False
+        called, passed = False, True
         for node in ast.walk(self.src.tree):
             # a function by its name (`train(...)`, not `model.train()`), a method on an object
             if isinstance(node, ast.Call) and _called(node) == name \
@@ -300,7 +342,10 @@ class _Slicer:
                     arg = node.args[index]
                 if arg is not None:
                     self.expr(arg, self._scope(node), val)
-        return called
+                elif not any(isinstance(a, ast.Starred) for a in node.args) \
+                        and not any(k.arg is None for k in node.keywords):
+                    passed = False                      # left at its default there
+        return called and passed
 
 
 def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, ast.AST]]:
