@@ -154,13 +154,22 @@ def _through_module(src: Script, modules: list[Script], metric: str) -> Measurem
             continue
         inner = _Slicer(module, modules).run(expr)
         outer = _Slicer(src, modules)
+        # a parameter the module calls (`model(x)` in `evaluate(model, val)`) is the thing
+        # evaluated, the search's object, not the ruler
+        predictors = {n.func.id for f in ast.walk(module.tree)
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for n in ast.walk(f) if isinstance(n, ast.Call)
+                      and isinstance(n.func, ast.Name)
+                      and n.func.id in {a.arg for a in (*f.args.posonlyargs, *f.args.args,
+                                                        *f.args.kwonlyargs)}}
         called = False
         for func in module.tree.body:
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             params = [a.arg for a in (*func.args.posonlyargs, *func.args.args,
                                       *func.args.kwonlyargs)]
-            reached = {p: inner.names[p] for p in params if p in inner.names}
+            reached = {p: inner.names[p] for p in params
+                       if p in inner.names and p not in predictors}
             for node in ast.walk(src.tree):
                 if not (isinstance(node, ast.Call) and _called(node) == func.name):
                     continue
