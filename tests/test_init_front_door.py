@@ -443,3 +443,65 @@ def test_run_before_init_says_to_run_init_not_a_missing_demo_folder(tmp_path):
     done = run_cli("run", cwd=repo)
     assert done.returncode == 2 and "run `autoresearch init` first" in done.stderr
     assert "task folder not found" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+PROGRESS_BAR_MAIN = """\
+import sys
+
+import torch
+
+
+def progress_bar(current, total, msg):
+    sys.stdout.write(f"[{current + 1}/{total}] {msg}\\n")
+
+
+def test(model, batches):
+    correct = total = 0
+    test_loss = 0.0
+    with torch.no_grad():
+        for i, (x, y) in enumerate(batches):
+            out = model(x)
+            test_loss += torch.nn.functional.cross_entropy(out, y).item()
+            correct += (out.argmax(1) == y).sum().item()
+            total += len(y)
+            progress_bar(i, len(batches), 'Loss: %.3f | Acc: %.3f%%'
+                         % (test_loss / (i + 1), 100. * correct / total))
+    acc = 100. * correct / total
+    return acc
+
+
+model = torch.nn.Linear(4, 2)
+batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(2)]
+best_acc = 0
+for epoch in range(2):
+    acc = test(model, batches)
+    if acc > best_acc:
+        best_acc = acc
+"""
+
+
+def test_a_refusal_names_the_metric_a_script_formats_outside_a_print(tmp_path):
+    """pytorch-cifar's main.py: the test metrics go through progress_bar('Loss: %.3f | Acc:
+    %.3f%%' % ...), a string no print init reads. The refusal's hint names a concrete metric
+    and pattern (the accuracy, which the script keeps its best by), and followed as written it
+    gives a task whose pattern reads the line."""
+    import io
+    import shlex
+
+    from loop.init.onboard import analyse
+    from loop.init.plan import InitError
+    from loop.run.capture import CappedLog
+    from loop.setup.metric import Metric
+    repo = make_repo(tmp_path / "cifar", {"main.py": PROGRESS_BAR_MAIN})
+    with pytest.raises(InitError) as refused:
+        analyse(repo, script="main.py")
+    said = str(refused.value)
+    assert "pass --metric acc --metric-pattern" in said and "in test()" in said, said
+    words = shlex.split(said.partition("pass ")[2])
+    plan = analyse(repo, script="main.py", metric=words[1], metric_pattern=words[3])
+    assert plan.metric == "acc" and plan.direction == "maximize"
+    log = CappedLog(io.BytesIO(), 1 << 16,
+                    {"metric": Metric(plan.metric, pattern=plan.metric_pattern).pattern})
+    log.feed(b"[1/2] Loss: 0.701 | Acc: 37.500%\n[2/2] Loss: 0.693 | Acc: 50.000%\n")
+    log.close()
+    assert log.value("metric") == 50.0

@@ -150,6 +150,63 @@ if __name__ == "__main__":
 '''
 
 
+CONFIG_TREE = '''\
+import sys
+
+
+class Node:
+    def merge_from_args(self, args):
+        for arg in args:
+            keys, _, value = arg.removeprefix("--").partition("=")
+            *path, leaf = keys.split(".")
+            node = self
+            for key in path:
+                node = getattr(node, key)
+            setattr(node, leaf, float(value) if "." in value or "e" in value else int(value))
+
+
+def data_defaults():
+    C = Node()
+    C.ndigit = 2
+    return C
+
+
+def get_config():
+    C = Node()
+    C.system = Node()
+    C.system.seed = 3407
+    C.system.work_dir = "./out"
+    C.data = data_defaults()
+    C.trainer = Node()
+    C.trainer.learning_rate = 5e-4
+    return C
+
+
+if __name__ == "__main__":
+    config = get_config()
+    config.merge_from_args(sys.argv[1:])
+    print(f"lr: {config.trainer.learning_rate} seed: {config.system.seed}")
+'''
+
+
+def test_the_numbers_a_config_builder_sets_are_flags_its_command_line_overrides(tmp_path):
+    """minGPT's projects: `get_config()` sets `C.trainer.learning_rate = 5e-4`, the script
+    merges `sys.argv[1:]` into it: `--trainer.learning_rate=...` is a flag, and the command
+    line the flags file makes reaches the config (run for real)."""
+    found = {f.name: f for f in cli_scan.flags(Script("adder.py", CONFIG_TREE))}
+    assert {n: f.default for n, f in found.items()} == {"system.seed": 3407,
+                                                       "trainer.learning_rate": 5e-4}
+    assert found["trainer.learning_rate"].how == "config"
+    (tmp_path / "adder.py").write_text(CONFIG_TREE)
+    (tmp_path / "flags.yaml").write_text("trainer.learning_rate: 0.002\nsystem.seed: 7\n")
+    cmd = flags.command(f"{shlex.quote(sys.executable)} adder.py", "flags.yaml", tmp_path)
+    out = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert out.stdout.strip() == "lr: 0.002 seed: 7", (cmd, out.stderr)
+    # no merge of the command line, no flags: the builder's numbers stay module code
+    alone = CONFIG_TREE.replace("    config.merge_from_args(sys.argv[1:])\n", "")
+    assert cli_scan.flags(Script("adder.py", alone)) == []
+
+
 def test_argparse_flags_their_defaults_types_and_constants():
     found = {f.name: f for f in cli_scan.flags(Script("train.py", ARGPARSE))}
     assert found["lr"].default == 1e-3 and found["lr"].type == "float" and found["lr"].numeric

@@ -1,7 +1,11 @@
 """The settings a script reads from its command line, read with `ast` (nothing is run):
 argparse's `add_argument("--lr", type=float, default=3e-4)` (and `set_defaults`), click's
-`@click.option("--lr", default=3e-4)`, and the keyword defaults of the function `fire.Fire`
-is given. Used by `autoresearch init` to write the flags file (loop/setup/flags.py)."""
+`@click.option("--lr", default=3e-4)`, the keyword defaults of the function `fire.Fire`
+is given, those of a typer command (`--batch-size`), and the attributes a config-building
+function sets on the config the script then overrides from its command line (minGPT's
+`C.trainer.learning_rate = 5e-4` in `get_config()`, then `config.merge_from_args(sys.argv[1:])`:
+`--trainer.learning_rate=5e-4`). Used by `autoresearch init` to write the flags file
+(loop/setup/flags.py)."""
 from __future__ import annotations
 
 import ast
@@ -18,7 +22,7 @@ class Flag:
     default: object             # a number, a bool, a string, or None
     type: str = ""              # int | float | bool | str | "" (not said)
     choices: tuple = ()
-    how: str = "argparse"       # argparse | click | fire
+    how: str = "argparse"       # argparse | click | fire | typer | config (a config tree)
     constant: str = ""          # the module-level constant its default names (`default=LR`)
 
     @property
@@ -30,7 +34,8 @@ class Flag:
 def flags(src: Script) -> list[Flag]:
     """Every flag the script declares, in source order, each name once."""
     consts = src.literals()
-    return first_of_each([*_argparse(src, consts), *_fire(src, consts)])
+    return first_of_each([*_argparse(src, consts), *_fire(src, consts), *_typer(src, consts),
+                          *_config_tree(src, consts)])
 
 
 def _value(node: ast.expr | None, consts: dict) -> object:
@@ -135,4 +140,107 @@ def _fire(src: Script, consts: dict) -> list[Flag]:
                 constant = default.id if isinstance(default, ast.Name) else ""
                 out.append(Flag(arg.arg, arg.arg, _value(default, consts), kind, (), "fire",
                                 constant))
+    return out
+
+
+def typer_commands(src: Script) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(the name it is called by, the function) for each command of a `typer.Typer()` app
+    (`@app.command()`, named as typer names it: `train_cli` is `train-cli`) and the
+    function `typer.run(main)` is given (name "")."""
+    apps = {t.id for node in ast.walk(src.tree) if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) in (
+                "typer.Typer", "Typer") for t in node.targets if isinstance(t, ast.Name)}
+    run = {a.id for node in ast.walk(src.tree) if isinstance(node, ast.Call)
+           and ast.unparse(node.func) in ("typer.run",) for a in node.args[:1]
+           if isinstance(a, ast.Name)}
+    out = []
+    for node in src.tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if node.name in run:
+            out.append(("", node))
+        for d in node.decorator_list:
+            if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) \
+                    and d.func.attr == "command" and isinstance(d.func.value, ast.Name) \
+                    and d.func.value.id in apps:
+                named = [a.value for a in d.args[:1] if isinstance(a, ast.Constant)
+                         and isinstance(a.value, str)]
+                out.append((named[0] if named else node.name.replace("_", "-"), node))
+    return out
+
+
+def typer_command(src: Script) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The command a run calls: the only one, else the first named like training."""
+    commands = typer_commands(src)
+    if len(commands) <= 1:
+        return commands[0] if commands else None
+    return next((c for c in commands if "train" in c[1].name.lower()), None)
+
+
+def _typer(src: Script, consts: dict) -> list[Flag]:
+    """A typer command's keyword defaults are its options, spelled with dashes
+    (`batch_size: int = 4` is `--batch-size`)."""
+    command = typer_command(src)
+    if command is None:
+        return []
+    args = command[1].args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return [Flag(arg.arg.replace("_", "-"), arg.arg, _value(default, consts),
+                 _type(arg.annotation), (), "typer",
+                 default.id if isinstance(default, ast.Name) else "")
+            for arg, default in pairs]
+
+
+ARGV_READERS = {"parse_args", "parse_known_args", "Fire", "run", "main"}
+
+
+def _argv(node: ast.AST) -> bool:
+    """`sys.argv` or a slice of it."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "argv" \
+        and isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+
+def _config_tree(src: Script, consts: dict) -> list[Flag]:
+    """`config = get_config()` then `config.merge_from_args(sys.argv[1:])` (a method of the
+    config given the command line, not a parser's): the numbers get_config sets on the
+    config it returns, by their attribute path (`C.trainer.learning_rate = 5e-4` is
+    `--trainer.learning_rate=5e-4`), are its flags."""
+    builders = {f.name: f for f in src.tree.body if isinstance(f, ast.FunctionDef)}
+    made: dict[str, str] = {}                  # config variable -> the function it comes from
+    merged: set[str] = set()
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id in builders:
+            made.update({t.id: node.value.func.id for t in node.targets
+                         if isinstance(t, ast.Name)})
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) \
+                and node.func.attr not in ARGV_READERS and any(_argv(a) for a in node.args):
+            merged.add(node.func.value.id)
+    out: list[Flag] = []
+    for var in merged:
+        builder = builders.get(made.get(var, ""))
+        if builder is None:
+            continue
+        returned = {r.value.id for r in ast.walk(builder) if isinstance(r, ast.Return)
+                    and isinstance(r.value, ast.Name)}
+        for node in builder.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Attribute)):
+                continue
+            parts: list[str] = []
+            target: ast.expr = node.targets[0]
+            while isinstance(target, ast.Attribute):
+                parts.append(target.attr)
+                target = target.value
+            if not (isinstance(target, ast.Name) and target.id in returned):
+                continue
+            value = _value(node.value, consts)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                path = ".".join(reversed(parts))
+                out.append(Flag(path, path, value, "", (), "config"))
     return out

@@ -40,8 +40,9 @@ PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "le
 
 
 # names of the validation side: its data, loaders, splits and the function that evaluates
-VALIDATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluate|evaluation|dev|holdout|"
-                        r"estimate)", re.I)
+# (`value`, `device` are none of them)
+VALIDATION = re.compile(r"(^|_)(val(?!ue)|valid|validation|test|eval|evaluate|evaluation|"
+                        r"dev(?!ice)|holdout|estimate)", re.I)
 # names that size data or an evaluation, or tune a metric (a threshold)
 SIZING = re.compile(r"batch|seq|block|context|ctx|_len|len_|^len|eval|split|test|sample|"
                     r"thresh|cutoff|window|horizon", re.I)
@@ -105,13 +106,84 @@ def metric_expr(src: Script, metric: str) -> ast.expr | None:
                 None)
 
 
+def trainer_evaluation(src: Script) -> ast.Call | None:
+    """The Hugging Face `transformers.Trainer` (or `Seq2SeqTrainer`, ...) call the script
+    makes with an `eval_dataset=` other than None: the Trainer evaluates on that data and
+    prints each evaluation's dict (`{'eval_loss': 1.23}`), no print of the script's own."""
+    trainers = {name for name, mod in src.imports_from().items()
+                if mod.split(".")[0] == "transformers" and name.endswith("Trainer")}
+    for node in ast.walk(src.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        named = func.id in trainers if isinstance(func, ast.Name) else isinstance(
+            func, ast.Attribute) and func.attr.endswith("Trainer") and ast.unparse(
+            func.value) == "transformers"
+        evals = [k.value for k in node.keywords if k.arg == "eval_dataset"]
+        if named and evals and not (isinstance(evals[0], ast.Constant)
+                                    and evals[0].value is None):
+            return node
+    return None
+
+
 def measured(src: Script, modules: list[Script], metric: str) -> Measurement | None:
-    """The backward slice of the metric's print; None when the script computes no metric
-    this reading can follow (it is printed elsewhere)."""
+    """The backward slice of the metric's print, or, for an `eval_*` metric a Trainer
+    prints, of the `eval_dataset=` it evaluates on (all of it the validation side); None
+    when the script computes no metric this reading can follow (it is printed elsewhere)."""
     expr = metric_expr(src, metric)
-    if expr is None:
+    if expr is not None:
+        return _Slicer(src, modules).run(expr)
+    through = _through_module(src, modules, metric)
+    if through is not None:
+        return through
+    trainer = trainer_evaluation(src) if metric.startswith("eval_") else None
+    if trainer is None:
         return None
-    return _Slicer(src, modules).run(expr)
+    data = next(k.value for k in trainer.keywords if k.arg == "eval_dataset")
+    return _Slicer(src, modules).run(data, validation=True)
+
+
+def _through_module(src: Script, modules: list[Script], metric: str) -> Measurement | None:
+    """A metric an imported module computes and prints in a function the script calls
+    (a typer command's `train.train(batch_size=batch_size, ...)`): the module's slice, and
+    what the script passes as each parameter of that function the slice reaches; None when
+    no module computes it or the script calls none of its functions."""
+    for module in modules:
+        expr = metric_expr(module, metric)
+        if expr is None:
+            continue
+        inner = _Slicer(module, modules).run(expr)
+        outer = _Slicer(src, modules)
+        # a parameter the module calls (`model(x)` in `evaluate(model, val)`) is the thing
+        # evaluated, the search's object, not the ruler
+        predictors = {n.func.id for f in ast.walk(module.tree)
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for n in ast.walk(f) if isinstance(n, ast.Call)
+                      and isinstance(n.func, ast.Name)
+                      and n.func.id in {a.arg for a in (*f.args.posonlyargs, *f.args.args,
+                                                        *f.args.kwonlyargs)}}
+        called = False
+        for func in module.tree.body:
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [a.arg for a in (*func.args.posonlyargs, *func.args.args,
+                                      *func.args.kwonlyargs)]
+            reached = {p: inner.names[p] for p in params
+                       if p in inner.names and p not in predictors}
+            for node in ast.walk(src.tree):
+                if not (isinstance(node, ast.Call) and _called(node) == func.name):
+                    continue
+                called = True
+                for param, val in reached.items():
+                    arg = next((k.value for k in node.keywords if k.arg == param), None)
+                    index = params.index(param)
+                    if arg is None and index < len(node.args):
+                        arg = node.args[index]
+                    if arg is not None:
+                        outer.expr(arg, outer.scope_of(node), val)
+        if called:
+            return outer.out
+    return None
 
 
 class _Slicer:
@@ -127,12 +199,15 @@ class _Slicer:
         self.trained = _trained(src.tree)
         self.evaluating = _without_gradients(src.tree)
         self.out = Measurement()
-        self.done: set[tuple[int, str, bool, int]] = set()
+        self.done: set[tuple[int, str, bool, int, int]] = set()
         self.entered: set[str] = set()
 
-    def run(self, expr: ast.expr) -> Measurement:
-        self.expr(expr, self._scope(expr), id(expr) in self.evaluating)
+    def run(self, expr: ast.expr, validation: bool = False) -> Measurement:
+        self.expr(expr, self._scope(expr), validation or id(expr) in self.evaluating)
         return self.out
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        return self._scope(node)
 
     def _scope(self, node: ast.AST) -> ast.AST:
         """The function a node of the script is in (the module at module level)."""
@@ -153,26 +228,42 @@ class _Slicer:
                 if chain:
                     self.out.chains[chain] = self.out.chains.get(chain, False) or val
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.name(node.id, scope, getattr(node, "lineno", 0), val)
+                self.name(node.id, scope, getattr(node, "lineno", 0), val, node)
+                # a local function passed rather than called (`data.map(tokenize_fn)`):
+                # what it returns is what the call it is passed to makes of the data
+                parent = self.parents.get(node)
+                if node.id in self.functions and not _defs(scope, node.id) and not (
+                        isinstance(parent, ast.Call) and parent.func is node):
+                    self._enter(self.functions[node.id], node.id, val)
             if isinstance(node, ast.Call):
                 called = _called(node)
                 func = self.functions.get(called)
-                key = f"{called}:{val}"
                 on_trained = isinstance(node.func, ast.Attribute) and isinstance(
                     node.func.value, ast.Name) and node.func.value.id in self.trained
                 # a method of the trained model (`model.init_hidden(bsz)`) is the model's
                 # own code: its arguments are followed, not its body
-                if func is not None and key not in self.entered and not on_trained:
-                    self.entered.add(key)
-                    inside = val or bool(VALIDATION.search(called)) \
-                        or any(_stops_gradients(d) for d in func.decorator_list)
-                    for ret in ast.walk(func):
-                        if isinstance(ret, ast.Return) and ret.value is not None:
-                            self.expr(ret.value, func, inside)
-                    if inside:
-                        self._evaluated_on(func)
+                if func is not None and not on_trained:
+                    self._enter(func, called, val)
 
-    def name(self, name: str, scope: ast.AST, line: int, val: bool) -> None:
+    def _enter(self, func: ast.FunctionDef | ast.AsyncFunctionDef, called: str,
+               val: bool) -> None:
+        """Follow what a local function returns (once per side)."""
+        key = f"{called}:{val}"
+        if key in self.entered:
+            return
+        self.entered.add(key)
+        inside = val or bool(VALIDATION.search(called)) \
+            or any(_stops_gradients(d) for d in func.decorator_list)
+        for ret in ast.walk(func):
+            if isinstance(ret, ast.Return) and ret.value is not None:
+                self.expr(ret.value, func, inside)
+        if inside:
+            self._evaluated_on(func)
+
+    def name(self, name: str, scope: ast.AST, line: int, val: bool,
+             use: ast.AST | None = None) -> None:
+        """Follow what `name`, read at `line` (at `use`; None: the end of `scope`), is set
+        from."""
         val = val or _validation_data(name)
         if name in self.trained:
             return
@@ -180,27 +271,56 @@ class _Slicer:
         # the settings a use at `line` sees: those made before it (`x = f(x)` reads the x
         # made before, not itself); each set of them is followed once
         before = [d for d in defs if d[0] < line] or defs
-        if (id(scope), name, val, len(before)) in self.done:
+        # the last replacing setting that runs on every way to the use hides those before
+        # it; one in a branch hides nothing (`if n > 0: data = f(...)` / `else: data = None`)
+        last = max((i for i, d in enumerate(before)
+                    if not d[2] and self._runs_before(d[3], use, scope)), default=0)
+        if (id(scope), name, val, len(before), last) in self.done:
             return
-        self.done.add((id(scope), name, val, len(before)))
+        self.done.add((id(scope), name, val, len(before), last))
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args,
                                       *scope.args.kwonlyargs)]
             if name in params:
                 if not self._call_sites(scope, params.index(name), name, val):
-                    # called by none of the script's code: an entry point whose parameters
-                    # are the settings (`fire.Fire(train)`, a click or typer command)
+                    # called by none of the script's code, or by a call that leaves it at
+                    # its default: an entry point whose parameters are the settings
+                    # (`fire.Fire(train)`, a click or typer command, `train()`)
                     self.out.names[name] = self.out.names.get(name, False) or val
                 return
-            if not defs:                                  # a global the function reads
-                self.name(name, self.src.tree, 10 ** 9, val)
+            if not defs:              # a name of the enclosing function's, or a global
+                self.name(name, self._scope(scope), 10 ** 9, val)
                 return
         if scope is self.src.tree and defs:
             self.out.names[name] = self.out.names.get(name, False) or val
-        last = max((i for i, d in enumerate(before) if not d[2]), default=0)
-        for _, value, _ in before[last:]:
+        for _, value, _, _ in before[last:]:
             if value is not None:
                 self.expr(value, scope, val or id(value) in self.evaluating)
+
+    def _block(self, stmt: ast.AST) -> int | None:
+        """The statement list `stmt` is in (a body, an else branch), by id; None off the
+        script's statements."""
+        parent = self.parents.get(stmt)
+        for part in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, part, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return id(block)
+        return None
+
+    def _runs_before(self, stmt: ast.AST, use: ast.AST | None, scope: ast.AST) -> bool:
+        """Whether statement `stmt` runs on every way to `use` (the end of `scope` when
+        None): it is in the block `use` is in or one that holds it (unknown: yes)."""
+        block = self._block(stmt)
+        if block is None:
+            return True
+        if use is None:
+            return block == id(getattr(scope, "body", None))
+        node: ast.AST | None = use
+        while node is not None:
+            if self._block(node) == block:
+                return True
+            node = self.parents.get(node)
+        return False
 
     def _evaluated_on(self, func: ast.AST) -> None:
         """In a function that evaluates, the data the trained model is called on there is
@@ -215,12 +335,12 @@ class _Slicer:
 
     def _call_sites(self, func: ast.AST, index: int, param: str, val: bool) -> bool:
         """Follow the arguments passed as `param` where the script calls `func`; whether
-        the script calls it at all."""
+        the script calls it, each time passing `param`."""
         name = getattr(func, "name", "")
         args = getattr(func, "args", None)
         method = bool(args and args.args and args.args[0].arg in ("self", "cls"))
         index -= method                              # `obj.f(a)` passes a as f's 2nd param
-        called = False
+        called, passed = False, True
         for node in ast.walk(self.src.tree):
             # a function by its name (`train(...)`, not `model.train()`), a method on an object
             if isinstance(node, ast.Call) and _called(node) == name \
@@ -231,31 +351,36 @@ class _Slicer:
                     arg = node.args[index]
                 if arg is not None:
                     self.expr(arg, self._scope(node), val)
-        return called
+                elif not any(isinstance(a, ast.Starred) for a in node.args) \
+                        and not any(k.arg is None for k in node.keywords):
+                    passed = False                      # left at its default there
+        return called and passed
 
 
-def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool]]:
-    """(line, the value it is set from, whether it updates rather than replaces) for each
+def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, ast.AST]]:
+    """(line, the value it is set from, whether it updates rather than replaces, the
+    statement) for each
     place `scope` (its own body, not nested functions) sets `name`, in line order; an
     assignment's line is its last, so the names its value reads are those set before."""
-    out = []
+    out: list[tuple[int, ast.AST | None, bool, ast.AST]] = []
     for node in _own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 for part, value in _pairs(t, node.value):      # `a, b = x, y`: a from x
                     if name in _stored(part):
-                        out.append((_end(node), value, isinstance(part, ast.Subscript)))
+                        out.append((_end(node), value, isinstance(part, ast.Subscript),
+                                    node))
         elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
-            out.append((_end(node), node.value, True))
+            out.append((_end(node), node.value, True, node))
         elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
-            out.append((node.lineno, node.iter, False))
+            out.append((node.lineno, node.iter, False, node))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 if item.optional_vars is not None and name in _stored(item.optional_vars):
-                    out.append((node.lineno, item.context_expr, False))
+                    out.append((node.lineno, item.context_expr, False, node))
         elif isinstance(node, ast.comprehension) and name in _stored(node.target):
-            out.append((getattr(node.iter, "lineno", 0), node.iter, False))
+            out.append((getattr(node.iter, "lineno", 0), node.iter, False, node))
     return sorted(out, key=lambda d: d[0])
 
 

@@ -232,10 +232,65 @@ def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tes
                         f"({', '.join(training)}): as "
                         f"the objective it rewards memorising the training data; print a "
                         f"validation metric, or pass --metric {training[0]} to accept it anyway")
+    formatted = formatted_metric(plan)
+    if formatted:
+        label, where = formatted
+        name = re.sub(r"\W+", "_", label).strip("_").lower()
+        hint = (f"{plan.script} formats `{label}: <number>` {where}, in no print init reads: "
+                f"if that line is printed, pass --metric {name} --metric-pattern "
+                + shlex.quote(rf"(?<![\w.]){re.escape(label)}\s*[:=]\s*([0-9.]+)"))
+    else:
+        hint = ""
     if names:
         raise InitError(f"init: no metric found among the numbers {plan.script} and the "
                         f"modules it imports print ({', '.join(names)}): none is named like a "
-                        f"loss or an accuracy; pass --metric NAME")
+                        f"loss or an accuracy; " + (hint or "pass --metric NAME"))
     raise InitError(f"init: no metric found: {plan.script} and the modules it imports print "
                     f"no number after a name (e.g. print(f\"val_loss: {{loss:.4f}}\")); "
-                    f"pass --metric NAME --metric-pattern REGEX for a line of another form")
+                    + (hint or "pass --metric NAME --metric-pattern REGEX for a line of "
+                               "another form"))
+
+
+# `Acc: %.3f`, `val loss = %.4f`, `Loss: {x:.3f}` ({f} marks a formatted value of a f-string)
+FORMATTED = re.compile(r"([A-Za-z][A-Za-z0-9_]*(?: [A-Za-z][A-Za-z0-9_]*)?)\s*[:=]\s*"
+                       r"(?:%[-+ 0#]*\d*(?:\.\d+)?[fegd]|\{f\})")
+
+
+def formatted_metric(plan: Plan) -> tuple[str, str] | None:
+    """(label, where) of a number the script formats after a metric's name in a string no
+    print init reads shows (`progress_bar(i, n, 'Loss: %.3f | Acc: %.3f%%' % ...)`,
+    `logger.info(f"Acc: {acc:.2f}")`), preferring one in a function that evaluates; None
+    when there is none. Makes a refusal's hint concrete."""
+    import ast
+
+    from loop.setup.printed import direction_of
+    try:
+        tree = ast.parse((plan.root / plan.script).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: list[tuple[bool, str, str]] = []
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef,
+                                                              ast.AsyncFunctionDef))]
+    owner = {id(n): f.name for f in functions for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) \
+                and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            text = node.left.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                           else "{f}" if isinstance(v, ast.FormattedValue) and v.format_spec
+                           else "{}" for v in node.values)
+        else:
+            continue
+        func = owner.get(id(node), "")
+        for label in FORMATTED.findall(text):
+            if direction_of(label.replace(" ", "_")):
+                evaluating = bool(re.search(r"(^|_)(val|valid|test|eval)", func, re.I))
+                found.append((evaluating, label, f"in {func}()" if func else "at module level"))
+    # what the script keeps its best by (`if acc > best_acc:`) names the objective
+    kept = {ast.unparse(side).lower() for c in ast.walk(tree) if isinstance(c, ast.Compare)
+            for side in (c.left, *c.comparators)
+            if "best" not in ast.unparse(side).lower()
+            and any("best" in ast.unparse(o).lower() for o in (c.left, *c.comparators))}
+    found.sort(key=lambda f: (not f[0], re.sub(r"\W+", "_", f[1]).lower() not in kept))
+    return (found[0][1], found[0][2]) if found else None

@@ -68,7 +68,7 @@ class Plan:
     reads_budget: bool = False          # the script reads AUTORESEARCH_TIME_BUDGET
     flags_file: str = ""                # the flags file written (task.yaml `flags`)
     flags: dict[str, str] = field(default_factory=dict)   # flag -> its value, as written
-    flags_how: str = ""                 # argparse | click | fire
+    flags_how: str = ""                 # argparse | click | fire | typer | config | hydra
     guesses: dict[str, Guess] = field(default_factory=dict)   # script, metric, budget, ...
 
     @property

@@ -161,7 +161,7 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
     literal_at = {s.name: _line_col(src.source, s.start)
                   for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
     for name in list(plan.space):
-        dest = name.replace("-", "_")
+        dest = name.lstrip("-").replace("-", "_")
         if found.changes_measure(dest, literal_at.get(name)):
             plan.space.pop(name)
             why = measurement.reason(name, bool(found.reads(dest, literal_at.get(name))))
@@ -343,6 +343,14 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     default leaves the space (the flag decides the value)."""
     if with_hydra(plan, scripts[0]):
         return
+    command = cli_scan.typer_command(scripts[0])
+    words = shlex.split(plan.args) if plan.args else []
+    if command and command[0] and len(cli_scan.typer_commands(scripts[0])) > 1 \
+            and words[:1] != [command[0]]:
+        # a typer app of several commands runs one only when named first on its command line
+        plan.args = " ".join(shlex.quote(w) for w in [command[0], *words])
+        plan.notes.append(f"{plan.script} is a typer app of several commands: the run calls "
+                          f"`{command[0]}` (change with --args)")
     found = [f for src in scripts for f in cli_scan.flags(src)]
     given = _given(plan)
     known = {f.name for f in found}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from loop.init.measurement import trainer_evaluation
 from loop.init.plan import Plan
 from loop.init.shapes.base import Candidate, Scan, Shape, from_values
 from loop.setup.code_scan import Script
@@ -21,24 +22,14 @@ def trainer_eval_loss(src: Script) -> list[Candidate]:
     (`{'eval_loss': 1.23, 'epoch': 0.5}`, alpaca-lora), so `eval_loss` is a metric of the run
     though no print of the script shows it."""
     from loop.setup.metric import NUMBER
-    trainers = {name for name, mod in src.imports_from().items()
-                if mod.split(".")[0] == "transformers" and name.endswith("Trainer")}
-    for node in ast.walk(src.tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        named = func.id in trainers if isinstance(func, ast.Name) else isinstance(
-            func, ast.Attribute) and func.attr.endswith("Trainer") and ast.unparse(
-            func.value) == "transformers"
-        evals = [k.value for k in node.keywords if k.arg == "eval_dataset"]
-        if named and evals and not (isinstance(evals[0], ast.Constant)
-                                    and evals[0].value is None):
-            return [Candidate("eval_loss", "script",
-                              f"printed by the Hugging Face {ast.unparse(func)} "
-                              f"{src.path} builds with an eval_dataset (its evaluation dicts, "
-                              f"{{'eval_loss': ...}})",
-                              rf"['\"]eval_loss['\"]\s*:\s*{NUMBER}", file=src.path)]
-    return []
+    node = trainer_evaluation(src)
+    if node is None:
+        return []
+    return [Candidate("eval_loss", "script",
+                      f"printed by the Hugging Face {ast.unparse(node.func)} "
+                      f"{src.path} builds with an eval_dataset (its evaluation dicts, "
+                      f"{{'eval_loss': ...}})",
+                      rf"['\"]eval_loss['\"]\s*:\s*{NUMBER}", file=src.path)]
 
 
 def apply(plan: Plan, scan: Scan, chosen: Candidate) -> None:
