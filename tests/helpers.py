@@ -291,6 +291,17 @@ def init(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return run_cli("init", *args, cwd=repo)
 
 
+def init_on_the_test_split(repo: Path, metric: str, *args: str) -> subprocess.CompletedProcess:
+    """init with no --metric on a script whose only held-out split is named test: exit 0 with
+    that split's metric, said to be the test split the night selects on."""
+    done = init(repo, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("metric:"))
+    assert line.split()[1] == metric, line
+    assert "the test split's" in line and "prints no validation metric" in line, line
+    return done
+
+
 def refused(repo: Path, *args: str) -> str:
     """init exits 2 with one line and writes nothing; the line."""
     before = {p: (repo / p).read_bytes() for p in listing(repo) if (repo / p).is_file()}

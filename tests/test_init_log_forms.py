@@ -17,7 +17,7 @@ import yaml
 
 from conftest import run_cli
 from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
-from helpers import commit, init, plain_repo, read_metric, refused
+from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
 from loop.setup.code_scan import Script
 from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
@@ -68,14 +68,9 @@ def test_metric_valid_loss_finds_the_label_valid_loss(tmp_path):
 
 
 # -- `step N train loss: X test loss: Y`: "test" the only held-out split ---------------------------
-def test_a_test_split_is_offered_by_name_never_the_training_loss(tmp_path):
+def test_a_test_split_is_chosen_never_the_training_loss(tmp_path):
     repo = plain_repo(tmp_path / "steps", {"train.py": STEP_TEST})
-    line = refused(repo)
-    assert "it prints test_loss; if that is your validation split, pass --metric test_loss" \
-        in line
-    assert "--metric loss" not in line and "--metric train_loss" not in line
-    done = init(repo, "--metric", "test_loss")
-    assert done.returncode == 0, done.stderr
+    init_on_the_test_split(repo, "test_loss")
     task = load_task(repo)
     assert (task.metric.name, task.metric.direction) == ("test_loss", "minimize")
     out = printed(repo)
@@ -97,11 +92,9 @@ def test_a_bare_loss_pattern_reads_neither_the_train_nor_the_test_loss(tmp_path)
 # -- a sentence with a number in it ------------------------------------------------------------
 def test_words_of_a_sentence_are_not_a_metric_name(tmp_path):
     repo = plain_repo(tmp_path / "top", {"train.py": TOP_SCORE})
-    line = refused(repo)                            # never exit 0 with `score_of`
-    assert "score" not in line
-    assert "it prints test_acc; if that is your validation split, pass --metric test_acc" in line
-    assert "no number named `score_of`" in refused(repo, "--metric", "score_of")
-    assert init(repo, "--metric", "test_acc").returncode == 0
+    done = init_on_the_test_split(repo, "test_acc")          # never `score_of`
+    assert "score_of" not in done.stdout
+    assert "no number named `score_of`" in refused(repo, "--metric", "score_of", "--force")
     out = printed(repo)
     assert checked(repo) == last(out, r"test acc ([\d.]+)")
 
@@ -266,14 +259,9 @@ print('Test Accuracy of the model on the 10000 test images: {} %'.format(100 * c
 """
 
 
-def test_a_sentence_naming_the_test_accuracy_is_offered_never_the_training_loss(tmp_path):
+def test_a_sentence_naming_the_test_accuracy_is_chosen_never_the_training_loss(tmp_path):
     repo = plain_repo(tmp_path / "cnn", {"main.py": SENTENCE_CNN})
-    line = refused(repo)
-    assert "it prints test_accuracy; if that is your validation split, pass --metric " \
-        "test_accuracy" in line
-    assert "--metric loss" not in line
-    done = init(repo, "--metric", "test_accuracy")
-    assert done.returncode == 0, done.stderr
+    init_on_the_test_split(repo, "test_accuracy")
     task = load_task(repo)
     assert (task.metric.name, task.metric.direction) == ("test_accuracy", "maximize")
     out = printed(repo, "main.py")
@@ -393,11 +381,7 @@ test_score = eval_split(split='test', n=40)
 
 def test_a_split_each_call_passes_and_the_ratio_after_the_fraction(tmp_path):
     repo = plain_repo(tmp_path / "adder", {"adder.py": ADDER})
-    line = refused(repo)
-    assert "it prints test_final_score; if that is your validation split, pass --metric " \
-        "test_final_score" in line
-    done = init(repo, "--metric", "test_final_score")
-    assert done.returncode == 0, done.stderr
+    init_on_the_test_split(repo, "test_final_score")
     task = load_task(repo)
     assert (task.metric.name, task.metric.direction) == ("test_final_score", "maximize")
     out = printed(repo, "adder.py")

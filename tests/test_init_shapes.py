@@ -13,7 +13,7 @@ import yaml
 
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
-from helpers import commit, init, plain_repo, read_metric, refused
+from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 
@@ -63,14 +63,20 @@ def test_a_module_the_script_imports_is_never_the_editable_one(tmp_path):
     assert "train.py imports it" in line and "--script train.py" in line
 
 
-def test_a_test_metric_is_chosen_only_by_name(tmp_path):
+def test_a_test_metric_is_chosen_when_no_validation_one_is_printed(tmp_path):
     only_test = "X = 1.0\nprint(f'test_acc: {X * 0.5:.3f}')\n"
     repo = plain_repo(tmp_path / "t", {"train.py": only_test})
-    line = refused(repo)
-    assert "only test metrics are printed (test_acc)" in line and "--metric test_acc" in line
-    done = init(repo, "--metric", "test_acc")
-    assert done.returncode == 0, done.stderr
+    init_on_the_test_split(repo, "test_acc")
     assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "test_acc"
+
+
+def test_of_several_test_metrics_the_loss_is_chosen_and_a_validation_one_wins(tmp_path):
+    two = "X = 1.0\nprint(f'test_acc: {X * 0.5:.3f}')\nprint(f'test_loss: {X / 4:.3f}')\n"
+    init_on_the_test_split(plain_repo(tmp_path / "t", {"train.py": two}), "test_loss")
+    three = two + "print(f'val_acc: {X / 3:.3f}')\n"
+    repo = plain_repo(tmp_path / "v", {"train.py": three})
+    assert init(repo).returncode == 0
+    assert yaml.safe_load((repo / "task.yaml").read_text())["metric"]["name"] == "val_acc"
 
 
 def test_two_validation_metrics_are_an_ambiguity(tmp_path):

@@ -157,7 +157,8 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
                         f"the script never sets, which may hold a dict of splits rather than "
                         f"one number; print the validation number itself, e.g. "
                         f"print(f\"val_loss: {{x:.4f}}\"), then run init again")
-    tests = [c.name for c in likely if is_test(c.name)]
+    tested = [c for c in likely if is_test(c.name)]
+    tests = [c.name for c in tested]
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
     held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
@@ -169,13 +170,12 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
     tests = list(dict.fromkeys(tests))
-    if not held and tests and distinct and all(len(words(n)) == 1 for n in distinct):
-        # time_sequence_prediction: `loss:` in the closure, `test loss:` after the step
-        raise InitError(f"init: {plan.script}: no validation metric is printed: it prints "
-                        f"{tests[0]} (a "
-                        f"held-out split named test) and {', '.join(distinct)}, which names no "
-                        f"split (likely the training one); if {tests[0]} is your validation "
-                        f"split, pass --metric {tests[0]}")
+    if not held and tests and all(len(words(n)) == 1 for n in distinct):
+        # no validation split is printed, only one named test (makemore's `test loss`, the
+        # pytorch examples' `Test set:`): it is the held-out number the repo reports, never a
+        # training loss (time_sequence_prediction's bare `loss:` in the closure, a per-step
+        # `loss` of a log line that names no split)
+        return _test_split(plan, tested, distinct + unsplit, names)
     if len(distinct) == 1:
         chosen = pool[0]
         others = [n for n in names if n.partition(" (by ")[0] != chosen.name]
@@ -202,10 +202,46 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
             f"the {'validation ' if held else ''}loss, {chosen.source} (the perplexity "
             f"printed beside it is its exp)", False, METRIC_FLAGS)
         return chosen
-    _refuse(plan, distinct, bool(held), unsplit, tests, training, names)
+    _refuse(plan, distinct, bool(held), unsplit, training, names)
 
 
-def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tests: list[str],
+def _test_split(plan: Plan, tested: list[Candidate], passed_over: list[str],
+                names: list[str]) -> Candidate:
+    """The metric of the one held-out split a script prints, named test: chosen, and said to
+    be the test split the night will select on. Of several (a test loss and accuracy), the
+    one the repo keeps its best by, names in its docs, or else its loss."""
+    distinct = list(dict.fromkeys(c.name for c in tested))
+    name = _one_test_metric(plan, distinct)
+    if not name:
+        raise InitError(f"init: {plan.script}: no validation metric is printed, and several "
+                        f"test metrics are ({', '.join(distinct)}): pass --metric "
+                        f"{distinct[0]}, or --metric with another of them")
+    chosen = next(c for c in tested if c.name == name)
+    others = [n for n in names if n.partition(" (by ")[0] != name]
+    passed = (f"; {', '.join(passed_over)} name{'s' if len(passed_over) == 1 else ''} no "
+              f"split (likely training)" if passed_over else "")
+    plan.guesses["metric"] = Guess(
+        f"the test split's, {chosen.source}: {plan.script} prints no validation metric, so "
+        f"the night selects on its test split (hold out a validation split to keep a test "
+        f"number no keep has seen){passed}" + (f"; others: {', '.join(others)}" if others
+                                                else ""), False, METRIC_FLAGS)
+    return chosen
+
+
+def _one_test_metric(plan: Plan, distinct: list[str]) -> str | None:
+    if len(distinct) == 1:
+        return distinct[0]
+    best = _best_model_metric(plan.args, distinct)
+    if best:
+        return best
+    named = _named_by_docs(plan, distinct)
+    if named:
+        return named[0]
+    losses = [n for n in distinct if "loss" in words(n)]
+    return losses[0] if len(losses) == 1 else None
+
+
+def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str],
             training: list[str], names: list[str]) -> NoReturn:
     """No metric can be chosen: why, in one line, with the flag that settles it."""
     if len(distinct) > 1:
@@ -219,14 +255,6 @@ def _refuse(plan: Plan, distinct: list[str], held: bool, unsplit: list[str], tes
                         f"printed inside a log line that names no split (it may be the "
                         f"training one); if it is measured on held-out data, pass --metric "
                         f"{unsplit[0]}")
-    if tests:                         # a held-out split named "test": offered by its name
-        tests = list(dict.fromkeys(tests))
-        besides = (f", besides training metrics ({', '.join(training)}), never the objective"
-                   if training else "")
-        raise InitError(f"init: {plan.script}: only test metrics are printed "
-                        f"({', '.join(tests)}){besides}: "
-                        f"it prints {tests[0]}; if that is your validation split, pass "
-                        f"--metric {tests[0]}")
     if training:
         raise InitError(f"init: {plan.script}: only a training metric is printed "
                         f"({', '.join(training)}): as "
