@@ -14,6 +14,7 @@ import yaml
 from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULAR_README,
                           TABULAR_TRAIN)
 from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
+from conftest import run_cli
 from loop.setup.code_scan import Script
 from loop.setup.task import load_task
 
@@ -239,6 +240,31 @@ def test_an_lm_call_the_grader_cannot_make_is_refused_with_the_way_out(tmp_path,
     task = load_task(repo)
     assert task.grader is None and task.metric.pattern == pattern
     assert read_metric("val_bpb:          2.345678\n", task.metric.pattern) == 2.345678
+
+
+def test_an_lm_call_built_inside_a_function_is_graded(tmp_path, monkeypatch):
+    """A CPU fork builds its tokenizer and eval batch inside `main()`, the batch by device
+    (`B if on_gpu else min(B, 4)`): the grader makes the same call, at the smaller batch."""
+    from karpathy_repo import FIXTURE, make_karpathy_repo
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE", str(cache))
+    train = (FIXTURE / "train.py").read_text().replace(
+        "val_bpb = evaluate_bpb(model, tokenizer, DEVICE_BATCH_SIZE)",
+        "def final_eval(on_gpu):\n"
+        "    eval_tokenizer = Tokenizer.from_directory()\n"
+        "    eval_batch = DEVICE_BATCH_SIZE if on_gpu else min(DEVICE_BATCH_SIZE, 4)\n"
+        "    val_bpb = evaluate_bpb(model, eval_tokenizer, eval_batch)\n"
+        "    return val_bpb\n"
+        "val_bpb = final_eval(device.type == 'cuda')")
+    repo = make_karpathy_repo(tmp_path / "shape", cache, {"train.py": train})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert task.grader.eval_call == "evaluate_bpb(model, Tokenizer.from_directory(), 4)"
+    assert task.grader.input_shape[0] == 4
+    commit(repo, "autoresearch task")
+    checked = run_cli("check-task", ".", cwd=repo)
+    assert checked.returncode == 0 and "status ok" in checked.stdout, checked.stdout
 
 
 def test_metric_pattern_without_script_reads_train_py(tmp_path):

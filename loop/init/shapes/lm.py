@@ -71,7 +71,7 @@ def _simple_name(node) -> bool:
 def _lm_grader(plan: Plan, src: Script, local: dict, known: dict, call) -> None:
     import ast
     func, mod, _, node = call
-    assigns = src.assigns()
+    assigns = {**src.assigns(), **_assigned_before(src.tree, node)}
     args = ["model"]
     for arg in node.args[1:]:
         text = _protected_expr(arg, assigns, local, src)
@@ -93,15 +93,56 @@ def _lm_grader(plan: Plan, src: Script, local: dict, known: dict, call) -> None:
     plan.held_out = [_held_out(plan, mod)]
 
 
+def _assigned_before(tree, call) -> dict:
+    """`name = expr` of the function that makes the evaluation call, above the call (the last
+    one wins): a CPU fork builds its tokenizer and eval batch inside `main()`."""
+    import ast
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef,
+                                                              ast.AsyncFunctionDef))
+                 and any(n is call for n in ast.walk(f))]
+    if not functions:
+        return {}
+    body = sorted((n for n in ast.walk(functions[-1]) if isinstance(n, ast.Assign)
+                   and n.lineno < call.lineno), key=lambda n: n.lineno)
+    return {t.id: n.value for n in body for t in n.targets[:1] if len(n.targets) == 1
+            and isinstance(t, ast.Name)}
+
+
+def _number(expr, assigns: dict, values: dict, depth: int = 0) -> float | None:
+    """The number an argument comes to from the script's constants, through the names it was
+    assigned from, `min`/`max`, and a conditional's branches (`B if on_gpu else min(B, 8)`:
+    the smaller branch, as the device is known only when it runs; the grader's batch splits
+    the evaluation's fixed number of tokens, the same for every candidate); else None."""
+    import ast
+    if depth > 8:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) \
+            and not isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        if expr.id in values:
+            return values[expr.id]
+        return _number(assigns[expr.id], assigns, values, depth + 1) \
+            if expr.id in assigns else None
+    if isinstance(expr, ast.IfExp):
+        branches, pick = [expr.body, expr.orelse], min
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) \
+            and expr.func.id in ("min", "max") and not expr.keywords:
+        branches, pick = expr.args, (min if expr.func.id == "min" else max)
+    else:
+        return None
+    found = [_number(b, assigns, values, depth + 1) for b in branches]
+    numbers = [v for v in found if v is not None]
+    return pick(numbers) if numbers and len(numbers) == len(found) else None
+
+
 def _protected_expr(arg, assigns: dict, local: dict, src: Script) -> str | None:
     """An argument of the evaluation call as the grader can write it: a number (an
     editable constant's value now), or an expression over the protected module's names."""
     import ast
     values = constants({src.path: src.source})
-    if isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float)):
-        return repr(arg.value)
-    if isinstance(arg, ast.Name) and arg.id in values:
-        v = values[arg.id]
+    v = _number(arg, assigns, values)
+    if v is not None:
         return str(int(v)) if v == int(v) else repr(v)
     if isinstance(arg, ast.Name) and arg.id in assigns:
         arg = assigns[arg.id]
