@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from loop.untrusted import evaluate
 from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
                                 call_values, direction_of, print_context)
 
@@ -203,7 +204,6 @@ def literal(expr: ast.expr, known: dict[str, object]):
     if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float, str)) \
             and not isinstance(expr.value, bool):
         return expr.value
-    from loop.setup.search_space import evaluate
     try:
         value = evaluate(ast.unparse(expr), {k: v for k, v in known.items()
                                              if isinstance(v, (int, float))})
