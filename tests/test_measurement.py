@@ -282,8 +282,8 @@ def report(value):
 
 
 def test_asserted_limits_at_module_level_and_in_a_called_function():
-    from loop.init.measurement import asserted_limits
-    from loop.setup.code_scan import Script
+    from loop.script.measurement import asserted_limits
+    from loop.script.source import Script
     src = Script("train.py", textwrap.dedent("""\
         MAX_LEN = 512
         SEQ_LEN = 128

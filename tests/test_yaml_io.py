@@ -21,7 +21,9 @@ from helpers import PLAIN, plain_repo, rows
 from loop.engine.engine import Engine
 from loop.init.plan import Plan, task_yaml
 from loop.proposers.base import Proposal
-from loop.setup import flags, settings, yaml_io
+from loop import yaml_io
+from loop.script import settings
+from loop.setup import flags
 from loop.setup.config import Config, JudgeConfig
 from loop.setup.search_space import parse_space
 from loop.setup.task import load_task

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from loop.init.plan import InitError
-from loop.setup.caches import Found, find, home_relative, prepare_step
+from loop.script.cache_paths import Found, find, home_relative, prepare_step
 
 
 def declare(plan, sources) -> None:

@@ -18,14 +18,14 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from loop.setup.code_scan import Script, printed_values
+from loop.script.source import Script, printed_values
 from loop.init.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
 from loop.init.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
 from loop.init.caches import declare as declare_caches
 from loop.init.inputs import guess_inputs
-from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds,
+from loop.init.settings_choice import (FLAGS_FILE, explain_empty, fixed_seeds,
                                       leave_out_measuring, search_space, with_config,
                                       with_config_files, with_flags)
 from loop.init.shapes import all_shapes, shape
@@ -33,7 +33,7 @@ from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
 from loop.init.script_choice import (executed, local_modules, model_packages, parse,
                                       pick_script)
-from loop.init.time_box import prints_in_loop
+from loop.script.periodic import prints_in_loop
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
 

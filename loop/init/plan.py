@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.setup import yaml_io
+from loop import yaml_io
 
 CONFIG_FILE = "autoresearch.yaml"
 TASK_FILE = "task.yaml"

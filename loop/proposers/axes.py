@@ -11,7 +11,7 @@ import random
 import re
 
 from loop.proposers.base import ProposerFatal
-from loop.setup import settings
+from loop.script import settings
 from loop.setup.search_space import SEED, Dim, implied, is_constant_name, number
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]

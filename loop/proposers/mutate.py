@@ -26,7 +26,7 @@ from loop.proposers import change as recorded
 from loop.proposers.axes import (Axis, Change, SpaceExhausted, apply_setting, axes_of, describe,
                                  same)
 from loop.proposers.base import Context, Proposal
-from loop.setup import settings
+from loop.script import settings
 from loop.setup.search_space import (SEED, Dim, constants, implied, number, parse_space,
                                      valid)
 

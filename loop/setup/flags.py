@@ -42,7 +42,7 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
     VALUE_CHARS_MAX characters, or flags too long together for one command line."""
     from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-    from loop.setup.yaml_io import VALUE_CHARS_MAX, YamlError, compose
+    from loop.yaml_io import VALUE_CHARS_MAX, YamlError, compose
     try:
         root = compose(text, where, strict=True)
     except YamlError as exc:

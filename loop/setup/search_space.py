@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from loop.edits.constant_lines import CONSTANT
-from loop.setup import settings
+from loop.script import settings
 from loop.untrusted import evaluate, names_in, parse_number
 
 # `learning_rate = 6e-4`: a module-level setting of any case (nanoGPT's style); a constant of

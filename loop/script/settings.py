@@ -97,7 +97,7 @@ def written(kind: str, value: str) -> str:
     """`value` as a number literal the kind's reader parses as one."""
     v = value.strip().replace("_", "") if kind not in PYTHON_KINDS else value.strip()
     if kind == "yaml":              # read back the same by YAML 1.2 and PyYAML's 1.1 alike
-        from loop.setup.yaml_io import number
+        from loop.yaml_io import number
         try:
             return number(v)
         except ValueError:
@@ -209,7 +209,7 @@ def _yaml(path: str, text: str) -> list[Setting]:
     one YAML reader (loop/setup/yaml_io.py, the same that reads the flags file for the run's
     command line). Flow style (`{a: 1}`), lists, quoted numbers and aliased values are not
     settings; a file that reader refuses (a duplicate key, `<<:`) has none."""
-    from loop.setup.yaml_io import YamlError, numbers
+    from loop.yaml_io import YamlError, numbers
     try:
         return [Setting(path, n.name, n.text, "yaml", n.start, n.end)
                 for n in numbers(text, path)]

@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.untrusted import evaluate
-from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
+from loop.script.prints import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
                                 call_values, direction_of, print_context)
 
 __all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",

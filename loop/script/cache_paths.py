@@ -196,7 +196,7 @@ def resolve(values, root: Path, where: str, expand) -> tuple[str, ...]:
 
 def task_sources(root: Path) -> list:
     """The task folder's top-level Python files, parsed (those that parse)."""
-    from loop.setup.code_scan import Script
+    from loop.script.source import Script
     out = []
     for path in sorted(root.glob("*.py")):
         try:
