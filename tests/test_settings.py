@@ -1,4 +1,4 @@
-"""Settings, one interface (loop/setup/settings.py): module-level assignments, YAML and JSON
+"""Settings, one interface (loop/script/settings.py): module-level assignments, YAML and JSON
 keys found and rewritten in place, in a form the file's own reader takes as a number; the
 flags file turned into a command line (loop/setup/flags.py); a script's flags read from its
 code (loop/init/command_line.py)."""

@@ -1,5 +1,5 @@
 """Settings where real code keeps them (issue 36 item 4), found by `init` through the one
-settings interface (loop/setup/settings.py) and searched in a real night: a Hydra app's
+settings interface (loop/script/settings.py) and searched in a real night: a Hydra app's
 composed config, searched through overrides that win over its YAML (real Hydra); a dict
 literal of parameters (LightGBM / XGBoost style); literal keyword arguments of calls
 (`LogisticRegression(C=1.0)`). Real git repos, the real CLI."""

@@ -1,4 +1,4 @@
-"""The one YAML reader and writer (loop/setup/yaml_io.py): every number written is read back
+"""The one YAML reader and writer (loop/yaml_io.py): every number written is read back
 as that number (by YAML 1.2 and by PyYAML's YAML 1.1 alike); the flags file is read strictly
 and its text is the run's argv (issue 37's attacks: duplicate keys, YAML 1.1 conversions,
 merge keys, over-long and over-deep values); init writes a task that loads whatever the

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from loop.init.plan import Guess, InitError, Plan
 from loop.init.shapes.base import Candidate
-from loop.script.source import direction_of
+from loop.script.prints import direction_of
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"

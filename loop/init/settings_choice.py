@@ -115,7 +115,7 @@ NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "ge
 def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
     """Dict-literal keys (`params.learning_rate`) and literal numeric keyword arguments
     (`LogisticRegression.C`, `AdamW.lr`) of the script, where much real code keeps its
-    settings (loop/setup/settings.py): seeds, cadence, length and plumbing left out."""
+    settings (loop/script/settings.py): seeds, cadence, length and plumbing left out."""
     out: dict[str, dict] = {}
     for s in settings.find(plan.script, src.source):
         if s.kind not in ("dict", "kwarg"):

@@ -147,7 +147,7 @@ def _names(axes: list[Axis]) -> str:
 
 
 def declarable(task) -> list[str]:
-    """Every setting of `task`'s editable files (any kind, loop/setup/settings.py) but a
+    """Every setting of `task`'s editable files (any kind, loop/script/settings.py) but a
     seed, by name: what a `search_space` may name."""
     files = {rel: (task.root / rel).read_text(errors="replace")
              for rel in task.editable_files() if settings.kind_of(rel)}

@@ -1,30 +1,22 @@
-"""A task's `caches:`: the data caches a repo keeps under HOME (`~/.cache/<its name>`),
-found by `autoresearch init` in the code the run executes and resolved when a task loads.
+"""The data caches a repo's code keeps under HOME (`~/.cache/<its name>`), read with `ast`
+(nothing is run): what `autoresearch init` declares as task.yaml's `caches:` (loop/setup/
+caches.py resolves them when a task loads), and the step that fills one.
 
-The sandbox empties HOME for runs (loop/run/sandbox.py); a repo that keeps its data in
-`~/.cache/tinyshape` would find nothing there, and fail with `Read-only file system` the
-moment it tries to make the folder. A declared cache is shown to both steps, read-only:
-it is filled by the repo's prepare step (`python prepare.py`) before the night, never by a
-run. Unlike `read_only` it is not digested before each grading: a cache can hold GBs in
-thousands of files, and what the grader trusts in it is listed under `read_only` and
-`held_out` already (the lm shape does so).
-
-init reads the script and its local modules with `ast` (nothing is run) for the paths they
-build from HOME: `"~/.cache/x"`, `Path.home() / ".cache" / "x"`,
-`os.path.expanduser("~/.cache/x")`, `os.path.join(os.path.expanduser("~"), ".cache", "x")`,
-through module-level names, and an override by an environment variable
-(`os.environ.get("X_CACHE", <one of those>)`, `os.getenv(...) or ...`). The engine's own
-caches (~/.cache/autoresearch, the model caches) are shown already and are not listed.
-This module decides nothing about the sandbox's argv (loop/run/sandbox.py), nor reads
-run logs (loop/advice/home_cache.py)."""
+The script and its local modules are read for the paths they build from HOME: `"~/.cache/x"`,
+`Path.home() / ".cache" / "x"`, `os.path.expanduser("~/.cache/x")`,
+`os.path.join(os.path.expanduser("~"), ".cache", "x")`, through module-level names, and an
+override by an environment variable (`os.environ.get("X_CACHE", <one of those>)`,
+`os.getenv(...) or ...`): `moved` says where the cache is when that variable is set. The
+engine's own caches (~/.cache/autoresearch, the model caches) are shown to runs already and
+are not listed."""
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.errors import TaskError
+from loop.script.source import Script
+
 
 CACHE = ".cache"
 SHOWN_ALREADY = {"autoresearch", "huggingface", "torch"}   # the engine's data cache, models
@@ -43,7 +35,7 @@ class Found:
 
 # -- what the code names -------------------------------------------------------------------------
 def find(sources) -> list[Found]:
-    """The HOME caches the sources (loop/setup/code_scan.Script) name, first named first."""
+    """The HOME caches the sources (loop/script/source.py's Script) name, first named first."""
     out: dict[str, Found] = {}
     for src in sources:
         assigns = src.assigns()
@@ -167,36 +159,8 @@ def home_relative(path: Path) -> str:
     return f"~/{path.relative_to(home).as_posix()}" if home in path.parents else str(path)
 
 
-# -- task.yaml -----------------------------------------------------------------------------------
-def resolve(values, root: Path, where: str, expand) -> tuple[str, ...]:
-    """`caches` as the run sees them: absolute, existing folders outside the task folder,
-    never HOME itself. `expand`: task.yaml's $VARS expansion."""
-    out = []
-    root = root.resolve()
-    home = Path.home().resolve()
-    for value in values:
-        path = Path(os.path.expanduser(expand(value, "caches", where)))
-        if not path.is_absolute():
-            raise TaskError(f"{where}: caches: '{value}' must be an absolute path or `~/...`: "
-                            f"a cache lives outside the task folder")
-        path = path.resolve()
-        if path == home or path in home.parents:
-            raise TaskError(f"{where}: caches: {value} would show all of HOME to runs: name "
-                            f"the cache's own folder (e.g. ~/.cache/<name>)")
-        if path == root or root in path.parents or path in root.parents:
-            raise TaskError(f"{where}: caches: {value} overlaps the task folder: list data "
-                            f"of the task folder under `inputs`")
-        if not path.is_dir():
-            step = prepare_step(root, task_sources(root), value)
-            raise TaskError(f"{where}: caches: {value} not found: fill it first ({step}); "
-                            f"runs see it read-only")
-        out.append(str(path))
-    return tuple(dict.fromkeys(out))
-
-
 def task_sources(root: Path) -> list:
     """The task folder's top-level Python files, parsed (those that parse)."""
-    from loop.script.source import Script
     out = []
     for path in sorted(root.glob("*.py")):
         try:
@@ -206,18 +170,11 @@ def task_sources(root: Path) -> list:
     return out
 
 
-def owner(path: Path, caches) -> str | None:
-    """The declared cache holding `path`, if any."""
-    real = Path(os.path.realpath(path))
-    return next((c for c in caches if real == Path(c) or Path(c) in real.parents), None)
-
-
-def folder_for(path: Path) -> str:
-    """The folder to declare for a HOME path a run needed: `~/.cache/<name>`, else the
-    path's folder (the path itself when it is one)."""
-    home = Path.home().resolve()
-    rel = Path(os.path.abspath(path)).relative_to(home).parts
-    if len(rel) >= 2 and rel[0] == CACHE:
-        return f"~/{CACHE}/{rel[1]}"
-    folder = Path(*rel) if Path(path).is_dir() else Path(*rel[:-1])
-    return f"~/{folder.as_posix()}" if folder.parts else "~/<folder>"
+def moved(found: Found, value: str) -> Path:
+    """The cache's folder when its variable is `value`: XDG_CACHE_HOME=/x holds /x/<name>;
+    a variable naming a folder inside the cache (~/.cache/x/data) has the cache above it."""
+    base = Path(value).expanduser()
+    rest = found.path.split("/")[1:]                  # [".cache", name]
+    if found.var_depth <= len(rest):
+        return base.joinpath(*rest[found.var_depth:])
+    return base.parents[found.var_depth - len(rest) - 1]

@@ -8,14 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.untrusted import evaluate
-from loop.script.prints import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
-                                call_values, direction_of, print_context)
-
-__all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
-           "direction_of", "literal", "printed_value", "printed_values"]
-
-# every value one print or logging call shows after a label (loop/setup/printed.py)
-printed_values = call_values
+from loop.script.prints import Value, call_values, print_context
 
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
@@ -146,15 +139,6 @@ class Script:
                 if text and any(c in text for c in constants) and text not in out:
                     out.append(text)
         return out
-
-
-def printed_value(node) -> tuple[str, ast.expr] | None:
-    """(name, expression) when `node` is `print(f"name: {expr}")` or `print("name:", expr)`
-    and the expression is a number: a numeric format (`{x:.4f}`), arithmetic, or a value
-    named like a metric (`val_auc: {auc}`). `print(f"Task: {name}")` and
-    `print(f"Overriding: {key} = {value}")` print words, not values."""
-    found = [v for v in call_values(node) if v.line_start]
-    return (found[0].name, found[0].expr) if found else None
 
 
 def _is_print(node) -> bool:

@@ -174,7 +174,7 @@ def _number(v) -> bool:
 
 
 def constants(files: dict[str, str], named=()) -> dict[str, float]:
-    """{NAME: value} of the settings a search may read (loop/setup/settings.py): the numeric
+    """{NAME: value} of the settings a search may read (loop/script/settings.py): the numeric
     UPPER_CASE constants of the Python files, their lowercase module-level settings, dict
     keys and keyword arguments among `named` (a declared search space's names), and every
     numeric key of the YAML and JSON files (a config's keys, the flags file's flags)."""

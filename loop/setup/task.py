@@ -287,7 +287,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> Task:
         task = _replace(task, read_only=tuple(
             str(_resolve_held_out(value, where, "read_only")) for value in task.read_only))
     if task.caches:
-        from loop.script.cache_paths import resolve as resolve_caches
+        from loop.setup.caches import resolve as resolve_caches
         task = _replace(task, caches=resolve_caches(task.caches, folder, where, _expand))
     task = _interpreters(task, folder, Path(origin or folder).resolve(), where)
     validate(task, where)
