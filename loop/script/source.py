@@ -1,7 +1,8 @@
 """What a training script says about itself, read with `ast` (nothing is run): the
 `name: value` lines it prints, its module-level literals, the names it imports from local
 modules, which UPPER_CASE constants only feed prints (display-only), and the asserts over its
-constants written as conditions a search space can check. Used by `autoresearch init`."""
+constants written as conditions a search space can check. `autoresearch init` reads a
+repo through it; what a script prints is read by loop/script/prints.py, which it calls."""
 from __future__ import annotations
 
 import ast
