@@ -9,6 +9,9 @@ run's output gave, made safe before the engine keeps them anywhere.
     says how much was cut. `one_line` also folds every line break and tab into one space.
   * `parse_number(text)`: a number as a model writes it (`8`, `3e-4`, `1_000`, `2**19`),
     read, never evaluated: a power is computed only after its size is known to fit a float.
+  * `evaluate(expr, values)`: arithmetic and comparisons over named numbers (task.yaml's
+    `requires`, a script's assert, a constant computed from literals), read with `ast`,
+    never eval()'d; a power is bounded as in `parse_number`.
   * `canonical_path(rel)`: an edit's path in its one spelling (`././a.py` is `a.py`), or
     ValueError when no edit may name it (absolute, `..`, `.git`, `__pycache__`, ...).
 
@@ -17,6 +20,7 @@ Imports no loop module (the engine, the edit formats and the setup code all use 
 decides nothing about what is editable, only what is well-formed."""
 from __future__ import annotations
 
+import ast
 import math
 import re
 
@@ -133,6 +137,59 @@ def bounded_power(base: float, exp: float, shown: str = "") -> float:
 
 def _short(v: float) -> str:
     return f"{v:.6g}"
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+# a condition over constants (task.yaml's `requires`, a script's assert) or a module-level
+# value computed from literals: arithmetic only, evaluated without eval()
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: bounded_power}
+_CMPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+         ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+         ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def names_in(expr: str) -> list[str]:
+    """The constant names an expression reads (SyntaxError when it is no expression)."""
+    return sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval"))
+                   if isinstance(n, ast.Name)})
+
+
+def evaluate(expr: str, values: dict[str, float]):
+    """The value of an arithmetic expression or comparison over `values`; ValueError for
+    anything else (calls, attributes, unknown names)."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and _finite(node.value):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise ValueError(f"unknown name {node.id}")
+            return values[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -ev(node.operand) if isinstance(node.op, ast.USub) else ev(node.operand)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPS for o in node.ops):
+            left = ev(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = ev(right_node)
+                if not _CMPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp):
+            vals = [ev(v) for v in node.values]
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
+        raise ValueError(f"unsupported {type(node).__name__}")
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 # -- paths -----------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ FAST_TIER = {
     "test_edit_formats", "test_reply_shapes", "test_untrusted", "test_registry",
     "test_search_space", "test_mutate", "test_settings", "test_yaml_io", "test_workspace",
     "test_repo_reads", "test_git_calls", "test_spec", "test_pids", "test_early_stop",
-    "test_cli",
+    "test_cli", "test_named_data",
 }
 
 

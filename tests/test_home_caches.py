@@ -15,9 +15,8 @@ import yaml
 from conftest import git, needs_sandbox, run_cli
 from karpathy_repo import make_home_cache_repo
 from loop.advice.home_cache import home_line
-from loop.init.caches import moved
-from loop.setup.caches import find
-from loop.setup.code_scan import Script
+from loop.script.cache_paths import find, moved
+from loop.script.source import Script
 from loop.setup.task import load_task
 
 

@@ -18,7 +18,7 @@ import yaml
 from conftest import run_cli
 from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
 from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
 

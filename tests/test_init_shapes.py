@@ -15,7 +15,7 @@ from shaped_repos import (NANO_CONFIGURATOR, NANO_TRAIN, TABULAR_PREPARE, TABULA
                           TABULAR_TRAIN)
 from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
 from conftest import run_cli
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 from loop.setup.task import load_task
 
 
@@ -219,7 +219,7 @@ def test_every_local_module_the_script_imports_stays_protected(tmp_path):
     ("import random\nx = random.random()\n", None),
 ])
 def test_a_fixed_seed_is_found(code, fixed):
-    from loop.init.settings_scan import fixed_seeds
+    from loop.init.settings_choice import fixed_seeds
     assert fixed_seeds(Script("train.py", code)) == ([fixed] if fixed else [])
 
 

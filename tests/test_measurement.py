@@ -1,4 +1,4 @@
-"""Which settings change what the metric measures (loop/init/measurement.py), on a script of
+"""Which settings change what the metric measures (loop/script/measurement.py), on a script of
 the shape issue 36 found searched wrongly: lucidrains' enwik8 train.py, whose validation loss
 is one batch of SEQ_LEN x BATCH_SIZE bytes, whose PRIME_LEN only feeds a generated sample,
 whose GRADIENT_ACCUMULATE_EVERY sets the effective batch, and whose model asserts the longest
@@ -282,8 +282,8 @@ def report(value):
 
 
 def test_asserted_limits_at_module_level_and_in_a_called_function():
-    from loop.init.measurement import asserted_limits
-    from loop.setup.code_scan import Script
+    from loop.script.measurement import asserted_limits
+    from loop.script.source import Script
     src = Script("train.py", textwrap.dedent("""\
         MAX_LEN = 512
         SEQ_LEN = 128

@@ -1,7 +1,7 @@
-"""Settings, one interface (loop/setup/settings.py): module-level assignments, YAML and JSON
+"""Settings, one interface (loop/script/settings.py): module-level assignments, YAML and JSON
 keys found and rewritten in place, in a form the file's own reader takes as a number; the
 flags file turned into a command line (loop/setup/flags.py); a script's flags read from its
-code (loop/init/cli_scan.py)."""
+code (loop/init/command_line.py)."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,10 @@ import sys
 import pytest
 import yaml
 
-from loop.init import cli_scan
-from loop.setup import flags, settings
-from loop.setup.code_scan import Script
+from loop.script import command_line
+from loop.script import settings
+from loop.setup import flags
+from loop.script.source import Script
 
 CONFIG_YAML = """\
 # a training config
@@ -193,7 +194,7 @@ def test_the_numbers_a_config_builder_sets_are_flags_its_command_line_overrides(
     """minGPT's projects: `get_config()` sets `C.trainer.learning_rate = 5e-4`, the script
     merges `sys.argv[1:]` into it: `--trainer.learning_rate=...` is a flag, and the command
     line the flags file makes reaches the config (run for real)."""
-    found = {f.name: f for f in cli_scan.flags(Script("adder.py", CONFIG_TREE))}
+    found = {f.name: f for f in command_line.flags(Script("adder.py", CONFIG_TREE))}
     assert {n: f.default for n, f in found.items()} == {"system.seed": 3407,
                                                        "trainer.learning_rate": 5e-4}
     assert found["trainer.learning_rate"].how == "config"
@@ -204,11 +205,11 @@ def test_the_numbers_a_config_builder_sets_are_flags_its_command_line_overrides(
     assert out.stdout.strip() == "lr: 0.002 seed: 7", (cmd, out.stderr)
     # no merge of the command line, no flags: the builder's numbers stay module code
     alone = CONFIG_TREE.replace("    config.merge_from_args(sys.argv[1:])\n", "")
-    assert cli_scan.flags(Script("adder.py", alone)) == []
+    assert command_line.flags(Script("adder.py", alone)) == []
 
 
 def test_argparse_flags_their_defaults_types_and_constants():
-    found = {f.name: f for f in cli_scan.flags(Script("train.py", ARGPARSE))}
+    found = {f.name: f for f in command_line.flags(Script("train.py", ARGPARSE))}
     assert found["lr"].default == 1e-3 and found["lr"].type == "float" and found["lr"].numeric
     assert found["batch-size"].dest == "bs" and found["batch-size"].default == 128  # set_defaults
     assert found["width"].default == 32 and found["width"].constant == "WIDTH"
@@ -217,9 +218,9 @@ def test_argparse_flags_their_defaults_types_and_constants():
 
 
 def test_click_and_fire_flags():
-    click = {f.name: f.default for f in cli_scan.flags(Script("c.py", CLICK)) if f.numeric}
+    click = {f.name: f.default for f in command_line.flags(Script("c.py", CLICK)) if f.numeric}
     assert click == {"lr": 0.01, "layers": 3}
-    fire = {f.name: f.default for f in cli_scan.flags(Script("f.py", FIRE)) if f.numeric}
+    fire = {f.name: f.default for f in command_line.flags(Script("f.py", FIRE)) if f.numeric}
     assert fire == {"lr": 3e-4, "epochs": 10, "wd": 0.1}
 
 

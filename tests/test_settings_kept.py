@@ -1,5 +1,5 @@
 """Settings where real code keeps them (issue 36 item 4), found by `init` through the one
-settings interface (loop/setup/settings.py) and searched in a real night: a Hydra app's
+settings interface (loop/script/settings.py) and searched in a real night: a Hydra app's
 composed config, searched through overrides that win over its YAML (real Hydra); a dict
 literal of parameters (LightGBM / XGBoost style); literal keyword arguments of calls
 (`LogisticRegression(C=1.0)`). Real git repos, the real CLI."""
@@ -93,8 +93,8 @@ def night(repo: Path, tag: str, proposer: str, iterations: int):
 def test_a_hydra_config_is_composed_as_hydra_composes_it(tmp_path):
     """Packages (`group@pkg`, `# @package _global_`), a group file's own defaults, a plain
     config, `_self_` first (the files after it win), and a later file overriding a key."""
-    from loop.init import hydra_scan
-    from loop.setup.code_scan import Script
+    from loop.script import hydra_config
+    from loop.script.source import Script
     files = {
         "src/train.py": HYDRA_TRAIN.replace('config_path="config"', 'config_path="../conf"'),
         "conf/config.yaml": "defaults:\n  - _self_\n  - base\n  - model: big\n"
@@ -109,7 +109,7 @@ def test_a_hydra_config_is_composed_as_hydra_composes_it(tmp_path):
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    app = hydra_scan.app(tmp_path, Script("src/train.py", files["src/train.py"]))
+    app = hydra_config.app(tmp_path, Script("src/train.py", files["src/train.py"]))
     assert app is not None and app.primary == "conf/config.yaml"
     assert app.values == {"seed": "0", "lr_scale": "1.0", "warmup": "50",
                           "model.encoder.layers": "12", "model.width": "256",

@@ -1,4 +1,4 @@
-"""The one YAML reader and writer (loop/setup/yaml_io.py): every number written is read back
+"""The one YAML reader and writer (loop/yaml_io.py): every number written is read back
 as that number (by YAML 1.2 and by PyYAML's YAML 1.1 alike); the flags file is read strictly
 and its text is the run's argv (issue 37's attacks: duplicate keys, YAML 1.1 conversions,
 merge keys, over-long and over-deep values); init writes a task that loads whatever the
@@ -21,7 +21,9 @@ from helpers import PLAIN, plain_repo, rows
 from loop.engine.engine import Engine
 from loop.init.plan import Plan, task_yaml
 from loop.proposers.base import Proposal
-from loop.setup import flags, settings, yaml_io
+from loop import yaml_io
+from loop.script import settings
+from loop.setup import flags
 from loop.setup.config import Config, JudgeConfig
 from loop.setup.search_space import parse_space
 from loop.setup.task import load_task

@@ -13,7 +13,8 @@ import os
 import re
 from pathlib import Path
 
-from loop.setup.caches import folder_for, owner, prepare_step, task_sources
+from loop.script.cache_paths import prepare_step, task_sources
+from loop.setup.caches import folder_for, owner
 
 READ_ONLY = re.compile(r"Read-only file system", re.I)
 MISSING = re.compile(r"No such file or directory|FileNotFoundError", re.I)

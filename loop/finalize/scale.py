@@ -26,7 +26,7 @@ from loop.finalize.estimate import Estimate
 from loop.finalize.measure import MeasuredRuns, Comparison, Version, budget_check
 from loop.run import grading
 from loop.run.backends import make_backend
-from loop.setup import settings as setting_text
+from loop.script import settings as setting_text
 from loop.setup.scale import ScaleSpec, factor_of, parse
 from loop.setup.task import load_task, with_budget
 from loop.setup.taskfiles import list_files

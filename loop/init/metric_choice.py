@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from loop.init.plan import Guess, InitError, Plan
 from loop.init.shapes.base import Candidate
-from loop.setup.code_scan import direction_of
+from loop.script.prints import direction_of
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
@@ -291,7 +291,7 @@ def formatted_metric(plan: Plan) -> tuple[str, str] | None:
     when there is none. Makes a refusal's hint concrete."""
     import ast
 
-    from loop.setup.printed import direction_of
+    from loop.script.prints import direction_of
     try:
         tree = ast.parse((plan.root / plan.script).read_text(errors="replace"))
     except (OSError, SyntaxError, ValueError):

@@ -6,7 +6,7 @@ Here: the budget, the interpreter, the files the plan names; which script the us
 which local modules it imports (protected) and what of them a run executes is
 loop/init/script_choice.py. The repo's shape (who prints or grades the metric) is a registry,
 loop/init/shapes/; the metric's choice is loop/init/metric_choice.py; the search space
-and a fixed seed, loop/init/settings_scan.py; the plan said back and written,
+and a fixed seed, loop/init/settings_choice.py; the plan said back and written,
 loop/init/plan.py. Everything is read statically with `ast`, except the held-out file of
 the lm shape (loop/init/shapes/lm.py). Any problem or any ambiguity it cannot settle: one
 line, exit 2, nothing written."""
@@ -18,14 +18,13 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from loop.setup.code_scan import Script, printed_values
+from loop.script.prints import call_values
+from loop.script.source import Script
 from loop.init.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
 from loop.init.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
                              describe, task_yaml, write)
-from loop.init.caches import declare as declare_caches
-from loop.init.inputs import guess_inputs
-from loop.init.settings_scan import (FLAGS_FILE, explain_empty, fixed_seeds,
+from loop.init.settings_choice import (FLAGS_FILE, explain_empty, fixed_seeds,
                                       leave_out_measuring, search_space, with_config,
                                       with_config_files, with_flags)
 from loop.init.shapes import all_shapes, shape
@@ -33,7 +32,11 @@ from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
 from loop.init.script_choice import (executed, local_modules, model_packages, parse,
                                       pick_script)
-from loop.init.time_box import prints_in_loop
+from loop.repo.queries import ignored_untracked
+from loop.script.cache_paths import find as find_caches, home_relative, moved, prepare_step
+from loop.script.named_data import named_data
+from loop.script.periodic import prints_in_loop
+from loop.setup.taskfiles import COPY_SKIP
 
 __all__ = ["CONFIG_FILE", "TASK_FILE", "InitError", "Plan", "analyse", "init", "task_yaml"]
 
@@ -109,8 +112,8 @@ def analyse(repo, metric=None, direction=None, script=None, time_budget_s=None,
     with_config_files(plan, [src, *modules.values()])
     leave_out_measuring(plan, src, list(modules.values()), known)
     explain_empty(plan)
-    guess_inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
-    declare_caches(plan, [src, *modules.values()])
+    _inputs(plan, [src, *modules.values(), *([config] if config else [])], inputs)
+    _caches(plan, [src, *modules.values()])
     seeds = fixed_seeds(src)
     seed_flags = [n for n, v in plan.flags.items() if v == SEED_VALUE]
     if seed_flags:
@@ -193,6 +196,42 @@ def _interpreter(root: Path) -> tuple[str, str]:
     return "python", "no uv.lock or .venv: the engine's interpreter"
 
 
+# -- the data a run reads: inputs, caches --------------------------------------------------------
+def _inputs(plan: Plan, sources: list[Script], given: list[str] | None) -> None:
+    """plan.inputs: `--inputs` as given, else the ignored data the sources name
+    (loop/script/named_data.py)."""
+    flag = "--inputs PATH"
+    if given is not None:
+        plan.inputs = list(dict.fromkeys(given))
+        plan.guesses["inputs"] = Guess("--inputs", True, flag)
+        return
+    plan.inputs, tops = named_data(ignored_untracked(plan.root), sources, COPY_SKIP)
+    if plan.inputs:
+        plan.guesses["inputs"] = Guess(f"ignored data {plan.script} names ({', '.join(tops)})",
+                                       False, flag)
+
+
+def _caches(plan: Plan, sources: list[Script]) -> None:
+    """plan.caches, the HOME caches the sources name (loop/script/cache_paths.py), and
+    plan.cache_vars (the variables that moved one, passed to runs); refused in one line when
+    a cache does not exist yet (the night could not run)."""
+    for found in find_caches(sources):
+        path = found.path
+        if found.var and os.environ.get(found.var):          # where it is on this machine
+            path = home_relative(moved(found, os.environ[found.var]))
+            if found.var not in plan.cache_vars:
+                plan.cache_vars.append(found.var)
+        step = prepare_step(plan.root, sources, found.path, plan.python)
+        if not Path(os.path.expanduser(path)).is_dir():
+            raise InitError(f"init: {found.file} keeps its data in {path}, which does not "
+                            f"exist yet: prepare it first (`{step}`), then run init again "
+                            f"(runs see it read-only: no run may fill it)")
+        plan.caches.append(path)
+        plan.cache_lines.append(f"{path} (found: {found.file} names it"
+                                + (f", moved by ${found.var}" if found.var else "")
+                                + f"; shown read-only to runs; prepare it first with {step})")
+
+
 # -- budget, patterns, description ---------------------------------------------------------------
 def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None:
     """Where the training budget lives: a constant of a protected module the script imports
@@ -238,7 +277,7 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
         plan.grace = max(30.0, plan.budget / 2)
         plan.grace_why = "start-up and shut-down; the loop stops a run at the budget + this"
         if not plan.grader and prints_in_loop(src.tree, lambda node: any(
-                v.name == plan.metric for v in printed_values(node))):
+                v.name == plan.metric for v in call_values(node))):
             plan.on_timeout = "last"
             plan.on_timeout_why = (f"{plan.script} prints {plan.metric} inside its training "
                                    f"loop and keeps no time budget; the run is stopped at the "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.errors import UsageError
-from loop.setup import yaml_io
+from loop import yaml_io
 
 CONFIG_FILE = "autoresearch.yaml"
 TASK_FILE = "task.yaml"
@@ -165,7 +165,7 @@ def example_space(plan: Plan) -> str:
 
 # -- written -------------------------------------------------------------------------------------
 def _q(value) -> str:
-    """A YAML scalar read back as `value` (loop/setup/yaml_io.py: `5.0e-05`, never `5e-05`)."""
+    """A YAML scalar read back as `value` (loop/yaml_io.py: `5.0e-05`, never `5e-05`)."""
     return yaml_io.scalar(value)
 
 

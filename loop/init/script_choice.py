@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loop.init.plan import Guess, InitError, Plan
 from loop.init.shapes.base import Candidate
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 
 SCRIPT_NAMES = ("train.py", "main.py", "run.py")
 SCRIPT_FLAG = "--script FILE"

@@ -2,7 +2,7 @@
 values drawn at random or listed for a systematic pass, written the way the file writes
 them), the axes of a task's editable files, a change of settings applied and described.
 
-Pure: reads and rewrites text through loop/setup/settings.py, never touches files or git."""
+Pure: reads and rewrites text through loop/script/settings.py, never touches files or git."""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +11,7 @@ import random
 import re
 
 from loop.proposers.base import ProposerFatal
-from loop.setup import settings
+from loop.script import settings
 from loop.setup.search_space import SEED, Dim, implied, is_constant_name, number
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]
@@ -119,7 +119,7 @@ class Axis:
 
 
 def axes_of(files: dict[str, str], space: dict[str, Dim]) -> list[Axis]:
-    """The settings that may move, in file order (loop/setup/settings.py: module-level
+    """The settings that may move, in file order (loop/script/settings.py: module-level
     constants, a config's keys, the flags file's flags): the declared ones, else every
     UPPER_CASE constant but a seed."""
     rules = implied(files, space)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loop.edits.edits import Edit, try_edits
-from loop.setup import settings as where
+from loop.script import settings as where
 from loop.setup.search_space import Dim, constants, implied, number, valid
 
 

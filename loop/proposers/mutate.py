@@ -26,7 +26,7 @@ from loop.proposers import change as recorded
 from loop.proposers.axes import (Axis, Change, SpaceExhausted, apply_setting, axes_of, describe,
                                  same)
 from loop.proposers.base import Context, Proposal
-from loop.setup import settings
+from loop.script import settings
 from loop.setup.search_space import (SEED, Dim, constants, implied, number, parse_space,
                                      valid)
 
@@ -147,7 +147,7 @@ def _names(axes: list[Axis]) -> str:
 
 
 def declarable(task) -> list[str]:
-    """Every setting of `task`'s editable files (any kind, loop/setup/settings.py) but a
+    """Every setting of `task`'s editable files (any kind, loop/script/settings.py) but a
     seed, by name: what a `search_space` may name."""
     files = {rel: (task.root / rel).read_text(errors="replace")
              for rel in task.editable_files() if settings.kind_of(rel)}

@@ -2,7 +2,7 @@
 from its command line (argparse, click, fire, `--key=value` overrides), kept in a committed,
 editable YAML file of `name: value` lines, so a candidate that changes one is a commit whose
 diff shows it, and mutate, tune and the LLM change it as they change a constant
-(loop/setup/settings.py reads its keys as settings).
+(loop/script/settings.py reads its keys as settings).
 
 Each run's training command is the task's `run` followed by one `--name=value` per entry (with
 task.yaml `flags_style: hydra`, one Hydra override `name=value`: `training.lr=0.001`), in
@@ -11,7 +11,7 @@ the file's order, read from the candidate's own worktree: `true` is `--name` alo
 seed (so a script that takes its seed as a flag gets a fresh one each run). Every other value
 is passed as written (YAML 1.2: `yes`, `no`, `1:00`, `0777` are text, passed as such),
 shell-quoted, so the file's diff is the run's argv. The file is read strictly
-(loop/setup/yaml_io.py): duplicate and merge keys, anchors, aliases, tags and over-long values
+(loop/yaml_io.py): duplicate and merge keys, anchors, aliases, tags and over-long values
 are refused in one line naming the key. Pure but for reading the one file."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class FlagsError(ValueError):
 
 def read(text: str, where: str) -> list[tuple[str, object]]:
     """(name, value) of a flags file's entries, in order, read by the one YAML reader
-    (loop/setup/yaml_io.py, strictly: the settings search reads the same file with it). A
+    (loop/yaml_io.py, strictly: the settings search reads the same file with it). A
     value is True or False (`true`/`false` only), None (`null`, or nothing), or its text as
     written (`1:00`, `0777`, `no`, `1e-3`, a quoted string's content), so the file's diff is
     the run's argv. FlagsError (one line naming the key) for anything else: no flat mapping
@@ -42,7 +42,7 @@ def read(text: str, where: str) -> list[tuple[str, object]]:
     VALUE_CHARS_MAX characters, or flags too long together for one command line."""
     from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-    from loop.setup.yaml_io import VALUE_CHARS_MAX, YamlError, compose
+    from loop.yaml_io import VALUE_CHARS_MAX, YamlError, compose
     try:
         root = compose(text, where, strict=True)
     except YamlError as exc:

@@ -89,9 +89,9 @@ def build(cls, data: Any, where: str, error: type[Exception]):
 
 
 def load_yaml(path, error: type[Exception]) -> object:
-    """A YAML file's content (None when empty), read by loop/setup/yaml_io.py (YAML 1.2
+    """A YAML file's content (None when empty), read by loop/yaml_io.py (YAML 1.2
     core schema; duplicate and merge keys refused); YAML not read is one line of `error`."""
-    from loop.setup.yaml_io import YamlError, load
+    from loop.yaml_io import YamlError, load
     try:
         return load(Path(path).read_text(), str(path))
     except YamlError as exc:

@@ -10,14 +10,13 @@ asserts (what `autoresearch init` reads from an `assert`) as an arithmetic expre
 constants; a point that fails it is not proposed."""
 from __future__ import annotations
 
-import ast
 import math
 import re
 from dataclasses import dataclass
 
 from loop.edits.constant_lines import CONSTANT
-from loop.setup import settings
-from loop.untrusted import bounded_power, parse_number
+from loop.script import settings
+from loop.untrusted import evaluate, names_in, parse_number
 
 # `learning_rate = 6e-4`: a module-level setting of any case (nanoGPT's style); a constant of
 # the search space only when task.yaml's `search_space` names it
@@ -149,53 +148,6 @@ def _requires(value, at: str) -> tuple[str, ...]:
     return tuple(exprs)
 
 
-# -- conditions over constants (`requires`): arithmetic only, evaluated without eval() -------
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
-           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: bounded_power}
-_CMPS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
-         ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
-         ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
-
-
-def names_in(expr: str) -> list[str]:
-    """The constant names an expression reads (SyntaxError when it is no expression)."""
-    return sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval"))
-                   if isinstance(n, ast.Name)})
-
-
-def evaluate(expr: str, values: dict[str, float]):
-    """The value of an arithmetic expression or comparison over `values`; ValueError for
-    anything else (calls, attributes, unknown names)."""
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and _number(node.value):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in values:
-                raise ValueError(f"unknown name {node.id}")
-            return values[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            return -ev(node.operand) if isinstance(node.op, ast.USub) else ev(node.operand)
-        if isinstance(node, ast.Compare) and all(type(o) in _CMPS for o in node.ops):
-            left = ev(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = ev(right_node)
-                if not _CMPS[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.BoolOp):
-            vals = [ev(v) for v in node.values]
-            return all(vals) if isinstance(node.op, ast.And) else any(vals)
-        raise ValueError(f"unsupported {type(node).__name__}")
-    return ev(ast.parse(expr, mode="eval"))
-
-
 def number(text: str) -> float:
     """A constant's source text (`3e-4`, `1_000`, `2**19`) -> its value; ValueError (one
     line) when it is no number or beyond a float. Read, never evaluated (loop/untrusted.py):
@@ -222,7 +174,7 @@ def _number(v) -> bool:
 
 
 def constants(files: dict[str, str], named=()) -> dict[str, float]:
-    """{NAME: value} of the settings a search may read (loop/setup/settings.py): the numeric
+    """{NAME: value} of the settings a search may read (loop/script/settings.py): the numeric
     UPPER_CASE constants of the Python files, their lowercase module-level settings, dict
     keys and keyword arguments among `named` (a declared search space's names), and every
     numeric key of the YAML and JSON files (a config's keys, the flags file's flags)."""

@@ -16,7 +16,7 @@ from loop.setup.graders import KINDS
 from loop.setup.metric import DIRECTIONS, throughput_regex
 from loop.setup.scale import parse as parse_scale
 from loop.setup.search_space import SpaceError, constants, parse_space
-from loop.setup.settings import kind_of
+from loop.script.settings import kind_of
 from loop.setup.stop_settings import check_pattern, parse_settings
 from loop.setup.taskfiles import TASK_FILE, list_files, matches
 

@@ -9,7 +9,7 @@ budget, at least 30 s. A number is kept as written.
 
 `on_timeout`: `fail` (a run killed at the box is a timeout, no metric) or `last` (it is
 scored from the last metric it printed: loop/run/runner.py). Runs nothing. What `init` reads
-of a script to choose them is loop/init/time_box.py."""
+of a script to choose them is loop/script/periodic.py."""
 from __future__ import annotations
 
 from loop.errors import TaskError

@@ -11,9 +11,9 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from loop.setup.code_scan import Script, Value
-from loop.init.time_box import prints_in_loop
-from loop.setup.printed import SPLIT_WORDS, call_values, name_words, print_context
+from loop.script.source import Script
+from loop.script.periodic import prints_in_loop
+from loop.script.prints import SPLIT_WORDS, Value, call_values, name_words, print_context
 
 
 @dataclass

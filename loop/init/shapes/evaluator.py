@@ -19,7 +19,7 @@ from pathlib import Path
 from loop.init.plan import InitError, Plan
 from loop.init.shapes.base import Candidate, Scan, Shape, from_values
 from loop.init.shapes.lm import probe_values
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 
 FEATURES_NAME = re.compile(r"^(?:get_|load_)?(?:val|valid|validation)_?(?:features|inputs|x)$",
                            re.I)

@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 from loop.init.plan import InitError, Plan
 from loop.setup.search_space import constants, number
 from loop.init.shapes.base import Candidate, Scan, Shape

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ast
 
-from loop.init.measurement import trainer_evaluation
+from loop.script.measurement import trainer_evaluation
 from loop.init.plan import Plan
 from loop.init.shapes.base import Candidate, Scan, Shape, from_values
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 
 
 def candidates(scan: Scan) -> list[Candidate]:

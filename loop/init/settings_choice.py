@@ -14,9 +14,9 @@ import math
 import re
 import shlex
 
-from loop.init import cli_scan, hydra_scan, measurement
-from loop.setup import settings
-from loop.setup.code_scan import Script
+from loop.script import command_line, hydra_config, measurement
+from loop.script import settings
+from loop.script.source import Script
 from loop.setup.flags import SEED_VALUE
 from loop.init.plan import Plan
 from loop.edits.constant_lines import CONSTANT, POWER
@@ -115,7 +115,7 @@ NOT_SETTINGS = {"print", "format", "round", "add_argument", "option", "get", "ge
 def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
     """Dict-literal keys (`params.learning_rate`) and literal numeric keyword arguments
     (`LogisticRegression.C`, `AdamW.lr`) of the script, where much real code keeps its
-    settings (loop/setup/settings.py): seeds, cadence, length and plumbing left out."""
+    settings (loop/script/settings.py): seeds, cadence, length and plumbing left out."""
     out: dict[str, dict] = {}
     for s in settings.find(plan.script, src.source):
         if s.kind not in ("dict", "kwarg"):
@@ -343,19 +343,19 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     default leaves the space (the flag decides the value)."""
     if with_hydra(plan, scripts[0]):
         return
-    command = cli_scan.typer_command(scripts[0])
+    command = command_line.typer_command(scripts[0])
     words = shlex.split(plan.args) if plan.args else []
-    if command and command[0] and len(cli_scan.typer_commands(scripts[0])) > 1 \
+    if command and command[0] and len(command_line.typer_commands(scripts[0])) > 1 \
             and words[:1] != [command[0]]:
         # a typer app of several commands runs one only when named first on its command line
         plan.args = " ".join(shlex.quote(w) for w in [command[0], *words])
         plan.notes.append(f"{plan.script} is a typer app of several commands: the run calls "
                           f"`{command[0]}` (change with --args)")
-    found = [f for src in scripts for f in cli_scan.flags(src)]
+    found = [f for src in scripts for f in command_line.flags(src)]
     given = _given(plan)
     known = {f.name for f in found}
     numeric = [f for f in found if f.numeric or (f.type in ("int", "float") and f.name in given)]
-    numeric += [cli_scan.Flag(name, name.replace("-", "_"), number(text), "", (),
+    numeric += [command_line.Flag(name, name.replace("-", "_"), number(text), "", (),
                               "--key=value") for name, text in given.items() if name not in known]
     seeds = [f for f in found if SEED.search(f.dest) and f.type != "bool"
              and (f.numeric or f.type in ("int", ""))]
@@ -395,12 +395,12 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
 
 
 def with_hydra(plan: Plan, src: Script) -> bool:
-    """A Hydra app (`@hydra.main`, loop/init/hydra_scan.py): the numeric keys of its composed
+    """A Hydra app (`@hydra.main`, loop/init/hydra_config.py): the numeric keys of its composed
     config are its settings, named by their key path (`training.batch_size`). Those a search
     may move, and a seed, go into the flags file in the `hydra` style: each run is given
     them as overrides (`training.batch_size=16`), which win over every config file, so a
     searched value takes effect where the run reads it. True when `src` is a Hydra app."""
-    found = hydra_scan.app(plan.root, src)
+    found = hydra_config.app(plan.root, src)
     if found is None:
         return False
     given = {w.partition("=")[0]: w.partition("=")[2]

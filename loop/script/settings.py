@@ -86,7 +86,7 @@ def write(text: str, path: str, name: str, new: str, old: str | None = None) -> 
     """`text` (the file `path`) with setting `name` set to `new`; None when the file has no
     such setting, or (with `old`) its value is not written `old` there. A value is written
     in a form the file's own reader takes as a number (YAML 1.1 needs `1.0e-3`, not `1e-3`:
-    loop/setup/yaml_io.py writes it; JSON has no `.5`)."""
+    loop/yaml_io.py writes it; JSON has no `.5`)."""
     s = next((s for s in find(path, text) if s.name == name), None)
     if s is None or (old is not None and s.text.strip() != old.strip()):
         return None
@@ -97,7 +97,7 @@ def written(kind: str, value: str) -> str:
     """`value` as a number literal the kind's reader parses as one."""
     v = value.strip().replace("_", "") if kind not in PYTHON_KINDS else value.strip()
     if kind == "yaml":              # read back the same by YAML 1.2 and PyYAML's 1.1 alike
-        from loop.setup.yaml_io import number
+        from loop.yaml_io import number
         try:
             return number(v)
         except ValueError:
@@ -206,10 +206,10 @@ def _offsets(text: str):
 
 def _yaml(path: str, text: str) -> list[Setting]:
     """Numbers of a YAML file's block mappings, nested keys named by their path, read by the
-    one YAML reader (loop/setup/yaml_io.py, the same that reads the flags file for the run's
+    one YAML reader (loop/yaml_io.py, the same that reads the flags file for the run's
     command line). Flow style (`{a: 1}`), lists, quoted numbers and aliased values are not
     settings; a file that reader refuses (a duplicate key, `<<:`) has none."""
-    from loop.setup.yaml_io import YamlError, numbers
+    from loop.yaml_io import YamlError, numbers
     try:
         return [Setting(path, n.name, n.text, "yaml", n.start, n.end)
                 for n in numbers(text, path)]

@@ -22,7 +22,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from loop.setup.code_scan import Script
+from loop.script.source import Script
 
 # methods and calls that mark the thing being trained (the search's object, not the ruler)
 TRAINED_METHODS = {"fit", "train", "parameters", "named_parameters", "zero_grad",

@@ -1,20 +1,15 @@
 """What a training script says about itself, read with `ast` (nothing is run): the
 `name: value` lines it prints, its module-level literals, the names it imports from local
 modules, which UPPER_CASE constants only feed prints (display-only), and the asserts over its
-constants written as conditions a search space can check. Used by `autoresearch init`."""
+constants written as conditions a search space can check. `autoresearch init` reads a
+repo through it; what a script prints is read by loop/script/prints.py, which it calls."""
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
 
-from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
-                                call_values, direction_of, print_context)
-
-__all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
-           "direction_of", "literal", "printed_value", "printed_values"]
-
-# every value one print or logging call shows after a label (loop/setup/printed.py)
-printed_values = call_values
+from loop.untrusted import evaluate
+from loop.script.prints import Value, call_values, print_context
 
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
@@ -147,15 +142,6 @@ class Script:
         return out
 
 
-def printed_value(node) -> tuple[str, ast.expr] | None:
-    """(name, expression) when `node` is `print(f"name: {expr}")` or `print("name:", expr)`
-    and the expression is a number: a numeric format (`{x:.4f}`), arithmetic, or a value
-    named like a metric (`val_auc: {auc}`). `print(f"Task: {name}")` and
-    `print(f"Overriding: {key} = {value}")` print words, not values."""
-    found = [v for v in call_values(node) if v.line_start]
-    return (found[0].name, found[0].expr) if found else None
-
-
 def _is_print(node) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
         and node.func.id == "print"
@@ -203,7 +189,6 @@ def literal(expr: ast.expr, known: dict[str, object]):
     if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float, str)) \
             and not isinstance(expr.value, bool):
         return expr.value
-    from loop.setup.search_space import evaluate
     try:
         value = evaluate(ast.unparse(expr), {k: v for k, v in known.items()
                                              if isinstance(v, (int, float))})

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loop.setup import settings
-from loop.setup.code_scan import Script
+from loop.script import settings
+from loop.script.source import Script
 
 PACKAGE = re.compile(r"^#\s*@package\s+(\S+)", re.M)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from loop.setup.code_scan import Script
-from loop.setup.settings import first_of_each
+from loop.script.source import Script
+from loop.script.settings import first_of_each
 
 
 @dataclass(frozen=True)
