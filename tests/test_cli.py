@@ -1,6 +1,10 @@
 """The command line's plumbing (loop/ui/cli.py, loop/ui/parser.py): every flag of `run`
 reaches the config key it names, through one table (setup/config.py FLAG_KEYS), and every
-`task <kind>` is an adapter of the registry (loop/adapters ADAPTERS)."""
+`task <kind>` is an adapter of the registry (loop/adapters ADAPTERS), and the help is
+quick: it imports none of the heavy libraries."""
+import subprocess
+import sys
+
 import pytest
 
 from loop.adapters import ADAPTERS
@@ -55,3 +59,17 @@ def test_every_task_kind_is_a_registered_adapter_with_its_reader():
         assert callable(ADAPTERS.get(kind))
     with pytest.raises(UsageError, match="unknown adapter 'nope': one of mlebench"):
         ADAPTERS.get("nope")
+
+
+HEAVY = ("mlflow", "torch", "openai", "git", "optuna", "ray", "submitit")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["finalize", "--help"]])
+def test_help_imports_no_heavy_library(argv):
+    """docs/design.md: mlflow, torch, openai and git are imported lazily."""
+    code = ("import sys\nfrom loop.ui.cli import main\nsys.argv = ['autoresearch', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.splitlines()[-1] == "[]", out[-500:]

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from conftest import git, needs_sandbox, no_sandbox, require, run_cli
-from loop.run.process import Limits, execute, experiment_env
+from loop.run.process import REAPER, Limits, execute, experiment_env
 
 FILL = textwrap.dedent("""
     import errno, os, subprocess
@@ -156,6 +156,39 @@ def test_a_run_cannot_start_more_processes_than_its_limit(tmp_path, mode):
     if base is not None:
         assert not list(base.glob(f"autoresearch-{os.getpid()}-*")), "the run's group stays"
 
+
+
+WHERE = """
+import os, resource
+print("data", resource.getrlimit(resource.RLIMIT_DATA)[0])
+print("groups", open("/proc/self/cgroup").read().replace(chr(10), " "))
+pid = os.getpid()
+while pid > 1:
+    stat = open(f"/proc/{pid}/stat").read()
+    pid = int(stat.rsplit(")", 1)[1].split()[1])
+    cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+    print("parent", pid, cmd)
+"""
+
+
+def test_the_runs_supervisor_takes_its_bounds_itself_and_all_it_starts_is_held(tmp_path):
+    """The run's supervisor (loop/run/reap.py), the engine's own child, takes the run's
+    bounds before it starts anything: the command it runs is in the run's pids group, under
+    the RLIMIT_DATA cap."""
+    require("process bound", process_bound_missing())
+    from loop.run import cgroup
+    (tmp_path / "where.py").write_text(WHERE)
+    ended = execute(f"{sys.executable} where.py", tmp_path, experiment_env(), 60,
+                    tmp_path / "log", limits=Limits("off", memory_limit_gb=4))
+    said = (tmp_path / "log").read_text()
+    assert ended.returncode == 0, said
+    assert f"data {4 * 2**30}" in said, said
+    parents = [line.split(" ", 2) for line in said.splitlines() if line.startswith("parent ")]
+    engine = next(i for i, (_, pid, _) in enumerate(parents) if int(pid) == os.getpid())
+    supervisor = parents[engine - 1][2]
+    assert supervisor.split()[1:4] == ["-I", "-S", str(REAPER)], parents
+    if cgroup.parent("pids")[0] is not None:
+        assert f"autoresearch-{os.getpid()}-" in said.split("groups ")[1], said
 
 BOMB = """\
 import os, time

@@ -268,6 +268,21 @@ def test_a_literal_setting_is_rewritten_in_place_and_the_file_still_runs_as_pyth
     assert len(changed) == 1 and line in changed[0][1]
 
 
+
+def test_a_file_read_again_gives_the_same_settings_and_each_caller_its_own_list():
+    """find remembers what it read (a proposal asks about the same text several times): a
+    repeat must be the same answer, a list a caller changes must not change the next answer,
+    and the same text under another path is that path's."""
+    first = settings.find("train.py", LITERALS_PY)
+    first.clear()
+    again = settings.find("train.py", LITERALS_PY)
+    assert [s.name for s in again][:2] == ["LR", "params.learning_rate"] and len(again) == 12
+    assert {s.path for s in settings.find("other.py", LITERALS_PY)} == {"other.py"}
+    assert settings.find("train.yaml", LITERALS_PY) == []
+    out = settings.write(LITERALS_PY, "train.py", "LR", "1e-3")
+    assert out is not None and {s.name: s.text for s in settings.find("train.py", out)}["LR"] \
+        == "1e-3"
+
 def test_keyword_numbers_inside_an_f_string_are_read_where_they_are_written():
     src = 'x = 1\nprint(f"{round(v, ndigits=2)} {g(a=3)}")\nopt = AdamW(p, lr=-3e-4)\n'
     found = {s.name: s for s in settings.find("t.py", src)}

@@ -91,9 +91,10 @@ def mechanism(controller: str = "pids") -> str:
 
 
 class Group:
-    """One run's bounds: `prefix_code` joins them (Python run in the launcher before it
-    execs the run, same pid), `out_of_memory` says whether the memory limit killed
-    something, `close()` kills what is left in the groups and removes them."""
+    """One run's bounds: `reaper_args` joins them (loop/run/reap.py's options: the run's
+    supervisor takes them before it starts anything), `out_of_memory` says whether the
+    memory limit killed something, `close()` kills what is left in the groups and removes
+    them."""
 
     def __init__(self, max_processes: int | None, memory_bytes: int | None = None):
         self.paths: list[Path] = []        # one per hierarchy (v2: one for both)
@@ -124,14 +125,13 @@ class Group:
                     except OSError:
                         pass
 
-    def prefix_code(self) -> str:
-        """Python statements (in the launcher, before it execs the run) that bind it."""
-        code = "".join(f"open({str(p / 'cgroup.procs')!r}, 'w').write('0'); "
-                       for p in self.paths)
+    def reaper_args(self) -> list[str]:
+        """loop/run/reap.py's options that put the run's supervisor, and so all it starts,
+        under these bounds."""
+        args = [a for p in self.paths for a in ("--join", str(p / "cgroup.procs"))]
         if self.nproc is not None:
-            code += (f"resource.setrlimit(resource.RLIMIT_NPROC, ({self.nproc}, "
-                     f"{self.nproc})); ")
-        return code
+            args += ["--rlimit", f"NPROC={self.nproc}"]
+        return args
 
     def out_of_memory(self) -> bool:
         """Whether the kernel killed a process of the run at its memory limit."""

@@ -142,8 +142,8 @@ def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bo
     # killed in that window left bwrap and the run alive for good. The reaper arms its
     # PDEATHSIG, then checks its parent, before it starts anything.
     argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), f"{TERM_GRACE_S:g}",
+            *(group.reaper_args() if group else []), *memory_cap(limits.memory_limit_gb),
             *shell]
-    argv = memory_cap(limits.memory_limit_gb, group.prefix_code() if group else "") + argv
     return argv, bridge
 
 
@@ -210,24 +210,20 @@ def _paths_in(env: dict, compiled: list[Path]) -> list[str]:
             and not (k in dict(COMPILE_VARS) and any(v.startswith(o + "/") for o in ours))]
 
 
-def memory_cap(memory_limit_gb: float | None, bound: str = "") -> list[str]:
-    """An argv prefix that sets the memory cap, then execs the rest (same pid), or [].
-    `bound`: Python statements run there first (the run's cgroup, loop/run/cgroup.py), so
-    the supervisor and all it starts are inside it.
+def memory_cap(memory_limit_gb: float | None) -> list[str]:
+    """loop/run/reap.py's option that sets the memory cap on the run's supervisor (so on all
+    it starts), or [].
 
     The cap is RLIMIT_DATA (private writable memory, per process, inherited): not RLIMIT_AS,
     which counts reserved address space and so breaks CUDA (it reserves far more than it
     uses). It does not count shared memory: the run's cgroup does, where this machine
     gives one (loop/run/cgroup.py). Past the cap an allocation fails (in
-    Python a MemoryError), which loop/run/runner.py reports as out of memory. A prefix, not
-    Popen's preexec_fn: that runs Python in a forked child, unsafe when the engine runs
-    experiments from several threads."""
-    if not memory_limit_gb and not bound:
+    Python a MemoryError), which loop/run/runner.py reports as out of memory. Set by the
+    supervisor before it starts anything, not by Popen's preexec_fn: that runs Python in a
+    forked child, unsafe when the engine runs experiments from several threads."""
+    if not memory_limit_gb:
         return []
-    cap = int(memory_limit_gb * 2**30) if memory_limit_gb else None
-    limit = f"resource.setrlimit(resource.RLIMIT_DATA, ({cap}, {cap})); " if cap else ""
-    return [sys.executable, "-I", "-S", "-c",
-            f"import os, resource, sys; {bound}{limit}os.execvp(sys.argv[1], sys.argv[1:])"]
+    return ["--rlimit", f"DATA={int(memory_limit_gb * 2**30)}"]
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

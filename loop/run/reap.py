@@ -1,9 +1,13 @@
 """Supervise one command so that no process it starts outlives it (every run's command, the
 bwrap sandbox included: bwrap arms its own --die-with-parent too late to be relied on).
 
-    python -I -S reap.py <engine pid> <grace seconds> <argv...>
+    python -I -S reap.py <engine pid> <grace s> [--join FILE]... [--rlimit NAME=N]... <argv...>
 
-Run by path, imports only the standard library. It makes itself a *child subreaper*
+Run by path, imports only the standard library. Before anything else it takes the run's
+bounds (loop/run/cgroup.py, loop/run/process.py): `--join FILE` writes its pid to a cgroup's
+`cgroup.procs`, `--rlimit DATA=N` / `NPROC=N` sets that resource limit, so it and all it
+starts are held by them (done here, not by a launcher that then execs this: one Python start
+less per run). It makes itself a *child subreaper*
 (prctl PR_SET_CHILD_SUBREAPER): a process that double-forks or calls setsid is re-parented to
 this process, not to init, so the whole tree stays findable through /proc. When the command
 exits (any status), or when this process gets SIGTERM (the engine's time box) or its parent
@@ -16,6 +20,7 @@ in the bwrap sandbox, the default where it works, a run cannot see this process 
 and the sandbox's PID namespace dies with its first process."""
 import ctypes
 import os
+import resource
 import signal
 import sys
 import time
@@ -74,8 +79,22 @@ def reap_zombies():
             return
 
 
+def take_bounds(argv):
+    """Apply the leading `--join FILE` and `--rlimit NAME=N` options; the rest of argv."""
+    while len(argv) > 1 and argv[0] in ("--join", "--rlimit"):
+        option, value, argv = argv[0], argv[1], argv[2:]
+        if option == "--join":
+            with open(value, "w") as f:
+                f.write("0")
+        else:
+            name, limit = value.split("=")
+            resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (int(limit), int(limit)))
+    return argv
+
+
 def main(argv):
-    engine, grace_s, command = int(argv[0]), float(argv[1]), argv[2:]
+    engine, grace_s = int(argv[0]), float(argv[1])
+    command = take_bounds(argv[2:])
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

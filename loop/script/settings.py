@@ -24,6 +24,7 @@ and `write`; which of them a search may move is the search space's business
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,11 +57,19 @@ def kind_of(path: str) -> str:
 
 def find(path: str, text: str) -> list[Setting]:
     """Every numeric setting of one file, in file order, each name once (the first)."""
+    return list(_found(path, text))
+
+
+@functools.lru_cache(maxsize=64)
+def _found(path: str, text: str) -> tuple[Setting, ...]:
+    """`find`, remembered: a proposal asks about the same text several times (the search
+    space, its axes, mutate's names, the write), and a Python file's `ast` walk is the cost
+    of an iteration's proposal. Pure, and `Setting` is frozen, so a repeat is the same."""
     kind = kind_of(path)
     found = (_python(path, text) + _literals(path, text) if kind == "constant"
              else _yaml(path, text) if kind == "yaml"
              else _json(path, text) if kind == "json" else [])
-    return first_of_each(found)
+    return tuple(first_of_each(found))
 
 
 def first_of_each(items: list[T]) -> list[T]:

@@ -129,13 +129,14 @@ def check_processes() -> Check:
     """A probe under a bound of 16 processes tries to start 40 sleeps (loop/run/cgroup.py);
     the memory bound is said as found."""
     from loop.run import cgroup
-    from loop.run.process import memory_cap
     group = cgroup.Group(16)
-    code = ("import subprocess\nn = 0\ntry:\n    for n in range(40):\n"
+    # the probe takes the bounds itself, as a run's supervisor does (loop/run/reap.py)
+    code = ("import sys\nfrom loop.run.reap import take_bounds\ntake_bounds(sys.argv[1:])\n"
+            "import subprocess\nn = 0\ntry:\n    for n in range(40):\n"
             "        subprocess.Popen(['sleep', '5'])\nexcept OSError:\n    pass\nprint(n)")
     try:
-        probe = subprocess.run([*memory_cap(None, group.prefix_code()), sys.executable, "-c",
-                                code], capture_output=True, text=True, timeout=60,
+        probe = subprocess.run([sys.executable, "-c", code, *group.reaper_args()],
+                               capture_output=True, text=True, timeout=60,
                                stdin=subprocess.DEVNULL, start_new_session=True)
     finally:
         group.close()
