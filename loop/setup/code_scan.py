@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.setup.printed import (COUNT_WORDS, MAXIMIZE, MINIMIZE, PRINTED_NAME, Value,
-                                call_values, direction_of, print_context)
+                                call_values, direction_of, print_context, table_values)
 
 __all__ = ["COUNT_WORDS", "MAXIMIZE", "MINIMIZE", "PRINTED_NAME", "Script", "Value",
            "direction_of", "literal", "printed_value", "printed_values"]
@@ -37,21 +37,25 @@ class Script:
         return [(v.name, v.expr) for v in self.reported() if v.line_start]
 
     def reported(self) -> list[Value]:
-        """Every number its prints show after a label (log lines too), in source order,
-        each name once (its first print)."""
+        """Every number its prints show after a label (log lines too), or under a table's
+        header (a column of its rows), in source order, each name once (its first print)."""
         out: dict[str, Value] = {}
         loops = print_context(self.tree)
         for node in ast.walk(self.tree):
             for value in call_values(node, loops):
                 out.setdefault(value.name, value)
+        for value in table_values(self.tree):
+            out.setdefault(value.name, value)
         return sorted(out.values(), key=lambda v: _line(v.expr))
 
     def lines(self) -> list[str]:
-        """Every line its prints and log calls show a labelled number in, rendered with a
-        distinct sample per number: what a metric pattern is checked against."""
+        """Every line its prints and log calls show a labelled number in, and each table's
+        header and a row, rendered with a distinct sample per number: what a metric
+        pattern is checked against."""
         loops = print_context(self.tree)
-        return list(dict.fromkeys(v.line for node in ast.walk(self.tree)
-                                  for v in call_values(node, loops)))
+        return list(dict.fromkeys([*(v.line for node in ast.walk(self.tree)
+                                     for v in call_values(node, loops)),
+                                   *(v.line for v in table_values(self.tree))]))
 
     # -- what it defines and imports --------------------------------------------------------
     def assigns(self) -> dict[str, ast.expr]:
