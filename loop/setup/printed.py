@@ -685,8 +685,8 @@ def _row_edges(printer: ast.AST, functions: dict) -> bool | None:
                     and n.func.attr == "join":
                 joins.add(id(n.func.value))
             prints = prints or (isinstance(n, ast.Call) and _log_args(n, {}) is not None)
-            if _text(n) is not None and "|" in (_text(n) or ""):   # type: ignore[arg-type]
-                texts.append("" if id(n) in joins else _text(n) or "")  # type: ignore[arg-type]
+            if "|" in (_text(n) or ""):
+                texts.append("" if id(n) in joins else _text(n) or "")
     if not texts or not prints:
         return None
     return any(t.strip().startswith("|") for t in texts)
@@ -730,6 +730,7 @@ class Logged:
     on_bar: bool         # prog_bar=True: the progress bar prints it, else only loggers see it
     hook: str            # the method that logs it: `validation_step`
     call: ast.Call
+    owner: str = ""      # the LightningModule class: `MNISTLitModule`
 
 
 def lightning_logged(tree: ast.AST) -> list[Logged]:
@@ -751,11 +752,11 @@ def lightning_logged(tree: ast.AST) -> list[Logged]:
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
                         and ast.unparse(call.func.value) == "self" \
                         and call.func.attr in ("log", "log_dict"):
-                    out += _logged(call, hook.name)
+                    out += _logged(call, hook.name, cls.name)
     return out
 
 
-def _logged(call: ast.Call, hook: str) -> list[Logged]:
+def _logged(call: ast.Call, hook: str, owner: str) -> list[Logged]:
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     args = list(call.args)
 
@@ -779,5 +780,5 @@ def _logged(call: ast.Call, hook: str) -> list[Logged]:
         if text is None or value is None:
             continue
         shown = f"{text}_epoch" if step and epoch else text
-        out.append(Logged(shown, text, value, on_bar, hook, call))
+        out.append(Logged(shown, text, value, on_bar, hook, call, owner))
     return out

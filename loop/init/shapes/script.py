@@ -34,9 +34,8 @@ def lightning_bar(scan: Scan) -> list[Candidate]:
     if not logged:
         return []
     monitored = _monitored(sources, config)
-    # the config file that instantiates a module's class (`_target_: src.models.m.LitModule`)
-    config_of = {f"{str(t).rpartition('.')[0].replace('.', '/')}.py": rel
-                 for t, rel in config.get("_target_", [])}
+    # the config file that instantiates a class (`_target_: src.models.m.LitModule`)
+    config_of = {str(t): rel for t, rel in config.get("_target_", [])}
     no_bar = _bar_off(sources, config)
     shown = [(src, item) for src, item in logged if item.on_bar]
     held_out = [item for _, item in shown if not {"train", "training", "test"}
@@ -60,7 +59,9 @@ def lightning_bar(scan: Scan) -> list[Candidate]:
         out.append(Candidate(
             item.name, "script", f"shown by Lightning's progress bar: {where} "
             f"(prog_bar=True)", rf"(?<![\w./-]){re.escape(item.name)}\s*[:=]\s*{NUMBER}",
-            data=(item, config_of.get(src.path, "")), problem=problem, fix=fix, file=src.path,
+            data=(item, config_of.get(f"{src.path.removesuffix('.py').replace('/', '.')}."
+                                      f"{item.owner}", "")),
+            problem=problem, fix=fix, file=src.path,
             selects=monitored.get(item.name, "")))
     return out
 
