@@ -204,9 +204,9 @@ import torch
 
 
 class LitModel(L.LightningModule):
-    def __init__(self, lr: float, hidden: int):
+    def __init__(self, lr: float, hidden: int, input_size: int):
         super().__init__()
-        self.net = torch.nn.Linear(8, hidden)
+        self.net = torch.nn.Linear(input_size, hidden)
         self.lr = lr
 
     def validation_step(self, batch, batch_idx):
@@ -221,7 +221,8 @@ def test_a_hydra_app_reads_the_module_its_config_instantiates(tmp_path):
         "train.py": HYDRA_TRAIN, "models/__init__.py": "", "models/lit.py": HYDRA_MODULE,
         "configs/train.yaml": "defaults:\n  - _self_\n  - model: lit\n  - callbacks: default\n"
                               "  - data: random\nseed: 1\n",
-        "configs/model/lit.yaml": "_target_: models.lit.LitModel\nlr: 0.002\nhidden: 64\n",
+        "configs/model/lit.yaml": "_target_: models.lit.LitModel\nlr: 0.002\nhidden: 64\n"
+                                  "input_size: 8\n",
         "configs/callbacks/default.yaml": "checkpoint:\n  _target_: lightning.pytorch.callbacks."
                                           "ModelCheckpoint\n  monitor: val/acc\n  mode: max\n",
         "configs/data/random.yaml": "_target_: models.lit.Data\nval_fraction: 0.1\n"})
@@ -233,6 +234,9 @@ def test_a_hydra_app_reads_the_module_its_config_instantiates(tmp_path):
     assert (task.metric.name, task.metric.direction) == ("val/acc", "maximize")
     assert "configs/model/lit.yaml" in task.editable          # the model config, not the data
     assert "configs/data/random.yaml" not in task.editable
+    # searched through overrides; the input's width is the data's, never searched
+    assert "model.lr" in task.search_space and "model.input_size" not in task.search_space
+    assert "model.input_size (fixed by the data)" in done.stdout
     assert read_metric("Epoch 0: 100%|#| 4/4 [00:00, val/loss=0.4, val/acc=0.731]\n",
                        task.metric.pattern) == 0.731
 

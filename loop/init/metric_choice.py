@@ -1,12 +1,13 @@
 """Which printed number `autoresearch init` optimizes, and which way. Rules, in order:
 `--metric NAME` (with `--metric-pattern REGEX`: the user's own regex for it); else the
 result protected code grades (the lm shape); else the one validation metric (`val_`,
-`valid_`, `eval_`, `dev_`, `holdout_`; of several, a split's loss over its perplexity, or the
-one program.md / README.md name far more often than the others); else the one metric-like
-name (a loss, an accuracy) that does not say "test" or "train" (nor a bare `acc` inside a
-log line: it names no split). A test metric is never chosen unless named: the test split is
-not for optimizing, but a repo whose only held-out split is called "test" is told its name
-(`pass --metric test_loss`). Nor is a training loss
+`valid_`, `eval_`, `dev_`, `holdout_`, or after qualifiers: `ema_val_acc`; of several, the
+one the repo keeps its best model by (`monitor=`) or its `main()` returns, a split's loss
+over its perplexity, or the one program.md / README.md name far more often than the others);
+else the one metric-like name (a loss, an accuracy) that does not say "test" or "train" (nor
+a bare `acc` inside a log line: it names no split). A test metric is never chosen unless
+named: the test split is not for optimizing, but a repo whose only held-out split is called
+"test" is told its name (`pass --metric test_loss`). Nor is a training loss
 (a name that says `train`/`training`, or a bare `loss`/`ppl` read from inside a per-step log
 line, nanoGPT's `iter 5: loss 2.31, time ...`): as the objective it rewards memorising the
 training data; `--metric NAME` takes it anyway. A metric whose pattern would not read
