@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from helpers import commit, init, plain_repo, read_metric, refused
 from loop.setup.printed import lightning_logged
 from loop.setup.task import load_task
@@ -158,7 +159,7 @@ def test_a_trainer_without_a_progress_bar_is_refused_with_the_change_to_make(tmp
         "L.Trainer(max_epochs=2,", "L.Trainer(max_epochs=2, enable_progress_bar=False,"))
     line = refused(repo)
     assert "but train.py builds L.Trainer(enable_progress_bar=False): no progress bar prints " \
-           "it; drop enable_progress_bar=False" in line, line
+           "it; drop enable_progress_bar=False there, commit, and run init again" in line, line
 
 
 def test_a_metric_logged_on_step_and_epoch_is_read_under_its_epoch_name():
@@ -181,6 +182,61 @@ def test_a_metric_logged_on_step_and_epoch_is_read_under_its_epoch_name():
         ("train_loss_epoch", True, "training_step"), ("val_loss_epoch", True, "validation_step"),
         ("val_acc", True, "validation_step"), ("val_f1", True, "validation_step"),
         ("val_acc_best", False, "on_validation_epoch_end")]
+
+
+# no Lightning: a stand-in base class of that name whose bar prints the postfix as TQDM does
+# (to stderr, each update after a \r); the module derives it through a base class of its own
+STAND_IN = '''\
+import os
+import random
+import sys
+
+LR = 0.1
+
+
+class LightningModule:
+    def log(self, name, value, prog_bar=False, **kwargs):
+        if prog_bar:
+            self.shown[name] = value
+
+    def fit(self):
+        self.shown = {}
+        rng = random.Random(int(os.environ.get("AUTORESEARCH_SEED", "0")))
+        for epoch in range(3):
+            self.validation_step(rng, epoch)
+            postfix = ", ".join(k + "=" + format(v, ".3f") for k, v in self.shown.items())
+            sys.stderr.write("\\rEpoch " + str(epoch) + ": 100%|###| 8/8 [00:00, " + postfix + "]")
+        sys.stderr.write("\\n")
+
+
+class Base(LightningModule):
+    pass
+
+
+class Model(Base):
+    def validation_step(self, rng, epoch):
+        loss = 1.0 / (epoch + 1) + abs(LR - 0.1) + rng.random() / 100
+        self.log("val/loss", loss, prog_bar=True)
+
+
+Model().fit()
+'''
+
+
+def test_check_task_reads_the_bar_of_a_module_derived_through_a_base_class(tmp_path):
+    repo = lightning_repo(tmp_path, STAND_IN)
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    task = load_task(repo)
+    assert (task.metric.name, task.metric.direction) == ("val/loss", "minimize")
+    run = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True, text=True,
+                         check=True)
+    want = float(re.findall(r"val/loss=([\d.]+)", run.stderr)[-1])
+    commit(repo, "autoresearch task")
+    checked = run_cli("check-task", ".", cwd=repo)
+    assert checked.returncode == 0 and "status ok" in checked.stdout, checked.stdout + \
+        checked.stderr
+    assert float(re.search(r"status ok; \S+ = ([-\d.]+)", checked.stdout)[1]) == want
 
 
 HYDRA_TRAIN = '''\

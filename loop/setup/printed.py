@@ -741,9 +741,17 @@ def lightning_logged(tree: ast.AST) -> list[Logged]:
     the output is not a terminal; the name and value may wrap onto two lines); both
     rounded to 3 digits. Without it the number goes only to the loggers (TensorBoard, CSV)."""
     out: list[Logged] = []
-    for cls in ast.walk(tree):
-        if not isinstance(cls, ast.ClassDef) or not any(
-                ast.unparse(b).endswith("LightningModule") for b in cls.bases):
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    modules: set[str] = set()          # a LightningModule, or a class of the file deriving one
+    while True:
+        found = {c.name for c in classes if any(
+            ast.unparse(b).endswith("LightningModule") or ast.unparse(b) in modules
+            for b in c.bases)}
+        if found <= modules:
+            break
+        modules |= found
+    for cls in classes:
+        if cls.name not in modules:
             continue
         for hook in cls.body:
             if not isinstance(hook, (ast.FunctionDef, ast.AsyncFunctionDef)):

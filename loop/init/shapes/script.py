@@ -36,7 +36,7 @@ def lightning_bar(scan: Scan) -> list[Candidate]:
     monitored = _monitored(sources, config)
     # the config file that instantiates a class (`_target_: src.models.m.LitModule`)
     config_of = {str(t): rel for t, rel in config.get("_target_", [])}
-    no_bar = _bar_off(sources, config)
+    no_bar, setting = _bar_off(sources, config)
     shown = [(src, item) for src, item in logged if item.on_bar]
     held_out = [item for _, item in shown if not {"train", "training", "test"}
                 & set(name_words(item.name))]
@@ -55,7 +55,7 @@ def lightning_bar(scan: Scan) -> list[Candidate]:
                    f"{item.name}=<value>), commit, and run init again")
         elif no_bar:
             problem = f"{where}, but {no_bar}: no progress bar prints it"
-            fix = "drop enable_progress_bar=False, commit, and run init again"
+            fix = f"drop {setting} there, commit, and run init again"
         out.append(Candidate(
             item.name, "script", f"shown by Lightning's progress bar: {where} "
             f"(prog_bar=True)", rf"(?<![\w./-]){re.escape(item.name)}\s*[:=]\s*{NUMBER}",
@@ -121,18 +121,23 @@ def _monitored(sources: list[Script], config: dict) -> dict[str, str]:
     return out
 
 
-def _bar_off(sources: list[Script], config: dict) -> str:
-    """How the run turns Lightning's progress bar off (`enable_progress_bar=False`), or ""."""
+def _bar_off(sources: list[Script], config: dict) -> tuple[str, str]:
+    """(where, the setting) that turns Lightning's progress bar off (`enable_progress_bar=
+    False`; PL 1.x's `progress_bar_refresh_rate=0`, a bar's `refresh_rate=0`), or ("", "")."""
+    off = {"enable_progress_bar": False, "progress_bar_refresh_rate": 0, "refresh_rate": 0}
     for src in sources:
         for node in ast.walk(src.tree):
-            if isinstance(node, ast.Call) and any(
-                    k.arg == "enable_progress_bar" and isinstance(k.value, ast.Constant)
-                    and k.value.value is False for k in node.keywords):
-                return f"{src.path} builds {ast.unparse(node.func)}(enable_progress_bar=False)"
+            if not isinstance(node, ast.Call):
+                continue
+            for k in node.keywords:
+                value = k.value.value if isinstance(k.value, ast.Constant) else None
+                if k.arg in off and type(value) is type(off[k.arg]) and value == off[k.arg]:
+                    return (f"{src.path} builds {ast.unparse(node.func)}({k.arg}={value!r})",
+                            f"{k.arg}={value!r}")
     for value, rel in config.get("enable_progress_bar", []):
         if value is False:
-            return f"{rel} sets enable_progress_bar: false"
-    return ""
+            return f"{rel} sets enable_progress_bar: false", "enable_progress_bar: false"
+    return "", ""
 
 
 def trainer_eval_loss(src: Script) -> list[Candidate]:
