@@ -10,7 +10,10 @@ opening the line (any name), else a metric name of the line (`val loss`, `test a
 split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
 Average loss:` is `test_average_loss`), or the metric a sentence names before its verb
 (`The RMSE of prediction is: {rmse}` is `rmse`), never the words of a sentence (`new top
-score of {score}` shows no metric). It must not decide which metric is the objective
+score of {score}` shows no metric). Two forms besides calls: a table's columns (a header
+row printed from a list of names, then `|`-separated rows of values only: `table_values`),
+and what a LightningModule logs with `self.log` and whether its progress bar prints it
+(`lightning_logged`). It must not decide which metric is the objective
 (loop/init/metric_choice.py does) nor write patterns (shapes/base.py pattern_for does)."""
 from __future__ import annotations
 
