@@ -178,3 +178,19 @@ for epoch in range(3):
     table = Script("train.py", JOINED_TABLE)
     assert [v.name for v in table.reported() if v.column is not None] == [
         "epoch", "train_loss", "val_loss", "ema_val_loss"]
+
+
+def test_a_best_so_far_column_is_no_second_validation_metric(tmp_path):
+    """`ema_val_loss` is another measurement on the validation split; `best_val_loss` is a
+    summary of `val_loss` over the run: the one validation metric stays val_loss."""
+    best_so_far = JOINED_TABLE.replace('"ema_val_loss"]', '"best_val_loss"]').replace(
+        "ema_val_loss = None", "best_val_loss = None").replace(
+        "    if epoch >= 2:\n        ema_val_loss = val_loss - 0.05\n",
+        "    best_val_loss = min(val_loss, best_val_loss or val_loss)\n")
+    repo = plain_repo(tmp_path / "best", {"train.py": best_so_far})
+    done = init(repo)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"metric: +val_loss \(found: the validation metric", done.stdout), done.stdout
+    out = output(repo, "train.py")
+    rows = [cells(l) for l in out.splitlines()[1:] if l.count("|") == 3]
+    assert read_metric(out, load_task(repo).metric.pattern) == float(rows[-1][2])

@@ -38,8 +38,13 @@ def is_test(name: str) -> bool:
 
 def is_held_out(name: str) -> bool:
     """A validation metric's name: a held-out split first (`val_loss`), or after words that
-    qualify it (`ema_val_acc`, `tta_val_acc`, `best_val_loss`)."""
-    return any(w in HELD_OUT_PREFIX for w in words(name))
+    say how it was measured (`ema_val_acc`: the weight average's, `tta_val_acc`: with
+    test-time augmentation); not after a summary of the run (`best_val_loss`: the best so
+    far of val_loss, not another measurement)."""
+    said = words(name)
+    at = next((k for k, w in enumerate(said) if w in HELD_OUT_PREFIX), None)
+    return at is not None and not {"best", "min", "max", "running", "lowest",
+                                   "highest"} & set(said[:at])
 
 
 def is_training(candidate: Candidate) -> bool:
