@@ -131,6 +131,9 @@ def test_the_column_main_returns_is_read_from_the_last_row_that_fills_it(tmp_pat
                      r"as its result", done.stdout), done.stdout
     task = load_task(repo)
     assert (task.metric.name, task.metric.direction) == ("tta_val_acc", "maximize")
+    # printed row by row inside the loops, with no time budget of its own: a run stopped at
+    # the box is scored from its last filled row
+    assert task.on_timeout == "last"
     out = output(repo, "bench.py")
     rows = [cells(l) for l in out.splitlines() if l.startswith("|") and "run" not in l]
     filled = [float(r[4]) for r in rows if r[4]]

@@ -102,6 +102,7 @@ class Column:
     index: int
     count: int
     edges: bool
+    printer: str = ""    # the script's function that prints the rows ("": a print call)
 
 
 @dataclass(frozen=True)
@@ -630,6 +631,8 @@ def table_values(tree: ast.AST, tag: str = "9") -> list[Value]:
         if not isinstance(node, ast.Call) or not node.args:
             continue
         shown, printer = _header_of(node, functions)
+        name = printer.name if isinstance(printer, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else ""
         if shown is None or shown.id in done or loads.get(shown.id, 0) < 2 \
                 or len(assigned.get(shown.id, [])) != 1:
             continue
@@ -639,7 +642,8 @@ def table_values(tree: ast.AST, tag: str = "9") -> list[Value]:
         if names is None or edges is None:
             continue
         done.add(shown.id)
-        out += _columns(names, header, edges, assigned, f"{tag}{getattr(node, 'lineno', 0)}")
+        out += _columns(names, header, Column(0, len(names), edges, name), assigned,
+                        f"{tag}{getattr(node, 'lineno', 0)}")
     return out
 
 
@@ -695,14 +699,14 @@ def _row_edges(printer: ast.AST, functions: dict) -> bool | None:
     return any(t.strip().startswith("|") for t in texts)
 
 
-def _columns(names: list[str], header: ast.expr, edges: bool,
+def _columns(names: list[str], header: ast.expr, table: Column,
              assigned: dict[str, list[ast.expr]], tag: str) -> list[Value]:
     """A Value per column whose name names a number, each with the rows rendered."""
     numbered = [k for k, n in enumerate(names) if _names_a_number(n.replace(" ", "_"))]
     samples = {k: f"{tag}{k:02d}.5" for k in numbered}
 
     def row(cells: list[str]) -> str:
-        return "|  " + "  |  ".join(cells) + "  |" if edges else " | ".join(cells)
+        return "|  " + "  |  ".join(cells) + "  |" if table.edges else " | ".join(cells)
 
     head = row(names)
     line = row([samples.get(k, "word") for k in range(len(names))])
@@ -713,7 +717,8 @@ def _columns(names: list[str], header: ast.expr, edges: bool,
                   if not (isinstance(v, ast.Constant) and v.value is None)]
         expr = values[-1] if values else header.elts[k]    # type: ignore[attr-defined]
         out.append(Value(re.sub(r"[\s/-]+", "_", label), label, expr, False, True, False,
-                         f"{head}\n{line}", samples[k], column=Column(k, len(names), edges)))
+                         f"{head}\n{line}", samples[k],
+                         column=Column(k, len(names), table.edges, table.printer)))
     return out
 
 
