@@ -1,12 +1,13 @@
 """Which printed number `autoresearch init` optimizes, and which way. Rules, in order:
 `--metric NAME` (with `--metric-pattern REGEX`: the user's own regex for it); else the
 result protected code grades (the lm shape); else the one validation metric (`val_`,
-`valid_`, `eval_`, `dev_`, `holdout_`; of several, a split's loss over its perplexity, or the
-one program.md / README.md name far more often than the others); else the one metric-like
-name (a loss, an accuracy) that does not say "test" or "train" (nor a bare `acc` inside a
-log line: it names no split). A test metric is never chosen unless named: the test split is
-not for optimizing, but a repo whose only held-out split is called "test" is told its name
-(`pass --metric test_loss`). Nor is a training loss
+`valid_`, `eval_`, `dev_`, `holdout_`, or after qualifiers: `ema_val_acc`; of several, the
+one the repo keeps its best model by (`monitor=`) or its `main()` returns, a split's loss
+over its perplexity, or the one program.md / README.md name far more often than the others);
+else the one metric-like name (a loss, an accuracy) that does not say "test" or "train" (nor
+a bare `acc` inside a log line: it names no split). A test metric is never chosen unless
+named: the test split is not for optimizing, but a repo whose only held-out split is called
+"test" is told its name (`pass --metric test_loss`). Nor is a training loss
 (a name that says `train`/`training`, or a bare `loss`/`ppl` read from inside a per-step log
 line, nanoGPT's `iter 5: loss 2.31, time ...`): as the objective it rewards memorising the
 training data; `--metric NAME` takes it anyway. A metric whose pattern would not read
@@ -33,6 +34,17 @@ def words(name: str) -> list[str]:
 
 def is_test(name: str) -> bool:
     return "test" in words(name)
+
+
+def is_held_out(name: str) -> bool:
+    """A validation metric's name: a held-out split first (`val_loss`), or after words that
+    say how it was measured (`ema_val_acc`: the weight average's, `tta_val_acc`: with
+    test-time augmentation); not after a summary of the run (`best_val_loss`: the best so
+    far of val_loss, not another measurement)."""
+    said = words(name)
+    at = next((k for k, w in enumerate(said) if w in HELD_OUT_PREFIX), None)
+    return at is not None and not {"best", "min", "max", "running", "lowest",
+                                   "highest"} & set(said[:at])
 
 
 def is_training(candidate: Candidate) -> bool:
@@ -63,8 +75,8 @@ def choose(plan: Plan, found: list[Candidate], metric: str | None, pattern: str 
         chosen = _pick(plan, found, names)
     if chosen.problem:
         raise InitError(f"init: no pattern reads only {chosen.name} from what "
-                        f"{plan.script} prints: {chosen.problem}; pass --metric {chosen.name} "
-                        f"--metric-pattern REGEX")
+                        f"{plan.script} prints: {chosen.problem}; " + (
+                            chosen.fix or f"pass --metric {chosen.name} --metric-pattern REGEX"))
     plan.metric, plan.metric_pattern, plan.metric_source = (chosen.name, chosen.pattern,
                                                             chosen.source)
     guessed = direction_of(plan.metric)
@@ -111,6 +123,39 @@ def _best_model_metric(args: str, names: list[str]) -> str | None:
             value = value or (words[k + 1] if k + 1 < len(words) else "")
             return next((n for n in names if n in (value, f"eval_{value}")), None)
     return None
+
+
+def _returned(plan: Plan, names: list[str]) -> tuple[str, str] | None:
+    """The one of `names` a function of the script returns as its result (`return
+    tta_val_acc` in the `main()` whose result the script keeps: `accs = [main(run) for run
+    in ...]`), and that in words; else None. A result the script hands back is the number it
+    is run for, beside the others it prints on the way."""
+    import ast
+    try:
+        tree = ast.parse((plan.root / plan.script).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    functions = {f.name: f for f in tree.body if isinstance(f, (ast.FunctionDef,
+                                                                 ast.AsyncFunctionDef))}
+    kept: set[str] = set()           # called at module level, the result used
+    todo: list[ast.AST] = [n for n in tree.body if n not in functions.values()
+                           and not isinstance(n, ast.ClassDef)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            todo += [*node.value.args, *(k.value for k in node.value.keywords)]
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in functions:
+            kept.add(node.func.id)
+        todo += list(ast.iter_child_nodes(node))
+    returned = {(r.value.id, f) for f in sorted(kept) for r in ast.walk(functions[f])
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
+                and r.value.id in names}
+    if len({name for name, _ in returned}) != 1:
+        return None
+    name, func = next(iter(returned))
+    return name, f"{func}() returns as its result"
 
 
 def _named_by_docs(plan: Plan, names: list[str]) -> tuple[str, str] | None:
@@ -161,7 +206,7 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     tests = [c.name for c in tested]
     training = list(dict.fromkeys(c.name for c in likely if is_training(c)))
     likely = [c for c in likely if not is_test(c.name) and not is_training(c)]
-    held = [c for c in likely if words(c.name)[0] in HELD_OUT_PREFIX]
+    held = [c for c in likely if is_held_out(c.name)]
     # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split; a
     # sentence said once after the loops (`The RMSE of prediction is: x`) is the result
     unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1
@@ -189,6 +234,18 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
         chosen = next(c for c in pool if c.name == best)
         plan.guesses["metric"] = Guess(f"the one --args names as --metric_for_best_model, "
                                        f"{chosen.source}", True, METRIC_FLAGS)
+        return chosen
+    selected = list(dict.fromkeys((c.name, c.selects) for c in pool if c.selects))
+    if len(selected) == 1:            # what the repo keeps its best model by
+        chosen = next(c for c in pool if c.name == selected[0][0])
+        plan.guesses["metric"] = Guess(f"the one {selected[0][1]} keeps the best model by, "
+                                       f"{chosen.source}", False, METRIC_FLAGS)
+        return chosen
+    returned = _returned(plan, distinct)
+    if returned:
+        chosen = next(c for c in pool if c.name == returned[0])
+        plan.guesses["metric"] = Guess(f"the {'validation metric' if held else 'metric'} "
+                                       f"{returned[1]}, {chosen.source}", False, METRIC_FLAGS)
         return chosen
     named = _named_by_docs(plan, distinct) if len(distinct) > 1 else None
     if named:

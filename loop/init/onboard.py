@@ -12,6 +12,7 @@ the lm shape (loop/init/shapes/lm.py). Any problem or any ambiguity it cannot se
 line, exit 2, nothing written."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -276,8 +277,12 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
     else:
         plan.grace = max(30.0, plan.budget / 2)
         plan.grace_why = "start-up and shut-down; the loop stops a run at the budget + this"
+        # a table's column: printed by the script's function that prints the rows
+        rows = next((v.column.printer for v in src.reported()
+                     if v.name == plan.metric and v.column is not None), "")
         if not plan.grader and prints_in_loop(src.tree, lambda node: any(
-                v.name == plan.metric for v in call_values(node))):
+                v.name == plan.metric for v in call_values(node)) or bool(
+                rows and isinstance(node.func, ast.Name) and node.func.id == rows)):
             plan.on_timeout = "last"
             plan.on_timeout_why = (f"{plan.script} prints {plan.metric} inside its training "
                                    f"loop and keeps no time budget; the run is stopped at the "

@@ -163,11 +163,15 @@ def _names_taken(script: Script, mod: str) -> set[str]:
 
 
 def _reports(root: Path, path: Path) -> bool:
-    """Does running this file print a number: itself, or what it runs of a local module?"""
+    """Does running this file print a number: itself, what it runs of a local module, or
+    Lightning's progress bar for a LightningModule of the repo it trains?"""
+    from loop.init.shapes.base import Scan
+    from loop.init.shapes.script import lightning_bar
     try:
         src = Script(path.name, path.read_text(errors="replace"))
-        return bool(src.reported()) or any(
-            m.reported() for m in executed(local_modules(root, src), src).values())
+        ran = executed(local_modules(root, src), src)
+        return bool(src.reported()) or any(m.reported() for m in ran.values()) \
+            or bool(lightning_bar(Scan(root, src, ran)))
     except (SyntaxError, InitError, ValueError, RecursionError):
         return False
 

@@ -38,9 +38,10 @@ LENGTH = re.compile(r"^(max|num|n|total|train|training)?[_-]?(iters?|iterations|
 # the data's own shape: the classes an accuracy is over (MNIST has 10), a tokenizer's
 # vocabulary, the features of an input; a search that moves them breaks the model or changes
 # what is measured
-DATA_SHAPE = re.compile(r"^(num_?classes|n_?classes|num_?labels|n_?labels|vocab_?size|n_?vocab|"
-                        r"num_?tokens|input_?size|input_?dim|in_?channels|in_?features|"
-                        r"num_?features|n_?features)$", re.I)
+DATA_SHAPE = re.compile(r"^(num_?classes|n_?classes|out_?classes|num_?labels|n_?labels|"
+                        r"vocab_?size|n_?vocab|num_?tokens|input_?size|input_?dim|in_?channels|"
+                        r"in_?features|num_?features|n_?features|output_?size|output_?dim|"
+                        r"num_?outputs|n_?outputs)$", re.I)
 # calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
 SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
               "default_rng", "RandomState", "PRNGKey"}
@@ -415,6 +416,8 @@ def with_hydra(plan: Plan, src: Script) -> bool:
             flags[key] = SEED_VALUE
         elif is_cadence(key):
             left_out.append(key)
+        elif DATA_SHAPE.search(leaf):       # `model.net.input_size: 784`, MNIST's pixels
+            left_out.append(f"{key} (fixed by the data)")
         else:
             spec = _dim_spec(leaf, number(text), text)
             if spec:

@@ -10,7 +10,10 @@ opening the line (any name), else a metric name of the line (`val loss`, `test a
 split and qualifier words before it (`valid`, `best`) or a split heading the line (`Test set:
 Average loss:` is `test_average_loss`), or the metric a sentence names before its verb
 (`The RMSE of prediction is: {rmse}` is `rmse`), never the words of a sentence (`new top
-score of {score}` shows no metric). It must not decide which metric is the objective
+score of {score}` shows no metric). Two forms besides calls: a table's columns (a header
+row printed from a list of names, then `|`-separated rows of values only: `table_values`),
+and what a LightningModule logs with `self.log` and whether its progress bar prints it
+(`lightning_logged`). It must not decide which metric is the objective
 (loop/init/metric_choice.py does) nor write patterns (shapes/base.py pattern_for does)."""
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ MAXIMIZE = ("acc", "accuracy", "score", "f1", "auc", "r2", "reward", "success", 
 # metric word (`valid loss`, `best val acc`); any other word is a sentence's
 SPLIT_WORDS = ("train", "training", "val", "valid", "validation", "eval", "dev", "test",
                "holdout")
+HELD_OUT_WORDS = ("val", "valid", "validation", "eval", "dev", "holdout")   # not test
 QUALIFIERS = ("best", "avg", "average", "mean", "final", "running", "total", "min", "max")
 JOINERS = SPLIT_WORDS + QUALIFIERS + MINIMIZE + MAXIMIZE
 # a sentence that names its metric, then says it: `The RMSE of prediction is: {x}`
@@ -92,6 +96,16 @@ Part = str | Field
 
 
 @dataclass(frozen=True)
+class Column:
+    """Where a table's rows show a value: cell `index` of `count`, `|`-separated; `edges`:
+    each row opens and closes with the separator (`|  0.91  |  0.93  |`)."""
+    index: int
+    count: int
+    edges: bool
+    printer: str = ""    # the script's function that prints the rows ("": a print call)
+
+
+@dataclass(frozen=True)
 class Value:
     """A number a print shows, and the text just before it."""
     name: str            # `val_loss` (a label of words, `val loss`, joined by `_`, lowercase)
@@ -106,6 +120,7 @@ class Value:
     gap: str = ""        # a sentence's words between the label and the value: `of prediction is`
     quoted: bool = False  # a printed dict's key: `{'eval_stsb_spearman': 0.81, ...}`
     ratio: bool = False   # `final score: 40/50 = 80.00%`: the value is the ratio after `=`
+    column: Column | None = None   # a cell of a table's rows, under the header's name
 
     @property
     def default_line(self) -> bool:
@@ -582,4 +597,204 @@ def call_values(node, context: Context | None = None) -> list[Value]:
         parts = log_parts(node, subst, around.bound, around.wrapper)
         if parts:
             out += values_of(parts, f"{getattr(node, 'lineno', 0)}{k:02d}")
+    return out
+
+
+# -- a table: a header row of column names, then rows of values only ----------------------
+# a column's name as a header shows it: `tta_val_acc`, `val/acc`, `Val Acc` (padding aside)
+COLUMN_NAME = re.compile(r"^[A-Za-z_][\w./-]*(?: [\w./-]+){0,3}$")
+
+
+def table_values(tree: ast.AST, tag: str = "9") -> list[Value]:
+    """Every column of a `|`-separated table the script prints whose name names a number
+    (`val_acc`, `epoch`). The table: a list of column names bound once (`columns = ['epoch',
+    'train_loss', 'val_acc']`), printed as the header row by a function of the script that
+    prints `|`-separated cells (`for c in cells: s += "|  %s  " % c`) or by `print(" |
+    ".join(columns))`, and named again where the rows are built (`for c in columns: ...`),
+    so each row has the header's cells in its order, values only, a cell blank where a
+    value is missing. The value a column shows is the variable of its name (rows built from
+    `locals()` by column name): its last assignment, else the header's name itself."""
+    functions = {f.name: f for f in ast.walk(tree)
+                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            assigned.setdefault(node.targets[0].id, []).append(node.value)
+    loads: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads[node.id] = loads.get(node.id, 0) + 1
+    out: list[Value] = []
+    done: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        shown, printer = _header_of(node, functions)
+        name = printer.name if isinstance(printer, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else ""
+        if shown is None or shown.id in done or loads.get(shown.id, 0) < 2 \
+                or len(assigned.get(shown.id, [])) != 1:
+            continue
+        header = assigned[shown.id][0]
+        names = _column_names(header)
+        edges = _row_edges(printer, functions) if printer is not None else None
+        if names is None or edges is None:
+            continue
+        done.add(shown.id)
+        out += _columns(names, header, Column(0, len(names), edges, name), assigned,
+                        f"{tag}{getattr(node, 'lineno', 0)}")
+    return out
+
+
+def _header_of(call: ast.Call, functions: dict) -> tuple[ast.Name | None, ast.AST | None]:
+    """(the list printed, what prints its cells) for a header row's call: a function of the
+    script given the list first (`print_columns(columns, is_head=True)`), or a print of
+    `SEP.join(columns)`; else (None, None)."""
+    first = call.args[0]
+    if isinstance(call.func, ast.Name) and call.func.id in functions \
+            and isinstance(first, ast.Name):
+        return first, functions[call.func.id]
+    if _is_print(call):
+        for arg in ast.walk(first):
+            if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) \
+                    and arg.func.attr == "join" and arg.args \
+                    and isinstance(arg.args[0], ast.Name):
+                return arg.args[0], call
+    return None, None
+
+
+def _column_names(header: ast.expr) -> list[str] | None:
+    """The names a list literal of strings holds (padding stripped), when they look like a
+    header's (at least two, names of a metric or count among them); else None."""
+    if not isinstance(header, (ast.List, ast.Tuple)) or len(header.elts) < 2:
+        return None
+    names = [_text(e) for e in header.elts]
+    if any(n is None or not COLUMN_NAME.match(n.strip()) for n in names):
+        return None
+    stripped = [(n or "").strip() for n in names]
+    return stripped if any(direction_of(n) for n in stripped) else None
+
+
+def _row_edges(printer: ast.AST, functions: dict) -> bool | None:
+    """Whether the rows `printer` prints (a function and those it calls, or a print call)
+    open and close with `|` (`"|  %s  "` per cell and a last `"|"`) rather than only
+    separate cells (`" | ".join(cells)`); None when it prints no `|`-separated cells."""
+    scopes = [printer] + [functions[n.func.id] for n in ast.walk(printer)
+                          if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                          and n.func.id in functions and functions[n.func.id] is not printer]
+    texts: list[str] = []
+    joins: set[int] = set()
+    prints = False
+    for scope in scopes:
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "join":
+                joins.add(id(n.func.value))
+            prints = prints or (isinstance(n, ast.Call) and _log_args(n, {}) is not None)
+            if "|" in (_text(n) or ""):
+                texts.append("" if id(n) in joins else _text(n) or "")
+    if not texts or not prints:
+        return None
+    return any(t.strip().startswith("|") for t in texts)
+
+
+def _columns(names: list[str], header: ast.expr, table: Column,
+             assigned: dict[str, list[ast.expr]], tag: str) -> list[Value]:
+    """A Value per column whose name names a number, each with the rows rendered."""
+    numbered = [k for k, n in enumerate(names) if _names_a_number(n.replace(" ", "_"))]
+    samples = {k: f"{tag}{k:02d}.5" for k in numbered}
+
+    def row(cells: list[str]) -> str:
+        return "|  " + "  |  ".join(cells) + "  |" if table.edges else " | ".join(cells)
+
+    head = row(names)
+    line = row([samples.get(k, "word") for k in range(len(names))])
+    out = []
+    for k in numbered:
+        label = names[k]
+        values = [v for v in assigned.get(label, [])
+                  if not (isinstance(v, ast.Constant) and v.value is None)]
+        expr = values[-1] if values else header.elts[k]    # type: ignore[attr-defined]
+        out.append(Value(re.sub(r"[\s/-]+", "_", label), label, expr, False, True, False,
+                         f"{head}\n{line}", samples[k],
+                         column=Column(k, len(names), table.edges, table.printer)))
+    return out
+
+
+# -- Lightning's `self.log`: what its progress bar prints ----------------------------------
+# the hooks whose `self.log` defaults to on_step=True, on_epoch=False (all others: the reverse)
+STEP_HOOKS = ("training_step", "on_train_batch_end", "on_train_batch_start")
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A number a LightningModule logs: `self.log("val/acc", acc, prog_bar=True)` or a key
+    of `self.log_dict({...})`."""
+    name: str            # as Lightning names it: `val/acc`; `val_loss_epoch` when logged on
+    #                      both step and epoch (the bar shows `val_loss_step` and that)
+    logged: str          # as the code names it: `val_loss`
+    expr: ast.expr       # the value logged
+    on_bar: bool         # prog_bar=True: the progress bar prints it, else only loggers see it
+    hook: str            # the method that logs it: `validation_step`
+    call: ast.Call
+    owner: str = ""      # the LightningModule class: `MNISTLitModule`
+
+
+def lightning_logged(tree: ast.AST) -> list[Logged]:
+    """Every metric the LightningModules of a file log under a name the code spells out
+    (`self.log(f"{stage}/acc", ...)` names none). With `prog_bar=True` Lightning's progress
+    bar prints it, as `val/acc=0.961` in the TQDM bar's postfix (rewritten with `\\r`, to
+    stderr) or `val/acc: 0.961` in the RichProgressBar's (printed once, when fit ends, when
+    the output is not a terminal; the name and value may wrap onto two lines); both
+    rounded to 3 digits. Without it the number goes only to the loggers (TensorBoard, CSV)."""
+    out: list[Logged] = []
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    modules: set[str] = set()          # a LightningModule, or a class of the file deriving one
+    while True:
+        found = {c.name for c in classes if any(
+            ast.unparse(b).endswith("LightningModule") or ast.unparse(b) in modules
+            for b in c.bases)}
+        if found <= modules:
+            break
+        modules |= found
+    for cls in classes:
+        if cls.name not in modules:
+            continue
+        for hook in cls.body:
+            if not isinstance(hook, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for call in ast.walk(hook):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                        and ast.unparse(call.func.value) == "self" \
+                        and call.func.attr in ("log", "log_dict"):
+                    out += _logged(call, hook.name, cls.name)
+    return out
+
+
+def _logged(call: ast.Call, hook: str, owner: str) -> list[Logged]:
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    args = list(call.args)
+
+    def flag(key: str, default: bool) -> bool:
+        value = keywords.get(key)
+        return value.value is True if isinstance(value, ast.Constant) else \
+            default if value is None else False
+    step = flag("on_step", hook in STEP_HOOKS)
+    epoch = flag("on_epoch", hook not in STEP_HOOKS)
+    on_bar = flag("prog_bar", False)
+    if call.func.attr == "log":                               # type: ignore[attr-defined]
+        name = args[0] if args else keywords.get("name")
+        value = args[1] if len(args) > 1 else keywords.get("value")
+        pairs = [(name, value)]
+    else:
+        found = args[0] if args else keywords.get("dictionary")
+        pairs = list(zip(found.keys, found.values)) if isinstance(found, ast.Dict) else []
+    out = []
+    for name, value in pairs:
+        text = _text(name)
+        if text is None or value is None:
+            continue
+        shown = f"{text}_epoch" if step and epoch else text
+        out.append(Logged(shown, text, value, on_bar, hook, call, owner))
     return out

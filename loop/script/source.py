@@ -9,7 +9,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.untrusted import evaluate
-from loop.script.prints import Value, call_values, print_context
+from loop.script.prints import Value, call_values, print_context, table_values
 
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
@@ -32,21 +32,25 @@ class Script:
         return [(v.name, v.expr) for v in self.reported() if v.line_start]
 
     def reported(self) -> list[Value]:
-        """Every number its prints show after a label (log lines too), in source order,
-        each name once (its first print)."""
+        """Every number its prints show after a label (log lines too), or under a table's
+        header (a column of its rows), in source order, each name once (its first print)."""
         out: dict[str, Value] = {}
         loops = print_context(self.tree)
         for node in ast.walk(self.tree):
             for value in call_values(node, loops):
                 out.setdefault(value.name, value)
+        for value in table_values(self.tree):
+            out.setdefault(value.name, value)
         return sorted(out.values(), key=lambda v: _line(v.expr))
 
     def lines(self) -> list[str]:
-        """Every line its prints and log calls show a labelled number in, rendered with a
-        distinct sample per number: what a metric pattern is checked against."""
+        """Every line its prints and log calls show a labelled number in, and each table's
+        header and a row, rendered with a distinct sample per number: what a metric
+        pattern is checked against."""
         loops = print_context(self.tree)
-        return list(dict.fromkeys(v.line for node in ast.walk(self.tree)
-                                  for v in call_values(node, loops)))
+        return list(dict.fromkeys([*(v.line for node in ast.walk(self.tree)
+                                     for v in call_values(node, loops)),
+                                   *(v.line for v in table_values(self.tree))]))
 
     # -- what it defines and imports --------------------------------------------------------
     def assigns(self) -> dict[str, ast.expr]:

@@ -13,7 +13,8 @@ from typing import Any
 
 from loop.script.source import Script
 from loop.script.periodic import prints_in_loop
-from loop.script.prints import SPLIT_WORDS, Value, call_values, name_words, print_context
+from loop.script.prints import (SPLIT_WORDS, Column, Value, call_values, name_words,
+                                print_context)
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Candidate:
     file: str = ""               # the file whose print shows it ("": the script's)
     opaque: str = ""             # printed as is, an attribute the code never sets (`model.
     #                              best_score`): what it holds (a number, a dict) is unknown
+    fix: str = ""                # with `problem`: what to change so that it can be read
+    selects: str = ""            # what of the repo keeps its best model by it, in words
+    #                              (`ModelCheckpoint(monitor=...)`): the repo's own objective
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     if value.default_line:
         return ""
     from loop.setup.metric import NUMBER
+    if value.column is not None:     # a table's cell: the row's cells counted, blanks too
+        return column_pattern(value.column)
     if value.quoted:             # a printed dict's key: `{'eval_acc': 0.81, 'epoch': 1.0}`
         return rf"['\"]{re.escape(value.label)}['\"]\s*:\s*{NUMBER}"
     words = [w.lower() for w in value.label.split()]
@@ -81,6 +87,20 @@ def pattern_for(value: Value, others: list[Value] | tuple = ()) -> str:
     if value.ratio:              # `final score: 40/50 = 80.00%`: the number after the `=`
         body += r"\s*[:=]?\s*[-+]?\d+(?:\.\d*)?\s*/\s*[-+]?\d+(?:\.\d*)?\s*="
     return rf"(?<![\w./-]){guards}{body}\s*[:=]?\s*{NUMBER}"
+
+
+def column_pattern(column: Column) -> str:
+    r"""The regex that reads cell `column.index` of a row of `column.count` `|`-separated
+    cells, when it holds a number: `|  3  |  0.51  |        |` matches for its second cell,
+    never for the blank third (the reader then keeps the last row where it is filled), nor
+    a row of another table (its cells counted) or the header (names, not numbers)."""
+    from loop.setup.metric import NUMBER
+    cell = r"[^|\n]*"
+    before = rf"(?:{cell}\|){{{column.index}}}"
+    after = rf"(?:\|{cell}){{{column.count - column.index - 1}}}"
+    if column.edges:
+        return rf"^[ \t]*\|{before}[ \t]*{NUMBER}[ \t]*{after}\|[ \t]*$"
+    return rf"^[ \t]*{before}[ \t]*{NUMBER}[ \t]*{after}[ \t]*$"
 
 
 def pattern_problem(value: Value, pattern: str, lines: list[str],
