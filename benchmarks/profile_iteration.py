@@ -190,7 +190,7 @@ def run_night(iterations: int, meter: Meter, profile: cProfile.Profile | None):
         if profile:
             profile.disable()
         events = [json.loads(line) for line in open(root / ".autoresearch/bench/journal.jsonl")]
-        return events, eng.site.sandbox
+        return events, eng.setup.sandbox
 
 
 def overhead_ms(events: list[dict], first: int) -> float:

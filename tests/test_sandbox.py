@@ -159,7 +159,7 @@ def test_every_attempt_fails_inside_the_sandbox(outside_tmp, mlflow_uri, monkeyp
         cfg = Config(task="task", tag="sbx", iterations=0, base_dir=repo, sandbox="required",
                      judge=JudgeConfig(rule="strict", baseline_runs=1))
         engine = Engine(cfg, out=lambda s: None)
-        assert engine.site.sandbox == "bwrap"
+        assert engine.setup.sandbox == "bwrap"
         engine.run()
     finally:
         listener.close()

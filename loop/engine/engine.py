@@ -35,9 +35,9 @@ class Engine:
         self.out = out
         self.progress = progress or Progress(out)    # run/iteration lines, or a live panel
         self.tag = config.tag or default_tag()
-        self.site = locate(config, self.tag, out, self.progress, proposer, backend)
-        self.repo_root, self.task_rel = self.site.repo_root, self.site.task_rel
-        self.workspace, self.proposer = self.site.workspace, self.site.proposer
+        self.setup = locate(config, self.tag, out, self.progress, proposer, backend)
+        self.repo_root, self.task_rel = self.setup.repo_root, self.setup.task_rel
+        self.workspace, self.proposer = self.setup.workspace, self.setup.proposer
         self.parts: LoopParts | None = None     # opened under the lock
         self.loop: Loop | None = None
 
@@ -45,11 +45,11 @@ class Engine:
         return self.parts.score.best_value() if self.parts else None
 
     def run(self) -> Stop:
-        lock = TagLock(self.site.dir / "lock")
+        lock = TagLock(self.setup.dir / "lock")
         try:
             lock.acquire()
             install_signals()
-            self.parts = open_parts(self.site)
+            self.parts = open_parts(self.setup)
             self.loop = Loop(self.parts, recover(self.parts))
             return self.loop.run()
         except Exception as exc:
@@ -73,7 +73,7 @@ class Engine:
         parts, loop = self.parts, self.loop
         for cleanup in (lambda: loop.interrupted() if loop else
                         parts.backend.close() if parts else None,
-                        lambda: self.site.journal.write("stop", reason=stop.reason,
+                        lambda: self.setup.journal.write("stop", reason=stop.reason,
                                                         message=stop.message),
                         lambda: parts.tracker.close("FAILED", 5.0) if parts else None):
             try:

@@ -33,16 +33,16 @@ class Keeper:
         parts.score.add(rec)
         rec.best_after = parts.score.best_value()
         rec.run_id = parts.tracker.resolve(rec.run_id, rec.iteration)
-        workspace = parts.site.workspace
+        workspace = parts.setup.workspace
         if rec.attempt_ref:
             rec.commit = workspace.recommit(rec.commit, commit_message(rec, metric))
             rec.attempt_ref = workspace.keep_ref(f"attempt-{rec.iteration}", rec.commit)
-        parts.site.journal.write("end", **record_dict(rec))
+        parts.setup.journal.write("end", **record_dict(rec))
 
     def keep_or_restore(self, rec: Record, tip: str) -> str:
         """A keep moves the branch to it; the main worktree shows the tip again. The tip."""
-        site = self.parts.site
-        config, workspace = site.config, site.workspace
+        setup = self.parts.setup
+        config, workspace = setup.config, setup.workspace
         if rec.kept and rec.commit != tip:
             workspace.advance(rec.commit, tip)
             tip = rec.commit
@@ -50,7 +50,7 @@ class Keeper:
             workspace.restore()     # the main worktree shows the tip (with one slot,
                                     # it is also where the run happened)
         if not rec.kept:   # a discarded attempt's checkpoints are not worth the disk
-            for run_dir in (site.dir / "runs").glob(f"{rec.iteration:04d}-*"):
+            for run_dir in (setup.dir / "runs").glob(f"{rec.iteration:04d}-*"):
                 shutil.rmtree(run_dir, ignore_errors=True)
         return tip
 
@@ -58,8 +58,8 @@ class Keeper:
         """Its row in results.tsv, its MLflow run, its result line."""
         parts = self.parts
         parts.sink.add(cand.rec, cand.patch, cand.proposal)
-        parts.site.progress.iteration_done(cand.rec, parts.task.metric,
-                                           parts.site.config.iterations)
+        parts.setup.progress.iteration_done(cand.rec, parts.task.metric,
+                                           parts.setup.config.iterations)
 
     def baseline_failed(self, rec: Record) -> Stop:
         log = self.parts.sink.log_path(rec.iteration)
@@ -74,11 +74,11 @@ class Keeper:
         from loop.run.spec import grade_log
         logs = "\n".join(p.read_text(errors="replace") for p in (log, grade_log(log))
                          if p.exists())
-        site, workspace = self.parts.site, self.parts.site.workspace
+        setup, workspace = self.parts.setup, self.parts.setup.workspace
         try:
             return uncommitted.failure_hint(
-                logs, site.repo_root, site.task_rel, self.parts.task, workspace.git,
-                workspace.committed, [workspace.worktree], site.sandbox == "bwrap",
+                logs, setup.repo_root, setup.task_rel, self.parts.task, workspace.git,
+                workspace.committed, [workspace.worktree], setup.sandbox == "bwrap",
                 who="run")
         except Exception:     # a hint is a courtesy: never the reason a stop goes wrong
             return None
@@ -86,10 +86,10 @@ class Keeper:
     def exact_note(self, values: list[float], quantum: float) -> str:
         """Runs of one version that all gave the same number: the judge sees no noise. What
         that means is said once, after the baseline, with the ways out."""
-        task, site = self.parts.task, self.parts.site
+        task, setup = self.parts.task, self.parts.setup
         metric = task.metric.name
         seeded = task.flags and "$AUTORESEARCH_SEED" in (
-            site.workspace.worktree / site.task_rel / task.flags).read_text(errors="replace")
+            setup.workspace.worktree / setup.task_rel / task.flags).read_text(errors="replace")
         cause = (f"{metric} is printed to {number_text(quantum)}, coarser than its run-to-run noise"
                  if seeded else "the runs are deterministic (a fixed seed)")
         return (f"note: the baseline's {len(values)} runs all gave {metric} "

@@ -44,14 +44,14 @@ class Loop:
     for, stop on a budget."""
 
     def __init__(self, parts: LoopParts, cost: float):
-        self.parts, site = parts, parts.site
-        self.config, self.out, self.progress = site.config, site.out, site.progress
+        self.parts, setup = parts, parts.setup
+        self.config, self.out, self.progress = setup.config, setup.out, setup.progress
         self.sched, self.proposals = parts.sched, parts.proposals
         self.sink, self.score = parts.sink, parts.score
         self.flight = InFlight()            # candidates in flight, the best's re-runs
         self.stager = Stager(parts, self.flight)
         self.keeper = Keeper(parts)
-        self.tip = site.workspace.tip()
+        self.tip = setup.workspace.tip()
         self.cost = cost                  # LLM cost so far, dropped proposals included: each
                                           # proposal's is counted once, by _paid
         self.stop: Stop | None = None
@@ -66,7 +66,7 @@ class Loop:
             self._floor(self.sink.records[0].samples)
 
     def run(self) -> Stop:
-        if self.parts.site.sandbox != "bwrap":
+        if self.parts.setup.sandbox != "bwrap":
             self.snapshot = self.parts.state_guard.watch()
         if self.sink.records:          # a resume: the panel counts the night, not this start
             self.progress.resumed(self.sink.records, self.parts.task.metric,
@@ -84,7 +84,7 @@ class Loop:
             self.parts.backend.close()
         self.sink.flush()
         stop = self.stop or iterations_done(self.config)
-        self.parts.site.journal.write("stop", reason=stop.reason, message=stop.message)
+        self.parts.setup.journal.write("stop", reason=stop.reason, message=stop.message)
         self.parts.tracker.close("FINISHED" if stop.exit_code == 0 else "FAILED")
         return stop
 
@@ -92,7 +92,7 @@ class Loop:
         """Plan, then wait for one event and handle it; False once nothing is left."""
         if self.stop is None:
             self.stop = should_stop(self.config, self.sink.records, self.cost,
-                                    self.parts.site.dir, started)
+                                    self.parts.setup.dir, started)
         self._plan()
         self.progress.proposing(self.proposals.being_answered())
         if not self.flight and not self.sched.busy() and not self.proposals:
@@ -199,8 +199,8 @@ class Loop:
                 return              # asked again; this answer is not run
             staged = Staged(problem=problem)
         self._paid(proposal.usage.cost_usd)
-        run_id = self.parts.tracker.start_iteration(self.parts.site.tag, n)
-        self.parts.site.journal.write("begin", iteration=n, run_id=run_id, parent=base,
+        run_id = self.parts.tracker.start_iteration(self.parts.setup.tag, n)
+        self.parts.setup.journal.write("begin", iteration=n, run_id=run_id, parent=base,
                                       commit=staged.commit, description=proposal.description)
         rec = Record(iteration=n, status=Status.BAD_EDIT.value, description=proposal.description,
                      reason=staged.problem or "", parent=base, run_id=run_id,
@@ -228,7 +228,7 @@ class Loop:
                     f"already tried on this base (iteration {same}'s): "
                     f"{proposal.description}")
         self._paid(proposal.usage.cost_usd)
-        self.parts.site.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
+        self.parts.setup.journal.write("drop", iteration=n, cost_usd=proposal.usage.cost_usd,
                                       description=proposal.description)
         self.out(f"      iteration {n}: {proposal.description!r} is iteration {same}'s change "
                  f"again; asking the proposer for another")
@@ -267,7 +267,7 @@ class Loop:
                                  repeats=staged.repeats)
         if staged.commit:
             self.stager.keep_old(cand)
-            self.parts.site.journal.write("replay", iteration=rec.iteration,
+            self.parts.setup.journal.write("replay", iteration=rec.iteration,
                                           old_commit=rec.commit, commit=staged.commit,
                                           parent=self.tip, samples=rec.samples)
             if verdict:
@@ -323,7 +323,7 @@ class Loop:
             return self.carry_out(cand, cand.reproposed(None, base, step.verdict, step.why,
                                                          problem=staged.problem or "",
                                                          repeats=step.repeats))
-        self.parts.site.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
+        self.parts.setup.journal.write("replay", iteration=rec.iteration, old_commit=rec.commit,
                                       commit=staged.commit, parent=base, samples=rec.samples,
                                       description=proposal.description)
         cand.proposal = proposal
@@ -356,7 +356,7 @@ class Loop:
     def _queue(self, n: int, key: RunKey, commit: str, run_id: str, rule=None) -> None:
         # its environment is made where it runs (loop/run/spec.py), from the job and the task
         job = RunJob.make(n, key, commit, run_id, self.config.seed, self.sink.log_path(n, key),
-                          self.parts.site.dir / "runs" / f"{n:04d}-{key.number}")
+                          self.parts.setup.dir / "runs" / f"{n:04d}-{key.number}")
         job.stop_rule = rule         # a candidate's run: stopped once clearly worse
         self.sched.add(job)
 
@@ -434,7 +434,7 @@ class Loop:
         for n, proposal in self.proposals.drop_all(wait):
             cost = proposal.usage.cost_usd if proposal else 0.0
             self._paid(cost)
-            self.parts.site.journal.write("drop", iteration=n, cost_usd=cost,
+            self.parts.setup.journal.write("drop", iteration=n, cost_usd=cost,
                                           description=proposal.description if proposal else "")
         # candidates whose change did not apply, waiting to be proposed again: no time now
         for cand in self.flight.awaiting():
@@ -455,4 +455,4 @@ class Loop:
             abandon(self.parts, cand.iteration, cand.rec.time,
                     "" if cand.baseline else cand.rec.commit, cand.rec.run_id)
         self.flight.clear()
-        self.parts.site.workspace.restore()
+        self.parts.setup.workspace.restore()

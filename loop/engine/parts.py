@@ -64,7 +64,7 @@ class NightSetup:
 @dataclass
 class LoopParts:
     """Everything the loop works with, opened under the lock."""
-    site: NightSetup
+    setup: NightSetup
     state: JournalState          # the journal as found (recovery reads it)
     task: Task                   # the task as the branch has it (time budget applied)
     guard: grading.Guard         # what grading trusts
@@ -127,17 +127,18 @@ def _check_committed(workspace: Workspace, task_rel: str, task: Task, out) -> No
             f"this run (the branch starts at HEAD)")
 
 
-def open_parts(site: NightSetup) -> LoopParts:
-    config, journal, workspace, task_rel = site.config, site.journal, site.workspace, site.task_rel
+def open_parts(setup: NightSetup) -> LoopParts:
+    config, journal = setup.config, setup.journal
+    workspace, task_rel = setup.workspace, setup.task_rel
     state = replay(journal.load())
-    check_same_task(state.start, task_rel, site.user_task.metric.name,
-                    site.user_task.metric.direction, site.tag)
+    check_same_task(state.start, task_rel, setup.user_task.metric.name,
+                    setup.user_task.metric.direction, setup.tag)
     for note in journal.notes:
-        site.out(f"resume: {note}")
+        setup.out(f"resume: {note}")
     workspace.open()
-    task = load_task(workspace.worktree / task_rel, origin=site.repo_root / task_rel)
+    task = load_task(workspace.worktree / task_rel, origin=setup.repo_root / task_rel)
     task = with_budget(task, config.time_budget_s)
-    guard = grading.Guard.at_commit(task, workspace, task_rel, site.dir / "pristine")
+    guard = grading.Guard.at_commit(task, workspace, task_rel, setup.dir / "pristine")
     start = state.start or {}
     uri = resolve_uri(config.tracking.uri or start.get("tracking_uri"))
     experiment = config.tracking.experiment or start.get("experiment") \
@@ -146,20 +147,20 @@ def open_parts(site: NightSetup) -> LoopParts:
         workspace.ignore_path(path)
     backend_kw = dict(workspace=workspace, task=task, task_rel=task_rel, guard=guard,
                       workers=config.workers, devices=config.devices,
-                      slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
-                      limits=site.limits, slurm=config.slurm)   # out of the state folder
-    backend = site.backend(**backend_kw) if site.backend is not None \
+                      slot_root=setup.repo_root / ".autoresearch" / ".slots" / setup.tag,
+                      limits=setup.limits, slurm=config.slurm)   # out of the state folder
+    backend = setup.backend(**backend_kw) if setup.backend is not None \
         else make_backend(config.backend, **backend_kw)
     sched = Scheduler(backend)
-    proposals = ProposalQueue(site.proposer, config.proposer.concurrency, sched.events)
+    proposals = ProposalQueue(setup.proposer, config.proposer.concurrency, sched.events)
     params = {"task": task.name, "task_path": task_rel, "branch": workspace.branch,
               "proposer": config.proposer.kind, "model": config.proposer.model,
               "judge": config.judge.rule, "metric": task.metric.name,
               "direction": task.metric.direction, "time_budget_s": task.time_budget_s,
               "seed": config.seed, "workers": config.workers,
-              "backend": config.backend, "sandbox": site.sandbox}
+              "backend": config.backend, "sandbox": setup.sandbox}
     if not state.start:         # journalled before MLflow creates anything (resume-safe)
-        journal.write("start", tag=site.tag, branch=workspace.branch,
+        journal.write("start", tag=setup.tag, branch=workspace.branch,
                       base_commit=workspace.tip(), task=task_rel,
                       metric=task.metric.name, direction=task.metric.direction,
                       protected=task.protected_metric, time_budget_s=task.time_budget_s,
@@ -168,21 +169,21 @@ def open_parts(site: NightSetup) -> LoopParts:
     by_iter = {r.iteration: r for r in state.records}
     sink: RecordSink
     tracker = Tracker(    # opens MLflow in the background; writes queue and retry
-        uri, experiment, site.tag, hashlib.sha256(str(site.dir).encode()).hexdigest()[:12],
+        uri, experiment, setup.tag, hashlib.sha256(str(setup.dir).encode()).hexdigest()[:12],
         parent_run_id=start.get("parent_run_id"), params=params,
-        parent_tags={"git.branch": workspace.branch, "sandbox": site.sandbox,
+        parent_tags={"git.branch": workspace.branch, "sandbox": setup.sandbox,
                      "metric_protection": "protected" if task.protected_metric
                      else UNPROTECTED},
         known_run_ids=[by_iter[n].run_id for n in state.untracked],
         on_parent=lambda run_id: journal.write("start_tracking", parent_run_id=run_id),
         on_tracked=lambda n, run_id: sink.tracked(n, run_id),   # once MLflow has it
-        warn=site.out)
-    sink = RecordSink(site.dir, task.metric.name, journal, tracker, workspace.branch,
+        warn=setup.out)
+    sink = RecordSink(setup.dir, task.metric.name, journal, tracker, workspace.branch,
                       {"proposer": config.proposer.kind, "model": config.proposer.model,
                        "time_budget_s": task.time_budget_s}, config.proposer.log_prompts)
     state_guard = StateGuard(workspace, journal, sink.results_path, sink.expected_results,
                              lock=sink.lock)
-    prompt = PromptContext(workspace, task, task_rel, site.program_path, config.seed,
-                           config.proposer.kind, site.out)
-    return LoopParts(site, state, task, guard, state_guard, backend, sched, proposals, tracker,
+    prompt = PromptContext(workspace, task, task_rel, setup.program_path, config.seed,
+                           config.proposer.kind, setup.out)
+    return LoopParts(setup, state, task, guard, state_guard, backend, sched, proposals, tracker,
                  sink, prompt, Scoreboard())

@@ -16,15 +16,15 @@ from loop.words import resume_line
 def recover(parts: LoopParts) -> float:
     """Make git, results.tsv and MLflow agree with the journal; returns the LLM cost so
     far. The scoreboard is rebuilt in the order measurements were made."""
-    state, site, workspace = parts.state, parts.site, parts.site.workspace
+    state, setup, workspace = parts.state, parts.setup, parts.setup.workspace
     for n, b in sorted(state.open_begins.items()):   # steps cut off: roll each back
-        site.out(f"resume: iteration {n} was interrupted; redoing it")
+        setup.out(f"resume: iteration {n} was interrupted; redoing it")
         if b.get("run_id") and kill_marked(f"{RUN_ID_ENV}={b['run_id']}"):
-            site.out("resume: killed the experiment processes the interrupted step left")
+            setup.out("resume: killed the experiment processes the interrupted step left")
         abandon(parts, n, b.get("time", 0), b.get("commit", ""), b.get("run_id", ""))
     parent_id = (state.start or {}).get("parent_run_id")
     if parent_id and kill_marked(f"{RUN_ID_ENV}={parent_id}"):
-        site.out("resume: killed re-runs of the best the interrupted loop left")
+        setup.out("resume: killed re-runs of the best the interrupted loop left")
     for rec in state.records:
         if rec.kept and rec.commit != rec.parent and workspace.tip() == rec.parent:
             workspace.advance(rec.commit, rec.parent)   # the keep's ref move was lost
@@ -46,7 +46,7 @@ def recover(parts: LoopParts) -> float:
         patch = workspace.diff(rec.parent, rec.commit)[0] if rec.attempt_ref else ""
         parts.sink.track(rec, patch)
     if state.records:
-        site.out(resume_line(site.tag, state.records, parts.task.metric.name,
+        setup.out(resume_line(setup.tag, state.records, parts.task.metric.name,
                              parts.score.best_value()))
     return cost
 
@@ -55,7 +55,7 @@ def _branch_as_journalled(parts: LoopParts) -> None:
     """Commits on top of the last kept one that the journal does not know (a run's `git
     commit` whose check an interruption cut off): the branch goes back, they stay as a ref.
     Left there, every later attempt would be built and measured on them."""
-    workspace, journal = parts.site.workspace, parts.site.journal
+    workspace, journal = parts.setup.workspace, parts.setup.journal
     kept = [r for r in parts.state.records if r.kept]
     tip = workspace.tip()
     if not kept or tip == kept[-1].commit or not workspace.is_ancestor(kept[-1].commit, tip):
@@ -66,17 +66,17 @@ def _branch_as_journalled(parts: LoopParts) -> None:
     note = (f"branch {workspace.branch} was past the last kept commit {want[:7]} by commits "
             f"the journal does not know ({tip[:7]}, kept as {ref}); put back")
     journal.write("tamper", run="resume", changes=[note])
-    parts.site.out(f"resume: {note}")
+    parts.setup.out(f"resume: {note}")
 
 
 def abandon(parts: LoopParts, n: int, began: float, commit: str, run_id: str) -> None:
     """Roll back an open step: its attempt kept as `interrupted-<n>-<time>` (the redo
     reuses attempt-<n>), its MLflow run ended and deleted, `abandon` journalled."""
     if commit:
-        parts.site.workspace.keep_ref(f"interrupted-{n}-{int(began)}", commit)
+        parts.setup.workspace.keep_ref(f"interrupted-{n}-{int(began)}", commit)
     if run_id:
         parts.tracker.abandon(run_id)
-    parts.site.journal.write("abandon", iteration=n)
+    parts.setup.journal.write("abandon", iteration=n)
 
 
 def install_signals() -> None:

@@ -39,7 +39,7 @@ def announce(parts: LoopParts, config: Config, job: RunJob, cand: Candidate | No
     task = parts.task
     probe = grader_folder(job.run_dir).exists if config.backend == "local" else None
     phase = Phase(task.grade_timeout_s if task.grade_command else None, probe)
-    parts.site.progress.run_started(job.lane, rec, k, planned,
+    parts.setup.progress.run_started(job.lane, rec, k, planned,
                                     task.time_budget_s + task.grace_s, config.iterations,
                                     note=note, phase=phase)
 
@@ -72,9 +72,9 @@ def measured(parts: LoopParts, rec: Record, job: RunJob, result: RunResult) -> N
 def best_measured(parts: LoopParts, job: RunJob, result: RunResult, value: float | None) -> None:
     """A run of the best ended (a re-run, or one beside a candidate): journal it, and it
     joins the best's runs."""
-    score, out = parts.score, parts.site.out
+    score, out = parts.score, parts.setup.out
     curve = result.curve if value is not None else []
-    parts.site.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
+    parts.setup.journal.write("remeasure", iteration=job.iteration, commit=job.commit,
                              value=value, status=result.status,
                              **({"curve": curve} if curve else {}))
     score.remeasured(value, curve)
@@ -84,6 +84,6 @@ def best_measured(parts: LoopParts, job: RunJob, result: RunResult, value: float
         runs, best = len(score.best_samples), score.best_value()
         assert best is not None   # value just joined the best's runs
         parts.tracker.log_best(parts.task.metric.name, best, runs, job.iteration)
-        parts.site.progress.best_measured(best)
+        parts.setup.progress.best_measured(best)
         out(f"      re-measured the best: {number_text(value)}; best is now the mean of "
             f"{runs} runs, {number_text(best)}")

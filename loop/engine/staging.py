@@ -31,7 +31,7 @@ class Staged:
 class Stager:
     def __init__(self, parts: LoopParts, flight: InFlight):
         self.parts, self.flight = parts, flight
-        self.workspace, self.task_rel = parts.site.workspace, parts.site.task_rel
+        self.workspace, self.task_rel = parts.setup.workspace, parts.setup.task_rel
 
     def proposal(self, n: int, base: str, proposal: Proposal) -> Staged:
         """A proposal for iteration n on `base`. Git refusing what it wrote (a path, a file)

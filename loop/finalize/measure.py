@@ -179,7 +179,7 @@ class MeasuredRuns:
                      + (f" ({result.status}: {result.detail})" if value is None else ""))
 
 
-def budget_check(bench: MeasuredRuns, max_runs: int | None, max_wall_s: float | None):
+def budget_check(measured_runs: MeasuredRuns, max_runs: int | None, max_wall_s: float | None):
     """A callable: given the runs a round wants, why the measuring stops after it ("" when
     it goes on) and how many of them may still start."""
     started = time.monotonic()
@@ -187,8 +187,8 @@ def budget_check(bench: MeasuredRuns, max_runs: int | None, max_wall_s: float | 
     def check(wanted: int) -> tuple[str, int]:
         if max_wall_s is not None and time.monotonic() - started >= max_wall_s:
             return f"--max-wall {max_wall_s:g}s spent", 0
-        if max_runs is not None and bench.runs + wanted >= max_runs:
-            room = max(0, max_runs - bench.runs)
+        if max_runs is not None and measured_runs.runs + wanted >= max_runs:
+            room = max(0, max_runs - measured_runs.runs)
             return f"--max-runs {max_runs} reached", room
         return "", wanted
     return check

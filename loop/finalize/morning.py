@@ -82,29 +82,29 @@ def finalize(config: Config, out=print, max_runs: int | None = None,
         raise UsageError(f"--max-runs must be at least 1, got {max_runs}")
     tag = config.tag
     config = night_config(config, tag)        # the night's task and time box
-    site = locate(config, tag, out, Progress(out), proposer=object())
-    if not site.journal.exists() or not site.workspace.branch_exists():
+    setup = locate(config, tag, out, Progress(out), proposer=object())
+    if not setup.journal.exists() or not setup.workspace.branch_exists():
         raise UsageError(f"no night for tag '{config.tag}' here (no journal or no branch "
-                         f"{site.workspace.branch}): run `autoresearch run --tag "
+                         f"{setup.workspace.branch}): run `autoresearch run --tag "
                          f"{config.tag}` first")
-    spec = at_scale.spec_for(scale, site.user_task)     # refused before any run
-    lock = TagLock(site.dir / "lock")
+    spec = at_scale.spec_for(scale, setup.user_task)     # refused before any run
+    lock = TagLock(setup.dir / "lock")
     lock.acquire()
     try:
         install_signals()
-        morning = Finalizer(site, max_runs, max_wall_s, max_pairs, share)
+        morning = Finalizer(setup, max_runs, max_wall_s, max_pairs, share)
         code = morning.run()
         if code == 0 and spec is not None and morning.tip is not None:
-            return at_scale.check(site, spec, morning, max_pairs)
+            return at_scale.check(setup, spec, morning, max_pairs)
         return code
     finally:
         lock.release()
 
 
 class Finalizer:
-    def __init__(self, site, max_runs, max_wall_s, max_pairs, share=SHARE):
-        self.site, self.out, self.ws = site, site.out, site.workspace
-        self.config, self.rel = site.config, site.task_rel
+    def __init__(self, setup, max_runs, max_wall_s, max_pairs, share=SHARE):
+        self.setup, self.out, self.ws = setup, setup.out, setup.workspace
+        self.config, self.rel = setup.config, setup.task_rel
         self.max_runs, self.max_wall_s, self.max_pairs = max_runs, max_wall_s, max_pairs
         self.share = share
         self.planned: int | None = None
@@ -118,17 +118,17 @@ class Finalizer:
         self.luck = 0.0                       # ... minus finalize's (estimate.night_evidence)
 
     def run(self) -> int:
-        night = replay(self.site.journal.events())
+        night = replay(self.setup.journal.events())
         start = night.start or {}
         base = start.get("base_commit")
         if not base:
-            raise UsageError(f"{self.site.journal.path} has no start commit: not a night")
+            raise UsageError(f"{self.setup.journal.path} has no start commit: not a night")
         self.metric, self.direction = start.get("metric", "metric"), start["direction"]
         self.ws.open()
         final = self.ws.tip()
         shas = list(reversed(self.ws.kept_commits(base)))
         if not shas:
-            self.out(f"finalize: tag {self.site.tag} kept no change: nothing to finalize")
+            self.out(f"finalize: tag {self.setup.tag} kept no change: nothing to finalize")
             return 0
         by_commit = {r.commit: r for r in night.records if r.kept}
         if by_commit.get(final) is not None and by_commit[final].samples:
@@ -161,12 +161,12 @@ class Finalizer:
         comps, versions = self._comparisons(base, final, states, found, units, kept)
         self._say_cost(kept, comps, night_run_s, night_runs)
         sched = self._scheduler()
-        bench = self._bench(sched)
-        measured = self._measure(bench, sched, comps, kept, units, versions, base, states,
+        measured_runs = self._measured_runs(sched)
+        measured = self._measure(measured_runs, sched, comps, kept, units, versions, base, states,
                                  found)
         if measured is None:
             return 130
-        self._finish(start, kept, comps + self.groups, bench, *measured)
+        self._finish(start, kept, comps + self.groups, measured_runs, *measured)
         self.base, self.tip = base, measured[0]
         return 0
 
@@ -201,33 +201,35 @@ class Finalizer:
             if names and len(seen) == len(names):
                 k.prior = max(statistics.median(m) for m in seen)
 
-    def _bench(self, sched) -> MeasuredRuns:
+    def _measured_runs(self, sched) -> MeasuredRuns:
         """Where the runs are made and journalled (finalize.jsonl: a restart repeats none)."""
-        bench = MeasuredRuns(Journal(self.site.dir / "finalize.jsonl"), sched, self.direction,
-                      self.config.seed, self.site.dir / "finalize" / "logs",
-                      f"finalize-{self.site.tag}", self.out)
-        if bench.earlier:
-            self.out(f"finalize: resuming: {plural(bench.earlier, 'run')} already in "
-                     f"{bench.journal.path.name}, not made again")
-        return bench
+        measured_runs = MeasuredRuns(Journal(self.setup.dir / "finalize.jsonl"), sched,
+                                     self.direction, self.config.seed,
+                                     self.setup.dir / "finalize" / "logs",
+                                     f"finalize-{self.setup.tag}", self.out)
+        if measured_runs.earlier:
+            self.out(f"finalize: resuming: {plural(measured_runs.earlier, 'run')} already in "
+                     f"{measured_runs.journal.path.name}, not made again")
+        return measured_runs
 
-    def _measure(self, bench, sched, comps, kept, units, versions, base, states, found):
+    def _measure(self, measured_runs, sched, comps, kept, units, versions, base, states, found):
         """Measure the comparisons, give the verdicts, write the branch and check it (a
         dropped change re-added while the branch is worse): (tip, notes, last check, all
         checks), or None when interrupted. The worktree is restored either way."""
-        budget = budget_check(bench, self.max_runs, self.max_wall_s)
+        budget = budget_check(measured_runs, self.max_runs, self.max_wall_s)
         conf = self.config.judge.confidence
         try:
-            self._screen(bench, budget, conf, versions["ref"], kept, units, base, states,
+            self._screen(measured_runs, budget, conf, versions["ref"], kept, units, base, states,
                          found)
-            bench.measure(comps[:1], conf, self.max_pairs, budget)   # the gain: what is left
+            # the gain: what is left
+            measured_runs.measure(comps[:1], conf, self.max_pairs, budget)
             tip, notes = self._branch(base, states, found, kept)
-            check = self._check(tip, versions["final"], bench, budget, conf)
+            check = self._check(tip, versions["final"], measured_runs, budget, conf)
             checks = [check] if check else []
             while check is not None and check.est.sign < 0 and self._readd(kept, notes):
                 tip, more = self._branch(base, states, found, kept)
                 notes += more
-                check = self._check(tip, versions["final"], bench, budget, conf)
+                check = self._check(tip, versions["final"], measured_runs, budget, conf)
                 checks += [check] if check else []
         except KeyboardInterrupt:
             sched.cancel_all()
@@ -239,19 +241,19 @@ class Finalizer:
             self.ws.restore()
         return tip, notes, check, checks
 
-    def _finish(self, start, kept, comps, bench, tip, notes, check, checks) -> None:
+    def _finish(self, start, kept, comps, measured_runs, tip, notes, check, checks) -> None:
         """The report written and printed, the journal's `done`, the MLflow record."""
         gain = comps[0]
-        report = write_report(self.site.dir, self.site.tag, self.metric, kept, gain, check,
-                              f"autoresearch/{self.site.tag}-final", bench.runs, notes,
+        report = write_report(self.setup.dir, self.setup.tag, self.metric, kept, gain, check,
+                              f"autoresearch/{self.setup.tag}-final", measured_runs.runs, notes,
                               self.planned if self.planned is not None else self.max_runs)
-        bench.journal.write("done", branch=f"autoresearch/{self.site.tag}-final", tip=tip,
-                            verdicts={k.name: k.verdict for k in kept}, runs=bench.runs)
+        measured_runs.journal.write("done", branch=f"autoresearch/{self.setup.tag}-final", tip=tip,
+                            verdicts={k.name: k.verdict for k in kept}, runs=measured_runs.runs)
         for line in report:
             self.out(line)
-        uri, experiment = tracked.where(self.config, start, self.site.user_task.name)
-        tracked.record(uri, experiment, self.site.tag, self.site.dir, self.metric, kept, comps,
-                       checks, bench, self.out)
+        uri, experiment = tracked.where(self.config, start, self.setup.user_task.name)
+        tracked.record(uri, experiment, self.setup.tag, self.setup.dir, self.metric, kept, comps,
+                       checks, measured_runs, self.out)
 
     def _subject(self, sha: str, by_commit) -> str:
         rec = by_commit.get(sha)
@@ -279,7 +281,7 @@ class Finalizer:
                     k.verdict = "matters"
         return comps, versions
 
-    def _screen(self, bench, budget, conf, ref, kept, units, base, states, found) -> None:
+    def _screen(self, measured_runs, budget, conf, ref, kept, units, base, states, found) -> None:
         """Adaptive group testing: units left out of the reference in groups, one comparison
         per group, stopped as soon as the group's call is made (estimate.group_call). The
         units are ordered by the night's evidence for them (_settings_prior; inflated by
@@ -300,10 +302,10 @@ class Finalizer:
                  if k.settings and all(len(self.attempts.get(n, [])) >= NIGHT_MIN
                                        for n in k.settings)]
         if self.night_sd is None and could:      # only when the night could decide one
-            bench.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
-            if bench.run_df() >= NIGHT_DF:              # runs, each one pair of every group
-                self.night_sd = bench.run_sd()
-                self.luck = self._luck(bench, ref)
+            measured_runs.runs_of(ref, NIGHT_DF + 1, budget)    # one run's noise: the reference's
+            if measured_runs.run_df() >= NIGHT_DF:              # runs, each one pair of every group
+                self.night_sd = measured_runs.run_sd()
+                self.luck = self._luck(measured_runs, ref)
         if self.night_sd is not None:
             live = self._night_null(live, kept, self.night_sd)
         order = sorted(live, key=lambda u: (sum(kept[i - 1].prior for i in u.members),
@@ -333,7 +335,7 @@ class Finalizer:
                     queue += self._halves(group)
                 continue
             comp = self._group(base, states, found, all_members, group, kept, ref)
-            bench.measure([comp], conf, GROUP_PAIRS, budget)
+            measured_runs.measure([comp], conf, GROUP_PAIRS, budget)
             last = comp
             call = comp.call
             if not comp.est.pairs:       # the budget was spent before it: what it had stays
@@ -357,11 +359,12 @@ class Finalizer:
             else:       # matters, or harmful: what it holds is told apart by its halves
                 queue += self._halves(group, inferable=call.verdict == "matters")
 
-    def _luck(self, bench, ref: Version) -> float:
+    def _luck(self, measured_runs, ref: Version) -> float:
         """How much better the night's value of its final code was than the mean of
         finalize's runs of the reference (the same code, bar no-ops and superseded lines):
         the luck it was kept with; 0 when not known."""
-        runs = [v for (tree, _), v in bench.values.items() if tree == ref.tree and v is not None]
+        runs = [v for (tree, _), v in measured_runs.values.items()
+                if tree == ref.tree and v is not None]
         if self.final_value is None or not runs:
             return 0.0
         return max(0.0, improvement(self.final_value, statistics.fmean(runs), self.direction))
@@ -418,7 +421,7 @@ class Finalizer:
 
     def _made(self, base: str, files, what: str, ref: str) -> Version:
         """A version of the code finalize made, staged on the start, kept by a ref."""
-        commit = self.ws.stage_on(base, self.rel, files, f"finalize {self.site.tag}: {what}")
+        commit = self.ws.stage_on(base, self.rel, files, f"finalize {self.setup.tag}: {what}")
         self.ws.keep_ref(f"finalize/{ref}", commit)
         return self._version(commit)
 
@@ -443,15 +446,15 @@ class Finalizer:
 
     def _scheduler(self) -> Scheduler:
         """The night's backend and scheduler, on the task as the branch has it."""
-        site, config = self.site, self.config
-        task = load_task(self.ws.worktree / self.rel, origin=site.repo_root / self.rel)
+        setup, config = self.setup, self.config
+        task = load_task(self.ws.worktree / self.rel, origin=setup.repo_root / self.rel)
         task = with_budget(task, config.time_budget_s)
-        guard = grading.Guard.at_commit(task, self.ws, self.rel, site.dir / "pristine")
+        guard = grading.Guard.at_commit(task, self.ws, self.rel, setup.dir / "pristine")
         backend = make_backend(config.backend, workspace=self.ws, task=task,
                                task_rel=self.rel, guard=guard, workers=config.workers,
                                devices=config.devices,
-                               slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
-                               limits=site.limits, slurm=config.slurm)
+                               slot_root=setup.repo_root / ".autoresearch" / ".slots" / setup.tag,
+                               limits=setup.limits, slurm=config.slurm)
         return Scheduler(backend)
 
     def _readd(self, kept, notes: list[str]) -> bool:
@@ -497,18 +500,18 @@ class Finalizer:
                                    f"(superseded; its lines are this change's context)"
                                    for i in step.brings)
             tip = self.ws.stage_on(tip, self.rel, step.files, message)
-        branch = f"refs/heads/autoresearch/{self.site.tag}-final"
+        branch = f"refs/heads/autoresearch/{self.setup.tag}-final"
         self.ws.git("update-ref", branch, tip)
         return tip, notes
 
-    def _check(self, tip, final: Version, bench, budget, conf) -> Comparison | None:
+    def _check(self, tip, final: Version, measured_runs, budget, conf) -> Comparison | None:
         """The branch against the final code (None: the same code, nothing to measure)."""
         tree = self.ws.trees([tip])[0]
         if tree == final.tree:
             return None
         check = Comparison("check", "check", Version(tip, tree), final)
         self.out("finalize: measuring the branch against the final code")
-        bench.measure([check], conf, self.max_pairs, budget)
+        measured_runs.measure([check], conf, self.max_pairs, budget)
         return check
 
 

@@ -95,10 +95,10 @@ class ScaleCheck:
     """The branch against the start, at the night's box and at scale, through the night's
     backend (a scheduler of its own for each box)."""
 
-    def __init__(self, site, spec: ScaleSpec, direction: str, confidence: float,
+    def __init__(self, setup, spec: ScaleSpec, direction: str, confidence: float,
                  max_pairs: int):
-        self.site, self.spec, self.out = site, spec, site.out
-        self.ws, self.rel, self.config = site.workspace, site.task_rel, site.config
+        self.setup, self.spec, self.out = setup, spec, setup.out
+        self.ws, self.rel, self.config = setup.workspace, setup.task_rel, setup.config
         self.direction, self.confidence, self.max_pairs = direction, confidence, max_pairs
 
     def run(self, base: str, tip: str) -> AtScale | None:
@@ -124,16 +124,16 @@ class ScaleCheck:
 
     def _measure(self, comp: Comparison, journal: str, seconds: float, task) -> bool:
         sched = self._scheduler(task, seconds)
-        logs = self.site.dir / "finalize" / ("logs" if journal == "finalize.jsonl" else
+        logs = self.setup.dir / "finalize" / ("logs" if journal == "finalize.jsonl" else
                                              f"logs-{self._file_label()}")
-        bench = MeasuredRuns(Journal(self.site.dir / journal), sched, self.direction,
-                      self.config.seed, logs, f"finalize-{self.site.tag}", self.out)
-        if bench.earlier and journal != "finalize.jsonl":
-            self.out(f"finalize: resuming at scale: {plural(bench.earlier, 'run')} already "
+        measured_runs = MeasuredRuns(Journal(self.setup.dir / journal), sched, self.direction,
+                      self.config.seed, logs, f"finalize-{self.setup.tag}", self.out)
+        if measured_runs.earlier and journal != "finalize.jsonl":
+            self.out(f"finalize: resuming at scale: {plural(measured_runs.earlier, 'run')} already "
                      f"in {journal}, not made again")
         try:
-            bench.measure([comp], self.confidence, self.max_pairs,
-                          budget_check(bench, None, None))
+            measured_runs.measure([comp], self.confidence, self.max_pairs,
+                          budget_check(measured_runs, None, None))
         except KeyboardInterrupt:
             sched.cancel_all()
             self.out("finalize: interrupted; run the same command to go on (no run is "
@@ -145,17 +145,17 @@ class ScaleCheck:
         return True
 
     def _task(self):
-        return load_task(self.ws.worktree / self.rel, origin=self.site.repo_root / self.rel)
+        return load_task(self.ws.worktree / self.rel, origin=self.setup.repo_root / self.rel)
 
     def _scheduler(self, task, seconds: float) -> Scheduler:
-        site, config = self.site, self.config
+        setup, config = self.setup, self.config
         task = with_budget(task, seconds)
-        guard = grading.Guard.at_commit(task, self.ws, self.rel, site.dir / "pristine")
+        guard = grading.Guard.at_commit(task, self.ws, self.rel, setup.dir / "pristine")
         backend = make_backend(config.backend, workspace=self.ws, task=task,
                                task_rel=self.rel, guard=guard, workers=config.workers,
                                devices=config.devices,
-                               slot_root=site.repo_root / ".autoresearch" / ".slots" / site.tag,
-                               limits=site.limits, slurm=config.slurm)
+                               slot_root=setup.repo_root / ".autoresearch" / ".slots" / setup.tag,
+                               limits=setup.limits, slurm=config.slurm)
         return Scheduler(backend)
 
     def _version(self, commit: str) -> Version:
@@ -176,7 +176,7 @@ class ScaleCheck:
             if text is not None:
                 changed[found.path] = text
         made = self.ws.stage_on(commit, self.rel, changed,
-                                f"finalize {self.site.tag}: {who} at {self.spec.label()}")
+                                f"finalize {self.setup.tag}: {who} at {self.spec.label()}")
         self.ws.keep_ref(f"finalize/scale-{who}", made)
         return self._version(made)
 
@@ -229,24 +229,24 @@ def append_report(folder, lines: list[str]) -> None:
         page.write_text(page.read_text() + body + "\n")
 
 
-def check(site, spec: ScaleSpec, morning, max_pairs: int) -> int:
+def check(setup, spec: ScaleSpec, morning, max_pairs: int) -> int:
     """After finalize wrote its branch: the check at scale, printed and added to the
     report; 130 when interrupted."""
-    trees = site.workspace.trees([morning.base, morning.tip])
+    trees = setup.workspace.trees([morning.base, morning.tip])
     if trees[0] == trees[1]:
         lines = ["", f"## At scale: {spec.label()}", "",
                  "Not measured: the branch holds none of the night's changes (its code is the "
                  "start's)."]
-        append_report(site.dir, lines)
+        append_report(setup.dir, lines)
         for line in lines:
-            site.out(line)
+            setup.out(line)
         return 0
-    at = ScaleCheck(site, spec, morning.direction, site.config.judge.confidence,
+    at = ScaleCheck(setup, spec, morning.direction, setup.config.judge.confidence,
                     max_pairs).run(morning.base, morning.tip)
     if at is None:
         return 130
     lines = section(at, morning.metric)
-    append_report(site.dir, lines)
+    append_report(setup.dir, lines)
     for line in lines:
-        site.out(line)
+        setup.out(line)
     return 0

@@ -26,15 +26,15 @@ def where(config, start: dict, task_name: str) -> tuple[str, str]:
 
 
 def record(uri: str, experiment: str, tag: str, state_dir: Path, metric: str, kept,
-           comps: list, checks: list, bench, out) -> None:
+           comps: list, checks: list, measured_runs, out) -> None:
     try:
-        _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench)
+        _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, measured_runs)
     except Exception as exc:        # MLflow is a view: the journal and report stand
         out(f"note: finalize's runs not recorded in MLflow ({uri}): "
             f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
 
-def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench) -> None:
+def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, measured_runs) -> None:
     quiet_mlflow()
     from mlflow.tracking import MlflowClient
     create_store(uri)
@@ -54,7 +54,7 @@ def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench)
     verdicts = {k.name: k.verdict for k in kept}
     _log(client, pid, metrics={
         f"gain_{metric}": gain.est.mean, f"gain_{metric}_half": gain.est.half,
-        "runs": bench.runs, "kept_changes": len(kept),
+        "runs": measured_runs.runs, "kept_changes": len(kept),
         "matters": sum(v in ("matters", "likely", "unmeasured") for v in verdicts.values())},
         params={"branch": f"autoresearch/{tag}-final", "metric": metric},
         tags={f"verdict.{sha}": v for sha, v in verdicts.items()})
@@ -65,9 +65,9 @@ def _record(uri, experiment, tag, state_dir, metric, kept, comps, checks, bench)
             **mine, "mlflow.parentRunId": pid, "kind": c.kind,
             **({"verdict": ", ".join(f"{k.name} {k.verdict}" for k in members)}
                if members else {})})
-        series = [(who, bench.values.get((v.tree, k)), k)
+        series = [(who, measured_runs.values.get((v.tree, k)), k)
                   for who, v in (("reference", c.ref), ("variant", c.variant))
-                  for k in range(bench.pairs(c)[1])]
+                  for k in range(measured_runs.pairs(c)[1])]
         _log(client, child.info.run_id,
              metrics={"effect": c.est.mean, "effect_half": c.est.half,
                       "pairs": c.est.pairs, "helps": c.est.helps},

@@ -16,24 +16,21 @@ settle (two validation metrics, only test or training metrics, a direction its n
 not give): one line, exit 2."""
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from typing import NoReturn
 
 from loop.init.plan import Guess, InitError, Plan
 from loop.init.shapes.base import Candidate
-from loop.script.prints import direction_of
+from loop.script.prints import direction_of, name_words
 
 HELD_OUT_PREFIX = ("val", "valid", "validation", "eval", "dev", "holdout")
 METRIC_FLAGS = "--metric NAME, --metric-pattern REGEX"
 
 
-def words(name: str) -> list[str]:
-    return [w for w in re.split(r"[_.\W]+", name.lower()) if w]
-
-
 def is_test(name: str) -> bool:
-    return "test" in words(name)
+    return "test" in name_words(name)
 
 
 def is_held_out(name: str) -> bool:
@@ -41,7 +38,7 @@ def is_held_out(name: str) -> bool:
     say how it was measured (`ema_val_acc`: the weight average's, `tta_val_acc`: with
     test-time augmentation); not after a summary of the run (`best_val_loss`: the best so
     far of val_loss, not another measurement)."""
-    said = words(name)
+    said = name_words(name)
     at = next((k for k, w in enumerate(said) if w in HELD_OUT_PREFIX), None)
     return at is not None and not {"best", "min", "max", "running", "lowest",
                                    "highest"} & set(said[:at])
@@ -50,7 +47,7 @@ def is_held_out(name: str) -> bool:
 def is_training(candidate: Candidate) -> bool:
     """A training metric: its name says so, or a bare `loss` printed inside a log line (the
     per-step loss a training loop logs); a `loss: X` line of its own is an unlabeled loss."""
-    said = words(candidate.name)
+    said = name_words(candidate.name)
     return bool({"train", "training"} & set(said)) or (
         said in (["loss"], ["ppl"], ["perplexity"]) and bool(candidate.pattern))
 
@@ -104,7 +101,7 @@ def _loss_of_its_perplexity(names: list[str]) -> str | None:
     """Of `valid_loss` and `valid_ppl` (one split's loss and its exp), the loss; else None."""
     if len(names) != 2:
         return None
-    (a, *split_a), (b, *split_b) = ([*reversed(words(n))] for n in names)
+    (a, *split_a), (b, *split_b) = ([*reversed(name_words(n))] for n in names)
     if split_a != split_b or {a, b} not in ({"loss", "ppl"}, {"loss", "perplexity"}):
         return None
     return names[0] if a == "loss" else names[1]
@@ -209,13 +206,13 @@ def _pick(plan: Plan, found: list[Candidate], names: list[str]) -> Candidate:
     held = [c for c in likely if is_held_out(c.name)]
     # `epoch 3: loss 0.5 acc 0.9`: a bare metric word inside a log line names no split; a
     # sentence said once after the loops (`The RMSE of prediction is: x`) is the result
-    unsplit = list(dict.fromkeys(c.name for c in likely if c.pattern and len(words(c.name)) == 1
-                                 and not c.report))
+    unsplit = list(dict.fromkeys(c.name for c in likely
+                                 if c.pattern and len(name_words(c.name)) == 1 and not c.report))
     likely = [c for c in likely if c.name not in unsplit]
     pool = held or likely
     distinct = list(dict.fromkeys(c.name for c in pool))
     tests = list(dict.fromkeys(tests))
-    if not held and tests and all(len(words(n)) == 1 for n in distinct):
+    if not held and tests and all(len(name_words(n)) == 1 for n in distinct):
         # no validation split is printed, only one named test (makemore's `test loss`, the
         # pytorch examples' `Test set:`): it is the held-out number the repo reports, never a
         # training loss (time_sequence_prediction's bare `loss:` in the closure, a per-step
@@ -294,7 +291,7 @@ def _one_test_metric(plan: Plan, distinct: list[str]) -> str | None:
     named = _named_by_docs(plan, distinct)
     if named:
         return named[0]
-    losses = [n for n in distinct if "loss" in words(n)]
+    losses = [n for n in distinct if "loss" in name_words(n)]
     return losses[0] if len(losses) == 1 else None
 
 
@@ -346,9 +343,6 @@ def formatted_metric(plan: Plan) -> tuple[str, str] | None:
     print init reads shows (`progress_bar(i, n, 'Loss: %.3f | Acc: %.3f%%' % ...)`,
     `logger.info(f"Acc: {acc:.2f}")`), preferring one in a function that evaluates; None
     when there is none. Makes a refusal's hint concrete."""
-    import ast
-
-    from loop.script.prints import direction_of
     try:
         tree = ast.parse((plan.root / plan.script).read_text(errors="replace"))
     except (OSError, SyntaxError, ValueError):

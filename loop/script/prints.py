@@ -142,7 +142,7 @@ def log_parts(node, subst: dict[str, str] | None = None,
     if not args:
         return None
     first = args[0]
-    if not _is_print(node) and len(args) >= 2 and _text(first) is not None \
+    if not is_print(node) and len(args) >= 2 and _text(first) is not None \
             and PERCENT.search(_text(first) or ""):
         parts = _percent(_text(first) or "", args[1:])       # logging's own %-formatting
     else:
@@ -156,7 +156,7 @@ def _log_args(node, bound: dict[str, ast.expr]) -> list[ast.expr] | None:
     if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
     args = [bound.get(a.id, a) if isinstance(a, ast.Name) else a for a in node.args]
-    if _is_print(node):
+    if is_print(node):
         return args
     func = node.func
     if isinstance(func, ast.Attribute):
@@ -171,7 +171,8 @@ def _log_args(node, bound: dict[str, ast.expr]) -> list[ast.expr] | None:
     return None
 
 
-def _is_print(node) -> bool:
+def is_print(node) -> bool:
+    """A call of the builtin `print`."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
         and node.func.id == "print"
 
@@ -655,7 +656,7 @@ def _header_of(call: ast.Call, functions: dict) -> tuple[ast.Name | None, ast.AS
     if isinstance(call.func, ast.Name) and call.func.id in functions \
             and isinstance(first, ast.Name):
         return first, functions[call.func.id]
-    if _is_print(call):
+    if is_print(call):
         for arg in ast.walk(first):
             if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) \
                     and arg.func.attr == "join" and arg.args \

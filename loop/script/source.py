@@ -9,7 +9,7 @@ import ast
 from dataclasses import dataclass, field
 
 from loop.untrusted import evaluate
-from loop.script.prints import Value, call_values, print_context, table_values
+from loop.script.prints import Value, call_values, is_print, print_context, table_values
 
 # calls a value may pass through and still only be shown (`round(x, 2)`, `f"{int(x)}"`)
 PURE_CALLS = {"int", "float", "round", "abs", "min", "max", "str", "format", "sum", "len"}
@@ -146,11 +146,6 @@ class Script:
         return out
 
 
-def _is_print(node) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-        and node.func.id == "print"
-
-
 def _line(node) -> int:
     return getattr(node, "lineno", 0)
 
@@ -163,7 +158,7 @@ def _use_shown(use: ast.AST, parents: dict, target_shown, metric: str) -> bool:
         parent = parents.get(node)
         if parent is None:
             return False
-        if _is_print(parent) and node is not parent.func:
+        if is_print(parent) and node is not parent.func:
             # a print showing the metric anywhere (a log line, a sentence) is a real use
             return not metric or metric not in {v.name for v in call_values(parent)}
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node is parent.value:
@@ -179,7 +174,7 @@ def _use_shown(use: ast.AST, parents: dict, target_shown, metric: str) -> bool:
             if not (isinstance(parent.func, ast.Name) and parent.func.id in PURE_CALLS):
                 return False
         elif isinstance(parent, ast.keyword):
-            if not _is_print(parents.get(parent)):
+            if not is_print(parents.get(parent)):
                 return False
         elif not isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.IfExp, ast.BoolOp,
                                      ast.Compare, ast.JoinedStr, ast.FormattedValue,
