@@ -281,6 +281,28 @@ def test_a_package_the_script_builds_its_model_from_is_editable_its_data_protect
     checked(repo)
 
 
+def test_a_packages_data_and_helpers_folders_stay_protected(tmp_path):
+    """resnet-training's `datamodules/cifar10.py` and lightning-hydra-template's
+    `src/utils/*.py`: the folder, not the file's name, says data or helpers."""
+    files = {**PACKAGE_FILES,
+             "toynet/datamodules/__init__.py": "",
+             "toynet/datamodules/cifar.py": "from toynet.data import batches\n",
+             "toynet/utils/__init__.py": "",
+             "toynet/utils/logging.py": "def note(x):\n    return x\n",
+             "train.py": PACKAGE_FILES["train.py"].replace(
+                 "from toynet.data import batches\n",
+                 "from toynet.datamodules.cifar import batches\n"
+                 "        from toynet.utils.logging import note\n")}
+    repo = make_repo(tmp_path / "toynet", files)
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    task = task_of(repo)
+    assert "toynet/net.py" in task["editable"]
+    assert {"toynet/datamodules/cifar.py", "toynet/utils/logging.py"} <= set(task["protected"])
+    assert "toynet/datamodules/cifar.py (its name says data, evaluation or metric)" in done.stdout
+    assert "toynet/utils/logging.py (it is in a helpers folder)" in done.stdout
+
+
 def test_a_package_that_prints_the_metric_stays_protected(tmp_path):
     files = {**PACKAGE_FILES,
              "toynet/report.py": "def report(x):\n    print(f'val_loss: {x:.5f}')\n",

@@ -306,13 +306,21 @@ def _in_pointed_folders(root: Path) -> Choice:
 # -- a package of the repo: the model ------------------------------------------------------------
 # a file whose name says it holds the data, the evaluation or the metric: it decides what is
 # measured, so it stays protected inside an editable package
-MEASURES = re.compile(r"(^|_)(data|dataset|datasets|dataloader|loader|eval|evaluate|evaluation|"
+MEASURES = re.compile(r"(^|_)(data|dataset|datasets|dataloader|loader|datamodule|datamodules|"
+                      r"eval|evaluate|evaluation|"
                       r"evaluator|metric|metrics|score|scoring|prepare|benchmark|bench|"
                       r"prompt|prompter|prompts|template|templates|tokenizer|tokenization|"
                       r"collate|collator|preprocess|preprocessing)(_|$)", re.I)
 # a package named for helpers is no model: it stays protected (alpaca-lora's utils/prompter.py)
 HELPERS = re.compile(r"^(utils?|helpers?|common|tools|misc|lib|scripts)$", re.I)
 EVAL_NAME = re.compile(r"^(evaluate|eval_|compute_metric|metric|score|get_metric)", re.I)
+
+
+def _names_inside(rel: str) -> list[str]:
+    """The names a package's file is known by below the package: its folders and its stem
+    (`src/datamodules/cifar10.py`: datamodules, cifar10)."""
+    stem = Path(rel).stem
+    return [*Path(rel).parts[1:-1], *([stem] if stem != "__init__" else [])]
 
 
 def model_packages(plan: Plan, src: Script, modules: dict[str, Script],
@@ -344,8 +352,10 @@ def model_packages(plan: Plan, src: Script, modules: dict[str, Script],
                    "it holds the budget" if plan.budget_constant.startswith(f"{rel}:") else
                    "the script takes its evaluation from it" if any(
                        EVAL_NAME.match(n) for n in taken.get(mod, [])) else
-                   "its name says data, evaluation or metric" if MEASURES.search(
-                       Path(rel).stem if Path(rel).stem != "__init__" else "") else "")
+                   "its name says data, evaluation or metric" if any(
+                       MEASURES.search(name) for name in _names_inside(rel)) else
+                   "it is in a helpers folder" if any(
+                       HELPERS.match(name) for name in Path(rel).parts[1:-1]) else "")
             (kept if why else editable).append((rel, why))
         if not editable:
             continue
