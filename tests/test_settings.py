@@ -283,6 +283,18 @@ def test_a_file_read_again_gives_the_same_settings_and_each_caller_its_own_list(
     assert out is not None and {s.name: s.text for s in settings.find("train.py", out)}["LR"] \
         == "1e-3"
 
+
+def test_each_setting_is_written_where_find_says_it_is():
+    """write takes a module constant by its regex, skipping the `ast` walk: the place it
+    writes is still the one `find` gives, for every setting of a file whose names repeat
+    across kinds (a constant, then the same name as a dict key and a keyword argument)."""
+    src = ("lr = 0.1\nLR = 3e-4\nparams = {'lr': 0.5, 'depth': 4}\nopt = AdamW(p, lr=2e-3)\n"
+           "def f():\n    lr = 9\n")
+    for s in settings.find("train.py", src):
+        want = src[:s.start] + "7" + src[s.end:]
+        assert settings.write(src, "train.py", s.name, "7") == want, s
+
+
 def test_keyword_numbers_inside_an_f_string_are_read_where_they_are_written():
     src = 'x = 1\nprint(f"{round(v, ndigits=2)} {g(a=3)}")\nopt = AdamW(p, lr=-3e-4)\n'
     found = {s.name: s for s in settings.find("t.py", src)}

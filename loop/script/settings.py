@@ -96,7 +96,11 @@ def write(text: str, path: str, name: str, new: str, old: str | None = None) -> 
     such setting, or (with `old`) its value is not written `old` there. A value is written
     in a form the file's own reader takes as a number (YAML 1.1 needs `1.0e-3`, not `1e-3`:
     loop/yaml_io.py writes it; JSON has no `.5`)."""
-    s = next((s for s in find(path, text) if s.name == name), None)
+    # a module constant is the first of its name `find` returns: its regex alone finds it,
+    # without the `ast` walk of each text a proposal writes on the way
+    s = next((s for s in (_python(path, text) if kind_of(path) == "constant" else [])
+              if s.name == name), None) \
+        or next((s for s in find(path, text) if s.name == name), None)
     if s is None or (old is not None and s.text.strip() != old.strip()):
         return None
     return text[:s.start] + written(s.kind, new) + text[s.end:]
