@@ -263,7 +263,7 @@ def run_entry(mirror: Path, entry: Entry, work: Path, iterations: int, budget: f
         out.status, out.why = "needs", why
         return out
     ar = [python, "-m", "loop"]
-    env = {**os.environ, "NO_COLOR": "1",
+    env = {**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     folder = repo / entry.dir
 

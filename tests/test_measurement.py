@@ -787,3 +787,59 @@ def test_a_typer_commands_options_are_settings_measured_through_the_module_it_ca
     assert "lr" in plan.space, (plan.space, plan.skipped)
     assert {"batch-size (sets the validation batch)",
             "block-size (sets the validation sequence length)"} <= set(plan.skipped)
+
+
+MAKEMORE_SHAPED = """\
+import argparse
+
+import torch
+from torch import nn
+
+
+def evaluate(model, data, batch_size=50):
+    with torch.no_grad():
+        x, y = data
+        return nn.functional.mse_loss(model(x[:batch_size]), y[:batch_size]).item()
+
+
+def print_samples(num=10):
+    with torch.no_grad():
+        print(model(torch.randn(num, 4)).sum(dim=1).tolist())
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument('--sample-only', action='store_true')
+parser.add_argument('--max-steps', type=int, default=40)
+parser.add_argument('--learning-rate', type=float, default=1e-2)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+train = (torch.randn(64, 4), torch.randn(64, 1))
+test = (torch.randn(64, 4), torch.randn(64, 1))
+model = nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
+if args.sample_only:
+    print_samples(num=50)
+    raise SystemExit
+for step in range(args.max_steps):
+    loss = nn.functional.mse_loss(model(train[0]), train[1])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 20 == 0:
+        print_samples(num=4)
+print(f"step {step} test loss: {evaluate(model, test)}")
+"""
+
+
+def test_a_keyword_argument_of_a_printed_sample_is_not_searched(tmp_path):
+    """karpathy/makemore: `print_samples(num=50)`, in the --sample-only branch, was searched
+    by the corpus's night (`Set print_samples.num to 52 (was 50)`): a keyword of a call that
+    only prints, its result dropped, cannot reach the metric; the optimizer's stay."""
+    repo = make_repo(tmp_path / "makemore", {"makemore.py": MAKEMORE_SHAPED})
+    done = run_cli("init", "--script", "makemore.py", "--metric", "test_loss", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    space = yaml.safe_load((repo / "task.yaml").read_text())["search_space"]
+    assert not any(name.startswith("print_samples") for name in space), space
+    assert "print_samples.num (only feeds output test_loss never reads)" in done.stdout
+    assert {"AdamW.weight_decay", "learning-rate"} <= set(space)

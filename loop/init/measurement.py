@@ -512,6 +512,20 @@ def output_only(src: Script, names: set[str], metric_expr: ast.expr | None) -> s
     return {n for n in names if only(n, frozenset({n}))}
 
 
+def output_only_keywords(src: Script, literal_at: dict[str, tuple[int, int]]) -> set[str]:
+    """Those of the keyword-argument settings `literal_at` (name -> where its literal is) that
+    are passed to an output call whose result is dropped: `print_samples(num=50)` or
+    `plot(width=3)` as a statement, a sample printed and nothing returned to the metric."""
+    output: set[tuple[int, int]] = set()
+    for node in ast.walk(src.tree):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and OUTPUT_CALL.search(_called(call)) \
+                and not _is_math(call):
+            output |= {(n.lineno, n.col_offset) for k in call.keywords
+                       for n in ast.walk(k.value) if isinstance(n, ast.expr)}
+    return {name for name, at in literal_at.items() if at in output}
+
+
 def _ends_in_output(use: ast.AST, parents: dict, metric_nodes: set, target_only) -> bool:
     node = use
     while True:
