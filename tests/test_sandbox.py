@@ -234,6 +234,27 @@ def test_python_and_torch_work_inside(tmp_path):
 
 
 @needs_sandbox
+def test_shared_memory_is_writable_without_a_memory_limit(tmp_path):
+    """karpathy/minGPT's Trainer (DataLoader num_workers=4) crashed in the corpus's night:
+    with no memory limit /dev/shm was a folder of the read-only /dev, and a DataLoader
+    worker's queue (a multiprocessing lock, a POSIX semaphore there) failed with EROFS."""
+    from loop.run.process import Limits, experiment_env
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
+    (tmp_path / "job.py").write_text(
+        "import multiprocessing, os\n"
+        "lock = multiprocessing.get_context('fork').Lock()\n"
+        "with lock:\n"
+        "    open('/dev/shm/corpus-probe', 'w').write('ok')\n"
+        "print('score:', len(open('/dev/shm/corpus-probe').read()))\n")
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
+                                 tmp_path / "log", r"^score:\s*([0-9.]+)",
+                                 limits=Limits("required")))
+    assert (res.status, res.metric) == ("ok", 2.0), (tmp_path / "log").read_text()
+    assert not Path("/dev/shm/corpus-probe").exists()      # the run's own, not the host's
+
+
+@needs_sandbox
 def test_home_is_hidden_but_for_what_a_run_needs(outside_tmp, monkeypatch):
     """HOME is an allow-list: credentials wherever a tool keeps them (~/.config/git/
     credentials, ~/.npmrc, ~/.ssh) and anything else there are not readable inside; the data
