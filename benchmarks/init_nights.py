@@ -232,7 +232,8 @@ def python_for(entry: Entry, repo: Path, work: Path, pip: bool) -> tuple[str, st
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     site = next(venv.glob("lib/python*/site-packages"))
-    own = sorted({p for p in sys.path if p.endswith("site-packages")})
+    own = list(dict.fromkeys(p for p in sys.path if p.endswith("site-packages")))  # in order:
+    # the first `loop` found (an editable install's finder) is the one this Python runs
     lines = [f"import site; list(map(site.addsitedir, {own!r}))"]
     lines += [str(repo / p) for p in spec.get("path", [])]
     (site / "corpus_night.pth").write_text("\n".join(lines) + "\n")
@@ -426,13 +427,19 @@ def main(argv: list[str] | None = None) -> int:
                              "(else such entries are reported `needs`)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print every command and its output")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the clones (their logs, results.tsv, mlflow.db) and print "
+                             "where")
     args = parser.parse_args(argv)
     if not args.mirror:
         parser.error("--mirror DIR is needed (or $AUTORESEARCH_CORPUS_MIRROR)")
     entries = [e for e in load_manifest(Path(args.manifest))
                if e.night and args.match.lower() in (e.id + " " + e.repo).lower()]
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="init-nights-", dir=Path.home()) as tmp:
+    tmp = tempfile.mkdtemp(prefix="init-nights-", dir=Path.home())
+    if args.keep:
+        print(f"clones kept in {tmp}")
+    try:
         for entry in entries:
             work = Path(tmp) / entry.id
             work.mkdir()
@@ -441,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
                                 args.time_budget, args.pip, args.verbose)
             outcome.seconds = time.monotonic() - start
             outcomes.append(outcome)
-            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     report(outcomes)
     return 0
 
