@@ -163,8 +163,9 @@ def changed_settings(repo: Path, ref: str, space: dict, flags_files: set[str]) \
             added.setdefault(name, []).append(line[1:])
     settings, unread = [], []
     for key in space:
-        leaf = str(key).rsplit(".", 1)[-1]
-        files = [f for f, lines in added.items() if any(_names(x, leaf) for x in lines)]
+        leaf = str(key).rsplit(".", 1)[-1]      # a keyword, a dict key; or the whole key
+        files = [f for f, lines in added.items()
+                 if any(_names(x, leaf) or _names(x, str(key)) for x in lines)]
         if not files:
             continue
         settings.append(str(key))
