@@ -843,3 +843,48 @@ def test_a_keyword_argument_of_a_printed_sample_is_not_searched(tmp_path):
     assert not any(name.startswith("print_samples") for name in space), space
     assert "print_samples.num (only feeds output test_loss never reads)" in done.stdout
     assert {"AdamW.weight_decay", "learning-rate"} <= set(space)
+
+
+ADDER_SHAPED = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+x_train, y_train = torch.randn(64, 4), (torch.randn(64) > 0).long()
+x_test, y_test = torch.randn(40, 4), (torch.randn(40) > 0).long()
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    loss = nn.functional.cross_entropy(model(x_train), y_train)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def eval_split(split):
+    results = []
+    loader = DataLoader(TensorDataset(x_test, y_test), batch_size=10, drop_last=False)
+    for b, (x, y) in enumerate(loader):
+        correct = model(x).argmax(-1) == y
+        for i in range(x.size(0)):
+            results.append(int(correct[i]))
+    rt = torch.tensor(results, dtype=torch.float)
+    print("%s final score: %d/%d = %.2f%% correct" % (split, rt.sum(), len(results),
+                                                       100 * rt.mean()))
+
+
+eval_split('test')
+"""
+
+
+def test_a_metric_gathered_with_append_is_followed_to_its_loader(tmp_path):
+    """karpathy/minGPT's adder: `eval_split` appends each example's result to a list the score
+    is computed from; the corpus's night searched its evaluation loader's batch_size, since
+    the slice did not follow `results.append(...)` back to the loop over the loader."""
+    repo = make_repo(tmp_path / "adder", {"adder.py": ADDER_SHAPED})
+    done = run_cli("init", "--script", "adder.py", "--metric", "test_final_score", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    space = yaml.safe_load((repo / "task.yaml").read_text())["search_space"]
+    assert set(space) == {"SGD.lr"}, space
+    assert "DataLoader.batch_size (sets the validation batch)" in done.stdout
