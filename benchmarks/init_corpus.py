@@ -94,6 +94,9 @@ class Entry:
     # Python's packages), stub_modules: [download-only modules, empty], files: [~/... paths
     # of the data prepare.py would write, created empty under the run's own HOME]}
     standin: dict = field(default_factory=dict)
+    # how benchmarks/init_nights.py runs a short night on it (its docstring): {args, prepare,
+    # path, needs, time_budget} where the night can run offline on CPU, else {skip: why}
+    night: dict = field(default_factory=dict)
     expect: Expect = field(default_factory=Expect)
 
     @property

@@ -787,3 +787,104 @@ def test_a_typer_commands_options_are_settings_measured_through_the_module_it_ca
     assert "lr" in plan.space, (plan.space, plan.skipped)
     assert {"batch-size (sets the validation batch)",
             "block-size (sets the validation sequence length)"} <= set(plan.skipped)
+
+
+MAKEMORE_SHAPED = """\
+import argparse
+
+import torch
+from torch import nn
+
+
+def evaluate(model, data, batch_size=50):
+    with torch.no_grad():
+        x, y = data
+        return nn.functional.mse_loss(model(x[:batch_size]), y[:batch_size]).item()
+
+
+def print_samples(num=10):
+    with torch.no_grad():
+        print(model(torch.randn(num, 4)).sum(dim=1).tolist())
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument('--sample-only', action='store_true')
+parser.add_argument('--max-steps', type=int, default=40)
+parser.add_argument('--learning-rate', type=float, default=1e-2)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+train = (torch.randn(64, 4), torch.randn(64, 1))
+test = (torch.randn(64, 4), torch.randn(64, 1))
+model = nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
+if args.sample_only:
+    print_samples(num=50)
+    raise SystemExit
+for step in range(args.max_steps):
+    loss = nn.functional.mse_loss(model(train[0]), train[1])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 20 == 0:
+        print_samples(num=4)
+print(f"step {step} test loss: {evaluate(model, test)}")
+"""
+
+
+def test_a_keyword_argument_of_a_printed_sample_is_not_searched(tmp_path):
+    """karpathy/makemore: `print_samples(num=50)`, in the --sample-only branch, was searched
+    by the corpus's night (`Set print_samples.num to 52 (was 50)`): a keyword of a call that
+    only prints, its result dropped, cannot reach the metric; the optimizer's stay."""
+    repo = make_repo(tmp_path / "makemore", {"makemore.py": MAKEMORE_SHAPED})
+    done = run_cli("init", "--script", "makemore.py", "--metric", "test_loss", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    space = yaml.safe_load((repo / "task.yaml").read_text())["search_space"]
+    assert not any(name.startswith("print_samples") for name in space), space
+    assert "print_samples.num (only feeds output test_loss never reads)" in done.stdout
+    assert {"AdamW.weight_decay", "learning-rate"} <= set(space)
+
+
+ADDER_SHAPED = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+x_train, y_train = torch.randn(64, 4), (torch.randn(64) > 0).long()
+x_test, y_test = torch.randn(40, 4), (torch.randn(40) > 0).long()
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    loss = nn.functional.cross_entropy(model(x_train), y_train)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def eval_split(split):
+    results = []
+    loader = DataLoader(TensorDataset(x_test, y_test), batch_size=10, drop_last=False)
+    for b, (x, y) in enumerate(loader):
+        correct = model(x).argmax(-1) == y
+        for i in range(x.size(0)):
+            results.append(int(correct[i]))
+    rt = torch.tensor(results, dtype=torch.float)
+    print("%s final score: %d/%d = %.2f%% correct" % (split, rt.sum(), len(results),
+                                                       100 * rt.mean()))
+
+
+eval_split('test')
+"""
+
+
+def test_a_metric_gathered_with_append_is_followed_to_its_loader(tmp_path):
+    """karpathy/minGPT's adder: `eval_split` appends each example's result to a list the score
+    is computed from; the corpus's night searched its evaluation loader's batch_size, since
+    the slice did not follow `results.append(...)` back to the loop over the loader."""
+    repo = make_repo(tmp_path / "adder", {"adder.py": ADDER_SHAPED})
+    done = run_cli("init", "--script", "adder.py", "--metric", "test_final_score", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    space = yaml.safe_load((repo / "task.yaml").read_text())["search_space"]
+    assert set(space) == {"SGD.lr"}, space
+    assert "DataLoader.batch_size (sets the validation batch)" in done.stdout

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -231,6 +232,51 @@ def test_python_and_torch_work_inside(tmp_path):
                                  tmp_path / "log", r"^score:\s*([0-9.]+)",
                                  limits=Limits("required")))
     assert (res.status, res.metric) == ("ok", 4.0), (tmp_path / "log").read_text()
+
+
+@needs_sandbox
+def test_shared_memory_is_writable_without_a_memory_limit(tmp_path):
+    """karpathy/minGPT's Trainer (DataLoader num_workers=4) crashed in the corpus's night:
+    with no memory limit /dev/shm was a folder of the read-only /dev, and a DataLoader
+    worker's queue (a multiprocessing lock, a POSIX semaphore there) failed with EROFS."""
+    from loop.run.process import Limits, experiment_env
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
+    (tmp_path / "job.py").write_text(
+        "import multiprocessing, os\n"
+        "lock = multiprocessing.get_context('fork').Lock()\n"
+        "with lock:\n"
+        "    open('/dev/shm/corpus-probe', 'w').write('ok')\n"
+        "print('score:', len(open('/dev/shm/corpus-probe').read()))\n")
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
+                                 tmp_path / "log", r"^score:\s*([0-9.]+)",
+                                 limits=Limits("required")))
+    assert (res.status, res.metric) == ("ok", 2.0), (tmp_path / "log").read_text()
+    assert not Path("/dev/shm/corpus-probe").exists()      # the run's own, not the host's
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_run_deep_in_a_checkout_can_still_bind_unix_sockets(tmp_path, mode):
+    """karpathy/minGPT's adder timed out in the corpus's night: cloned a few folders deep, its
+    scratch $TMPDIR (beside the night's logs) was too long for the Unix socket multiprocessing
+    binds there to share a DataLoader worker's tensors (`AF_UNIX path too long`)."""
+    if mode == "required" and NO_SANDBOX:
+        pytest.skip(NO_SANDBOX)
+    from loop.run.process import Limits, experiment_env
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
+    deep = tmp_path / ("a-folder-of-projects-" * 3) / "the-repo" / ".autoresearch" / "night"
+    deep.mkdir(parents=True)
+    (tmp_path / "job.py").write_text(
+        "from multiprocessing.connection import Listener\n"
+        "with Listener(family='AF_UNIX') as listener:\n"
+        "    print('score:', len(listener.address))\n")
+    res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(), 120,
+                                 deep / "logs" / "iter-0000.log", r"^score:\s*([0-9]+)",
+                                 limits=Limits(mode)))
+    assert res.status == "ok", (deep / "logs" / "iter-0000.log").read_text()
+    assert not [p for p in Path(tempfile.gettempdir()).glob("ar-*") if p.is_symlink()
+                and not p.exists()]                         # no link left behind
 
 
 @needs_sandbox

@@ -152,6 +152,12 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
     metric it prints, a note says this could not be read."""
     if plan.grader or not plan.space:
         return
+    literal_at = {s.name: _line_col(src.source, s.start)
+                  for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
+    for name in sorted(measurement.output_only_keywords(
+            src, {n: at for n, at in literal_at.items() if n in plan.space})):
+        plan.space.pop(name)
+        plan.skipped.append(f"{name} (only feeds output {plan.metric} never reads)")
     found = measurement.measured(src, modules, plan.metric)
     if found is None:
         plan.notes.append(f"whether a searched setting changes what {plan.metric} measures "
@@ -159,8 +165,6 @@ def leave_out_measuring(plan: Plan, src: Script, modules: list[Script],
                           f"{plan.metric} it reports): check that search_space leaves out "
                           f"the settings that size the validation data and the evaluation")
         return
-    literal_at = {s.name: _line_col(src.source, s.start)
-                  for s in settings.find(plan.script, src.source) if s.kind in ("dict", "kwarg")}
     for name in list(plan.space):
         dest = name.lstrip("-").replace("-", "_")
         if found.changes_measure(dest, literal_at.get(name)):

@@ -10,12 +10,14 @@ thread that lives until it returns: Linux ties PR_SET_PDEATHSIG to the thread th
 child."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +97,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
     scratch = log_path.parent / f".scratch-{log_path.name}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(mode=0o700)
-    env = {**env, "TMPDIR": str(scratch)}
+    env = {**env, "TMPDIR": _tmpdir(scratch, boxed)}
     compiled = _own_compile_cache(env, scratch) if own_compile_cache else _compile_cache(env)
     group = cgroup.Group(limits.max_processes, int(limits.memory_limit_gb * 2**30)
                          if limits.memory_limit_gb else None)
@@ -111,10 +113,35 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
         out_of_memory = group.out_of_memory()
         group.close()
         shutil.rmtree(scratch, ignore_errors=True)
+        if Path(env["TMPDIR"]).name.startswith("ar-") and os.path.islink(env["TMPDIR"]):
+            os.unlink(env["TMPDIR"])            # the short link to the scratch (_tmpdir)
         if bridge:
             bridge.close()
     return Ended(returncode, timed_out, time.monotonic() - start, output, stopped,
                  out_of_memory)
+
+
+# a Unix socket's path holds at most 107 bytes, and multiprocessing binds its listeners at
+# $TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX (33 more): a longer $TMPDIR fails them
+SOCKET_TMPDIR_MAX = 70
+
+
+def _tmpdir(scratch: Path, boxed: bool) -> str:
+    """The run's $TMPDIR: its scratch, unless that path is too long for the Unix sockets
+    multiprocessing makes there (a DataLoader's workers sharing tensors: `OSError: AF_UNIX
+    path too long`, in a repo cloned a few folders deep); then /tmp, which the sandbox makes
+    a folder of the same scratch, or unconfined a short link to the scratch in the system's
+    temporary folder (named by the scratch, so a redo replaces it; removed with it)."""
+    if len(str(scratch)) <= SOCKET_TMPDIR_MAX:
+        return str(scratch)
+    if boxed:
+        return "/tmp"
+    link = Path(tempfile.gettempdir()) / ("ar-" + hashlib.sha1(str(scratch).encode())
+                                          .hexdigest()[:12])
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(scratch, target_is_directory=True)
+    return str(link)
 
 
 def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,

@@ -11,10 +11,10 @@ Inside the sandbox a run has:
   the worktree's `.git` file stays read-only), the artifact folder, a scratch folder
   that is its $TMPDIR, and /tmp, /run and /var/tmp, which are empty (the host's hold other
   programs' sockets, such as an ssh-agent's) folders of that scratch, on disk; /dev/shm, in
-  memory, sized to the run's memory limit; so the repository's `.git`, the engine's state
-  folder and the user's checkout can be read (outside HOME) but not changed. Nothing else
-  in memory is writable (HOME's and the hidden paths' covers and /dev are read-only), so a
-  run's files hold no RAM past its limit;
+  memory, sized to the run's memory limit if it has one; so the repository's `.git`, the
+  engine's state folder and the user's checkout can be read (outside HOME) but not
+  changed. Nothing else in memory is writable (HOME's and the hidden paths' covers and
+  /dev are read-only), so a run's files hold no RAM past its limit;
 - HOME empty, but for an allow-list of what a run needs, read-only unless it is one of the
   writable folders above: the engine's Python (venv, base install, user site-packages, the
   `loop` package), the task's own interpreter's environment (the caller passes its roots
@@ -175,15 +175,16 @@ def _emptied(folder: str, scratch: Path | None) -> list[str]:
 
 
 def _shared_memory(memory_bytes: int | None, scratch: Path | None) -> list[str]:
-    """/dev/shm (POSIX shared memory, PyTorch's DataLoader workers): RAM, so sized within
-    the run's memory limit; where this bwrap cannot size a tmpfs (before 0.5), a folder in
-    the scratch on disk. No limit: /dev/shm as bwrap makes it."""
-    if not memory_bytes:
-        return []
+    """/dev/shm (POSIX shared memory: multiprocessing's locks, PyTorch's DataLoader
+    workers): a writable mount of its own, since the rest of /dev is read-only (bwrap's
+    `--dev` makes it a folder of /dev, where `multiprocessing.Lock()` fails with EROFS). RAM,
+    sized within the run's memory limit (no limit: as bwrap sizes a tmpfs); where this bwrap
+    cannot size a tmpfs (before 0.5), a folder in the scratch on disk."""
     if sizes_tmpfs():
-        return ["--size", str(memory_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]
+        size = ["--size", str(memory_bytes)] if memory_bytes else []
+        return [*size, "--perms", "1777", "--tmpfs", "/dev/shm"]
     if scratch is None:
-        return []
+        return ["--tmpfs", "/dev/shm"]
     disk = Path(scratch) / ".emptied" / "dev-shm"
     disk.mkdir(parents=True, exist_ok=True)
     disk.chmod(0o1777)

@@ -4,11 +4,11 @@ validation loss over 64 bytes against one over 1024 is no gain. So `autoresearch
 out, and names:
 
 - a setting the metric's computation reads: the slice of the code the printed metric is
-  computed from, followed back through assignments, loop targets, local functions' returns
-  and the arguments a local function is called with, stopping at the trained model (what
-  the search is meant to change): a setting reached there sizes the validation data, its
-  batch or sequence length, or the evaluation (`left out: SEQ_LEN (sets the validation
-  batch)`);
+  computed from, followed back through assignments (`results.append(x)` among them), loop
+  targets, local functions' returns and the arguments a local function is called with,
+  stopping at the trained model (what the search is meant to change): a setting reached
+  there sizes the validation data, its batch or sequence length, or the evaluation (`left
+  out: SEQ_LEN (sets the validation batch)`);
 - a setting whose every use ends in output the metric never reads (a generated text sample,
   a print, a plot): searching it changes nothing measured.
 
@@ -373,6 +373,8 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, as
                                     node))
         elif isinstance(node, ast.AugAssign) and name in _stored(node.target):
             out.append((_end(node), node.value, True, node))
+        elif isinstance(node, ast.Expr) and _grown(node, name):   # `results.append(x)`:
+            out.append((_end(node), _grown(node, name), True, node))  # results holds x now
         elif isinstance(node, (ast.For, ast.AsyncFor)) and name in _stored(node.target):
             out.append((node.lineno, node.iter, False, node))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -382,6 +384,20 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, as
         elif isinstance(node, ast.comprehension) and name in _stored(node.target):
             out.append((getattr(node.iter, "lineno", 0), node.iter, False, node))
     return sorted(out, key=lambda d: d[0])
+
+
+GROWS = {"append", "extend", "add", "appendleft"}
+
+
+def _grown(node: ast.Expr, name: str) -> ast.expr | None:
+    """The value the statement `node` puts into the collection `name` holds, if it does:
+    `name.append(x)`, `name.extend(xs)`, `name.add(x)`."""
+    call = node.value
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+            and call.func.attr in GROWS and isinstance(call.func.value, ast.Name) \
+            and call.func.value.id == name and len(call.args) == 1 and not call.keywords:
+        return call.args[0]
+    return None
 
 
 def _end(node: ast.stmt) -> int:
@@ -510,6 +526,20 @@ def output_only(src: Script, names: set[str], metric_expr: ast.expr | None) -> s
                                                   lambda t: t in seen or only(t, seen | {t}))
                                   for u in uses)
     return {n for n in names if only(n, frozenset({n}))}
+
+
+def output_only_keywords(src: Script, literal_at: dict[str, tuple[int, int]]) -> set[str]:
+    """Those of the keyword-argument settings `literal_at` (name -> where its literal is) that
+    are passed to an output call whose result is dropped: `print_samples(num=50)` or
+    `plot(width=3)` as a statement, a sample printed and nothing returned to the metric."""
+    output: set[tuple[int, int]] = set()
+    for node in ast.walk(src.tree):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and OUTPUT_CALL.search(_called(call)) \
+                and not _is_math(call):
+            output |= {(n.lineno, n.col_offset) for k in call.keywords
+                       for n in ast.walk(k.value) if isinstance(n, ast.expr)}
+    return {name for name, at in literal_at.items() if at in output}
 
 
 def _ends_in_output(use: ast.AST, parents: dict, metric_nodes: set, target_only) -> bool:
