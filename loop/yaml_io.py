@@ -116,7 +116,7 @@ class _Loader(Reader, Scanner, Parser, Composer, SafeConstructor, _Core12Resolve
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
-            if key_node.tag == MERGE or key == "<<":
+            if key_node.tag == MERGE or (key == "<<" and key_node.style is None):
                 raise YamlError(f"line {line}: a merge key `<<` is not read; write the keys "
                                 f"themselves")
             try:
