@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import textwrap
 import threading
@@ -320,3 +321,10 @@ def read_metric(text: str, pattern: str) -> float | None:
     log.feed(text.encode())
     log.close()
     return log.value("metric")
+
+
+def as_from_a_terminal() -> None:
+    """A child's SIGINT as a terminal delivers Ctrl-C (a Popen `preexec_fn`): a suite started
+    in the background by a script (CI, `cmd &`) inherits SIGINT ignored, and a Python child
+    then never raises KeyboardInterrupt, so a test of Ctrl-C would wait out its command."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, needs_sandbox, run_cli
+from helpers import as_from_a_terminal
 from loop.advice.check_task import check_task
 from loop.advice.uncommitted import mentioned_paths
 
@@ -193,7 +194,7 @@ def test_the_worktree_is_removed_on_an_interrupt_and_after_a_kill(tmp_path):
     commit(repo, "a slow train.py", "train.py")
     proc = subprocess.Popen([sys.executable, "-m", "loop", "check-task", ".", "--time-budget",
                              "200"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=as_from_a_terminal)
     marker = None
     for _ in range(600):                     # until the run has started (or the check ended)
         marker = next((repo / ".autoresearch" / ".worktrees").glob("*/started"), None) \

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import TOY_TASK, git, make_repo, processes_with_env, run_cli
-from helpers import assert_same_story, mlflow_runs, rows, wait_for
+from helpers import as_from_a_terminal, assert_same_story, mlflow_runs, rows, wait_for
 from loop.setup.config import Config, JudgeConfig
 from loop.engine.engine import Engine
 
@@ -106,12 +106,6 @@ def _experiments_holding(flag) -> list[int]:
     return processes_with_env(f"SLOW_FLAG={flag}")
 
 
-def _as_from_a_terminal():
-    """Ctrl-C as a terminal delivers it: a test suite started in the background by a script
-    (CI) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _as_under_nohup():
     """`nohup autoresearch run &`: SIGHUP ignored before the engine starts."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -153,7 +147,7 @@ def test_nohup_keeps_the_night_running_when_the_terminal_closes(tmp_path, mlflow
 def test_interrupted_mid_experiment_then_resumed(tmp_path, mlflow_uri, sig, expected_rc):
     """Stopped (Ctrl-C) or killed outright during an experiment, the loop resumes exactly."""
     proc, repo, env, flag = _engine_mid_experiment(tmp_path, mlflow_uri, 2,
-                                                   _as_from_a_terminal)
+                                                   as_from_a_terminal)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == expected_rc, out

@@ -13,16 +13,12 @@ import time
 import pytest
 from conftest import run_cli
 from openai_server import Reply
-from helpers import assert_same_story
+from helpers import as_from_a_terminal, assert_same_story
 from llm_task import SEARCH_REPLACE
 
 # The answer is 600 s away and so is the request's timeout (proposer.timeout_s): an engine that
 # waited for either is still running long after this, which is all the wait below asks.
 EXIT_WAIT_S = 120
-
-
-def _as_from_a_terminal():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)   # a background suite inherits it ignored
 
 
 def _run_args(tag: str, iterations: int) -> list[str]:
@@ -38,7 +34,7 @@ def test_a_signal_mid_request_ends_the_engine_at_once_and_the_tag_stays_locked_u
     openai_server.script(Reply(SEARCH_REPLACE, delay_s=600))     # reading a long prompt
     proc = subprocess.Popen([sys.executable, "-m", "loop", *_run_args("t", 1)], cwd=toy_repo,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=_as_from_a_terminal)
+                            text=True, preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 120
     while not openai_server.requests and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[0]

@@ -17,8 +17,9 @@ from conftest import TOY_TASK, TOY_TRAIN, make_repo, processes_with_env, require
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from graded_toy import baseline_error, make_graded_repo
 from node_data import expected_error, hidden_by, make_world
-from helpers import (GATED_TASK, GATED_TRAIN, EditsByIteration, assert_same_story, ended,
-                     gated_repo, journal, rows, run_in_thread, wait_for)
+from helpers import (GATED_TASK, GATED_TRAIN, EditsByIteration, as_from_a_terminal,
+                     assert_same_story, ended, gated_repo, journal, rows, run_in_thread,
+                     wait_for)
 from loop.engine.engine import Engine
 from loop.errors import ConfigError
 from loop.run.backends.slurm import (SlurmBackend, extra_lines, job_name,
@@ -323,7 +324,7 @@ def test_ctrl_c_cancels_the_nights_jobs(tmp_path, mlflow_uri):
     proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--task", "task", "--tag",
                              "t", "--iterations", "2", "--workers", "2", "--backend", "slurm"],
                             cwd=repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal)
     name = _name(repo)
     try:
         assert wait_for(lambda: len(_running(name)) == 2, timeout=120)
