@@ -22,6 +22,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from loop.script.prints import own_nodes
 from loop.script.source import Script
 
 # methods and calls that mark the thing being trained (the search's object, not the ruler)
@@ -327,7 +328,7 @@ class _Slicer:
         what the metric measures, whether the metric reads the call's result or state the
         call leaves (llama2.c's estimate_loss: `logits = model(X, Y)`, then `loss =
         raw_model.last_loss`)."""
-        for node in _own_nodes(func):
+        for node in own_nodes(func):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                     and node.func.id in self.trained:
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
@@ -363,7 +364,7 @@ def _defs(scope: ast.AST, name: str) -> list[tuple[int, ast.AST | None, bool, as
     place `scope` (its own body, not nested functions) sets `name`, in line order; an
     assignment's line is its last, so the names its value reads are those set before."""
     out: list[tuple[int, ast.AST | None, bool, ast.AST]] = []
-    for node in _own_nodes(scope):
+    for node in own_nodes(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -413,17 +414,6 @@ def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
             and not any(isinstance(e, ast.Starred) for e in target.elts):
         return [p for t, v in zip(target.elts, value.elts) for p in _pairs(t, v)]
     return [(target, value)]
-
-
-def _own_nodes(scope: ast.AST):
-    """The nodes of a function or module, not those of the functions it defines."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                 ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def _stored(target: ast.AST) -> set[str]:
@@ -622,7 +612,7 @@ def asserted_limits(src: Script, modules: list[Script], names: set[str],
         return None
     scopes: list[ast.AST] = [src.tree, *functions.values()]   # module level: the script's
     for scope in scopes:
-        for node in _own_nodes(scope):
+        for node in own_nodes(scope):
             if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
                     and len(node.test.ops) == 1 and type(node.test.ops[0]) in _FLIP):
                 continue

@@ -503,7 +503,7 @@ def print_context(tree: ast.AST) -> Context:
                 ast.AsyncFunctionDef)) and _prints_its_first_argument(f)}
     for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                                          ast.AsyncFunctionDef)))]:
-        nodes = list(_own_nodes(scope))
+        nodes = list(own_nodes(scope))
         assigned: dict[str, list[ast.expr]] = {}
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
@@ -553,7 +553,7 @@ def _word_parameters(tree: ast.AST):
                 yield func, param.arg, list(dict.fromkeys(w or "" for w in words))
 
 
-def _own_nodes(scope: ast.AST):
+def own_nodes(scope: ast.AST):
     """The nodes of a module or function, not those of the functions and classes inside it."""
     todo = list(ast.iter_child_nodes(scope))
     while todo:
