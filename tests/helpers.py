@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -328,3 +329,14 @@ def as_from_a_terminal() -> None:
     in the background by a script (CI, `cmd &`) inherits SIGINT ignored, and a Python child
     then never raises KeyboardInterrupt, so a test of Ctrl-C would wait out its command."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def checked(repo: Path, where: str = ".") -> float:
+    """check-task's baseline on the committed task: the number its metric read from a real
+    run (the name may hold a slash, Lightning's `val/acc`)."""
+    commit(repo, "autoresearch task")
+    done = run_cli("check-task", where, cwd=repo)
+    assert done.returncode == 0 and "status ok" in done.stdout, done.stdout + done.stderr
+    found = re.search(r"status ok; \S+ = ([-\d.e]+)", done.stdout)
+    assert found, done.stdout
+    return float(found[1])

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import git, run_cli
-from helpers import commit, init_on_the_test_split, refused
+from helpers import checked, commit, init_on_the_test_split, refused
 
 
 def make_repo(root: Path, files: dict[str, str]) -> Path:
@@ -78,14 +78,6 @@ def test_flags_come_from_the_parser_the_run_calls_not_a_modules_own_main(tmp_pat
     assert flags == {"lr": 0.01}
     assert task_of(repo)["protected"] == ["common.py"]
     assert "lr" in task_of(repo)["search_space"]
-
-
-def checked(repo: Path, where: str = ".") -> float:
-    """check-task's baseline on the committed task: the number its metric read."""
-    commit(repo, "autoresearch task")
-    done = run_cli("check-task", where, cwd=repo)
-    assert done.returncode == 0 and "status ok" in done.stdout, done.stdout + done.stderr
-    return float(re.search(r"status ok; \w+ = ([-\d.e]+)", done.stdout)[1])  # type: ignore
 
 
 # -- item 5: metrics in a sentence, printed twice; where init looked ------------------------------

@@ -17,7 +17,8 @@ import yaml
 
 from conftest import run_cli
 from log_forms_repos import LOGGING, PERCENT, STEP_TEST, TOP_SCORE, WORD_LM
-from helpers import commit, init, init_on_the_test_split, plain_repo, read_metric, refused
+from helpers import (checked, commit, init, init_on_the_test_split, plain_repo, read_metric,
+                     refused)
 from loop.script.source import Script
 from loop.init.shapes.base import from_values
 from loop.setup.task import load_task
@@ -32,14 +33,6 @@ def printed(repo: Path, script: str = "train.py") -> str:
 
 def last(text: str, regex: str) -> float:
     return float(re.findall(regex, text)[-1])
-
-
-def checked(repo: Path) -> float:
-    """check-task's baseline on the committed task: the metric it read."""
-    commit(repo, "autoresearch task")
-    done = run_cli("check-task", ".", cwd=repo)
-    assert done.returncode == 0 and "status ok" in done.stdout, done.stdout + done.stderr
-    return float(re.search(r"status ok; \w+ = ([-\d.]+)", done.stdout)[1])   # type: ignore
 
 
 # -- pytorch/examples word_language_model: `| end of epoch 1 | ... | valid loss 7.28 | ...` ----

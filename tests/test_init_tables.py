@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from helpers import commit, init, plain_repo, read_metric, refused
+from helpers import checked, init, plain_repo, read_metric, refused
 from loop.script.source import Script
 from loop.setup.task import load_task
 
@@ -113,14 +112,6 @@ def output(repo: Path, script: str) -> str:
 
 def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def checked(repo: Path) -> float:
-    """check-task's baseline on the committed task: the metric it read from a real run."""
-    commit(repo, "autoresearch task")
-    done = run_cli("check-task", ".", cwd=repo)
-    assert done.returncode == 0 and "status ok" in done.stdout, done.stdout + done.stderr
-    return float(re.search(r"status ok; \S+ = ([-\d.]+)", done.stdout)[1])   # type: ignore
 
 
 def test_the_column_main_returns_is_read_from_the_last_row_that_fills_it(tmp_path):
