@@ -556,6 +556,17 @@ def report(results: list[Result], out=None) -> dict:
     return totals
 
 
+def add_corpus_args(parser: argparse.ArgumentParser) -> None:
+    """--mirror, --manifest and -k: which corpus, read from where (init_nights.py too)."""
+    parser.add_argument("--mirror", default=DEFAULT_MIRROR,
+                        help="the folder of bare git mirrors, <owner>+<name>/repo each "
+                             "(default: $AUTORESEARCH_CORPUS_MIRROR)")
+    parser.add_argument("--manifest", default=str(MANIFEST),
+                        help="the corpus (default: benchmarks/init_corpus/manifest.yaml)")
+    parser.add_argument("-k", dest="match", default="",
+                        help="only the entries whose id or repo contains this")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         repos = sorted({e.repo for e in load_manifest(MANIFEST)}, key=str.lower)
@@ -572,13 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\n"
                "  git clone --bare https://github.com/<owner>/<name> <mirror>/<owner>+<name>/repo\n"
                "The repos of the corpus:\n" + "\n".join(f"  fetch github:{r}" for r in repos))
-    parser.add_argument("--mirror", default=DEFAULT_MIRROR,
-                        help="the folder of bare git mirrors, <owner>+<name>/repo each "
-                             "(default: $AUTORESEARCH_CORPUS_MIRROR)")
-    parser.add_argument("--manifest", default=str(MANIFEST),
-                        help="the corpus (default: benchmarks/init_corpus/manifest.yaml)")
-    parser.add_argument("-k", dest="match", default="",
-                        help="only the entries whose id or repo contains this")
+    add_corpus_args(parser)
     parser.add_argument("--list", action="store_true",
                         help="print the repos to fetch (owner/name commit) and exit")
     parser.add_argument("--autoresearch", default=None,

@@ -57,7 +57,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from init_corpus import MANIFEST, Entry, checkout, hint_of, init_argv, load_manifest  # noqa: E402
+from init_corpus import (Entry, add_corpus_args, checkout, hint_of, init_argv,  # noqa: E402
+                         load_manifest)
 
 PROPOSERS = ("mutate", "tune")
 VERDICTS = ("keep", "discard")
@@ -412,13 +413,7 @@ def report(outcomes: list[Outcome], out=None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mirror", default=os.environ.get("AUTORESEARCH_CORPUS_MIRROR", ""),
-                        help="the folder of bare git mirrors, <owner>+<name>/repo each "
-                             "(default: $AUTORESEARCH_CORPUS_MIRROR)")
-    parser.add_argument("--manifest", default=str(MANIFEST),
-                        help="the corpus (default: benchmarks/init_corpus/manifest.yaml)")
-    parser.add_argument("-k", dest="match", default="",
-                        help="only the entries whose id or repo contains this")
+    add_corpus_args(parser)
     parser.add_argument("--iterations", type=int, default=2,
                         help="proposals after the baseline, per night (default 2)")
     parser.add_argument("--time-budget", type=float, default=30,
