@@ -317,7 +317,9 @@ for _tag, _regexp, _first in (
 def _represent_str(dumper: Dumper, value: str):
     if any(c in value for c in "\x85\u2028\u2029"):    # line breaks to YAML 1.1 only
         return dumper.represent_scalar(STR, value, style='"')
-    style = "|" if "\n" in value else None
+    # a block (`|`) in a document; the one style asked for in a single scalar (`scalar`),
+    # whose trailing line breaks a block would lose once the scalar is cut from its document
+    style = dumper.default_style or ("|" if "\n" in value else None)
     return dumper.represent_scalar(STR, value, style=style)
 
 
