@@ -262,7 +262,7 @@ def test_a_run_deep_in_a_checkout_can_still_bind_unix_sockets(tmp_path, mode):
     binds there to share a DataLoader worker's tensors (`AF_UNIX path too long`)."""
     if mode == "required" and NO_SANDBOX:
         pytest.skip(NO_SANDBOX)
-    from loop.run.process import Limits, experiment_env
+    from loop.run.process import Limits, experiment_env, scratch_link
     from loop.run.runner import run_experiment
     from loop.run.spec import RunSpec
     deep = tmp_path / ("a-folder-of-projects-" * 3) / "the-repo" / ".autoresearch" / "night"
@@ -275,8 +275,33 @@ def test_a_run_deep_in_a_checkout_can_still_bind_unix_sockets(tmp_path, mode):
                                  deep / "logs" / "iter-0000.log", r"^score:\s*([0-9]+)",
                                  limits=Limits(mode)))
     assert res.status == "ok", (deep / "logs" / "iter-0000.log").read_text()
-    assert not [p for p in Path(tempfile.gettempdir()).glob("ar-*") if p.is_symlink()
-                and not p.exists()]                         # no link left behind
+    assert not os.path.lexists(scratch_link(deep / "logs" / ".scratch-iter-0000.log"))
+
+
+def test_links_a_killed_engine_left_to_gone_scratches_are_swept(tmp_path):
+    """An engine killed with -9 mid-run never removes the short $TMPDIR link it made; the next
+    run that needs one sweeps every such link whose scratch is gone, and no other file."""
+    from loop.run.process import Limits, experiment_env, scratch_link
+    from loop.run.runner import run_experiment
+    from loop.run.spec import RunSpec
+    gone = tmp_path / "gone" / ".scratch-iter-0007.log"
+    stale = scratch_link(gone)
+    stale.symlink_to(gone, target_is_directory=True)
+    someone_elses = Path(tempfile.gettempdir()) / f"ar-{tmp_path.name}-not-ours"
+    someone_elses.symlink_to(tmp_path / "missing")
+    try:
+        deep = tmp_path / ("a-folder-of-projects-" * 3) / "night"
+        deep.mkdir(parents=True)
+        (tmp_path / "job.py").write_text("print('score: 1')\n")
+        res = run_experiment(RunSpec(f"{sys.executable} job.py", tmp_path, experiment_env(),
+                                     120, deep / "iter-0000.log", r"^score:\s*([0-9]+)",
+                                     limits=Limits("off")))
+        assert res.status == "ok"
+        assert not os.path.lexists(stale)
+        assert os.path.lexists(someone_elses)               # not a scratch's: left alone
+    finally:
+        stale.unlink(missing_ok=True)
+        someone_elses.unlink(missing_ok=True)
 
 
 @needs_sandbox

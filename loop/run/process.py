@@ -114,7 +114,7 @@ def execute(command: str, cwd: Path, env: dict, timeout_s: float, log_path: Path
         group.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if Path(env["TMPDIR"]).name.startswith("ar-") and os.path.islink(env["TMPDIR"]):
-            os.unlink(env["TMPDIR"])            # the short link to the scratch (_tmpdir)
+            Path(env["TMPDIR"]).unlink(missing_ok=True)   # the short link to the scratch
         if bridge:
             bridge.close()
     return Ended(returncode, timed_out, time.monotonic() - start, output, stopped,
@@ -131,17 +131,34 @@ def _tmpdir(scratch: Path, boxed: bool) -> str:
     multiprocessing makes there (a DataLoader's workers sharing tensors: `OSError: AF_UNIX
     path too long`, in a repo cloned a few folders deep); then /tmp, which the sandbox makes
     a folder of the same scratch, or unconfined a short link to the scratch in the system's
-    temporary folder (named by the scratch, so a redo replaces it; removed with it)."""
+    temporary folder (named by the scratch, so a redo replaces it; removed with it, and the
+    links an engine killed with -9 left to scratches now gone are swept when one is made)."""
     if len(str(scratch)) <= SOCKET_TMPDIR_MAX:
         return str(scratch)
     if boxed:
         return "/tmp"
-    link = Path(tempfile.gettempdir()) / ("ar-" + hashlib.sha1(str(scratch).encode())
-                                          .hexdigest()[:12])
+    _sweep_stale_scratch_links()
+    link = scratch_link(scratch)
     if link.is_symlink():
         link.unlink()
     link.symlink_to(scratch, target_is_directory=True)
     return str(link)
+
+
+def scratch_link(scratch: Path) -> Path:
+    return Path(tempfile.gettempdir()) / ("ar-" + hashlib.sha1(str(scratch).encode())
+                                          .hexdigest()[:12])
+
+
+def _sweep_stale_scratch_links() -> None:
+    for link in Path(tempfile.gettempdir()).glob("ar-*"):
+        try:
+            stale = (link.is_symlink() and not link.exists()
+                     and Path(os.readlink(link)).name.startswith(".scratch-"))
+            if stale:
+                link.unlink(missing_ok=True)
+        except OSError:                          # another user's, or gone meanwhile
+            continue
 
 
 def _confined_argv(command: str, cwd: Path, env: dict, limits: Limits, boxed: bool,
