@@ -97,6 +97,17 @@ def test_strict_keeps_any_strict_improvement(direction, best, better, worse):
     assert judge(best, best, direction, STRICT).action == DISCARD
 
 
+def test_equal_runs_are_no_change_not_a_gain_of_float_rounding():
+    """The mean of three runs of 0.7 is 0.7 - 1.1e-16: a night on identical values showed
+    `gain +1.11e-16`. A difference within float rounding of the values is no change."""
+    assert sum([0.7] * 3) / 3 != 0.7                        # the rounding this is about
+    v = judge([0.7] * 3, [0.7], "maximize", STRICT)
+    assert (v.action, v.reason, v.stats["gain"]) == (DISCARD, "no change in metric", 0.0)
+    v = judge([0.7] * 3, [0.7] * 3, "minimize", NOISE, **SD)
+    assert v.stats["gain"] == 0.0 and "+1.1e-16" not in v.reason and "e-16" not in v.reason
+    assert judge([0.7 - 1e-9], [0.7], "minimize", STRICT).action == KEEP   # a real one stays
+
+
 def test_strict_respects_min_delta_and_never_reruns():
     cfg = JudgeConfig(rule="strict", min_delta=0.01)
     assert judge([0.995], [1.0], "minimize", cfg).action == DISCARD

@@ -25,10 +25,15 @@ class Verdict:
 
 
 def improvement(candidate: float, best: float, direction: str) -> float:
-    """Positive when candidate is better than best in the metric's direction."""
+    """Positive when candidate is better than best in the metric's direction; 0 for a
+    difference within float rounding of them (the means of equal runs: no +1.11e-16 gain)."""
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"direction must be minimize or maximize, got {direction!r}")
-    return best - candidate if direction == "minimize" else candidate - best
+    gain = best - candidate if direction == "minimize" else candidate - best
+    return 0.0 if abs(gain) <= ROUNDING * max(abs(candidate), abs(best)) else gain
+
+
+ROUNDING = 1e-12   # relative: far above a mean's float error, far below any measured change
 
 
 def strict(candidate: list[float], best: list[float], direction: str,
