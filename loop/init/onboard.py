@@ -280,7 +280,7 @@ def _budget(plan: Plan, src: Script, local: dict, known: dict, override) -> None
         # a table's column: printed by the script's function that prints the rows
         rows = next((v.column.printer for v in src.reported()
                      if v.name == plan.metric and v.column is not None), "")
-        if not plan.grader and prints_in_loop(src.tree, lambda node: any(
+        if not plan.grader and prints_in_loop(src, lambda node: any(
                 v.name == plan.metric for v in call_values(node)) or bool(
                 rows and isinstance(node.func, ast.Name) and node.func.id == rows)):
             plan.on_timeout = "last"

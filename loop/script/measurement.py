@@ -195,8 +195,7 @@ class _Slicer:
             for node in ast.walk(script.tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.functions.setdefault(node.name, node)
-        self.parents = {child: node for node in ast.walk(src.tree)
-                        for child in ast.iter_child_nodes(node)}
+        self.parents = src.parents
         self.trained = _trained(src.tree)
         self.evaluating = _without_gradients(src.tree)
         self.out = Measurement()
@@ -501,18 +500,12 @@ def output_only(src: Script, names: set[str], metric_expr: ast.expr | None) -> s
     generated sample, a log, a plot (through arithmetic, slicing and variables whose every
     use does too). A use it does not understand is a real one; an unused name is not
     output-only (nothing is known of it)."""
-    parents = {child: node for node in ast.walk(src.tree)
-               for child in ast.iter_child_nodes(node)}
-    loads: dict[str, list[ast.Name]] = {}
-    for node in ast.walk(src.tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loads.setdefault(node.id, []).append(node)
     metric_nodes = {id(n) for n in ast.walk(metric_expr)       # (ctx objects are shared)
                     if not isinstance(n, ast.expr_context)} if metric_expr is not None else set()
 
     def only(name: str, seen: frozenset) -> bool:
-        uses = loads.get(name, [])
-        return bool(uses) and all(_ends_in_output(u, parents, metric_nodes,
+        uses = src.loads.get(name, [])
+        return bool(uses) and all(_ends_in_output(u, src.parents, metric_nodes,
                                                   lambda t: t in seen or only(t, seen | {t}))
                                   for u in uses)
     return {n for n in names if only(n, frozenset({n}))}

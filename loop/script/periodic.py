@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import ast
 
+from loop.script.source import Script
 
-def prints_in_loop(tree: ast.Module, printed) -> bool:
+
+def prints_in_loop(src: Script, printed) -> bool:
     """Whether a print of the metric (`printed(node)` is true for it) runs inside a `for` or
     `while` body: directly, or in a function the script calls inside one (an `evaluate()`
     called every N steps). So the script prints its metric periodically, not once at the
     end."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parents, tree = src.parents, src.tree
 
     def enclosing(node) -> tuple[bool, str]:
         """(inside a loop, else the name of the function it is in, or "")."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from loop.untrusted import evaluate
 from loop.script.prints import Value, call_values, is_print, print_context, table_values
@@ -24,6 +25,22 @@ class Script:
 
     def __post_init__(self):
         self.tree = ast.parse(self.source, filename=self.path)
+
+    # -- its tree, walked once ----------------------------------------------------------------
+    @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        """Each node's parent in the tree (the module has none)."""
+        return {child: node for node in ast.walk(self.tree)
+                for child in ast.iter_child_nodes(node)}
+
+    @cached_property
+    def loads(self) -> dict[str, list[ast.Name]]:
+        """Every read of each name (`ast.Name` in a Load context), in walk order."""
+        out: dict[str, list[ast.Name]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                out.setdefault(node.id, []).append(node)
+        return out
 
     # -- what it prints ---------------------------------------------------------------------
     def printed(self) -> list[tuple[str, ast.expr | None]]:
@@ -118,16 +135,10 @@ class Script:
         read only to be shown (an MFU figure from a peak-FLOPs constant), so changing them
         changes no result. Unused names count as display-only too. Conservative: a use it
         does not understand is a real use."""
-        parents = {child: node for node in ast.walk(self.tree)
-                   for child in ast.iter_child_nodes(node)}
-        loads: dict[str, list[ast.Name]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                loads.setdefault(node.id, []).append(node)
-
         def shown(name: str, seen: frozenset) -> bool:
-            return all(_use_shown(use, parents, lambda t: t in seen or shown(t, seen | {t}),
-                                  metric) for use in loads.get(name, []))
+            return all(_use_shown(use, self.parents,
+                                  lambda t: t in seen or shown(t, seen | {t}), metric)
+                       for use in self.loads.get(name, []))
         return {n for n in names if shown(n, frozenset({n}))}
 
     def conditions(self, constants: set[str], known: dict[str, object]) -> list[str]:

@@ -134,7 +134,7 @@ def from_values(src: Script, shape: str, source: str) -> list[Candidate]:
         pattern = pattern_for(v, values)
         call = shown[v.sample][0] if v.sample in shown else None
         report = bool(v.gap) and call is not None and not prints_in_loop(
-            src.tree, lambda node, call=call: node is call)
+            src, lambda node, call=call: node is call)
         out.append(Candidate(v.name, shape, source, pattern, v.sure,
                              problem=pattern_problem(v, pattern, lines, _twice(v, shown)),
                              report=report, file=src.path,
