@@ -219,7 +219,7 @@ def test_every_local_module_the_script_imports_stays_protected(tmp_path):
     ("import random\nx = random.random()\n", None),
 ])
 def test_a_fixed_seed_is_found(code, fixed):
-    from loop.init.settings_choice import fixed_seeds
+    from loop.script.seeds import fixed_seeds
     assert fixed_seeds(Script("train.py", code)) == ([fixed] if fixed else [])
 
 

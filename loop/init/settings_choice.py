@@ -17,10 +17,11 @@ import shlex
 from loop.script import command_line, hydra_config, measurement
 from loop.script import settings
 from loop.script.source import Script
+from loop.script.seeds import SEED_NAME
 from loop.setup.flags import SEED_VALUE
 from loop.init.plan import Plan
 from loop.edits.constant_lines import CONSTANT, POWER
-from loop.setup.search_space import SEED, SETTING, constants, number
+from loop.setup.search_space import SETTING, constants, number
 
 # logging, checkpointing and evaluation cadence: not what is trained
 BOOKKEEPING = re.compile(r"(^|[_.-])(log|eval|save|print|checkpoint|ckpt|wandb|interval|verbose|"
@@ -42,9 +43,6 @@ DATA_SHAPE = re.compile(r"^(num_?classes|n_?classes|out_?classes|num_?labels|n_?
                         r"vocab_?size|n_?vocab|num_?tokens|input_?size|input_?dim|in_?channels|"
                         r"in_?features|num_?features|n_?features|output_?size|output_?dim|"
                         r"num_?outputs|n_?outputs)$", re.I)
-# calls that fix a seed: torch.manual_seed(1337), np.random.seed(42), set_seed(0)
-SEED_CALLS = {"manual_seed", "manual_seed_all", "seed", "set_seed", "seed_everything",
-              "default_rng", "RandomState", "PRNGKey"}
 
 
 def is_cadence(name: str) -> bool:
@@ -67,7 +65,7 @@ def search_space(plan: Plan, src: Script, known: dict) -> None:
     budget = plan.budget_constant.split(":")[-1] if plan.budget_constant.startswith(
         f"{plan.script}:") else None
     shown = src.display_only(set(values), plan.metric)
-    seeds = [n for n in values if SEED.search(n)]
+    seeds = [n for n in values if SEED_NAME.search(n)]
     cadence = [n for n in values if is_cadence(n)]
     plan.skipped = sorted(shown | set(seeds) | set(cadence)) + (
         [budget] if budget in values else [])
@@ -125,7 +123,7 @@ def _literal_settings(plan: Plan, src: Script) -> dict[str, dict]:
         key = parts[-2] if parts[-1].isdigit() else parts[-1]      # AdamW.betas.0: betas
         if s.kind == "kwarg" and (parts[0] in NOT_SETTINGS or PLUMBING.search(key)):
             continue
-        if SEED.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
+        if SEED_NAME.search(key) or is_cadence(key) or (s.kind == "dict" and PLUMBING.search(key)):
             plan.skipped.append(s.name)
             continue
         if MODEL_LENGTH.search(key):
@@ -275,27 +273,6 @@ def _round(v: float) -> float:
     return float(f"{v:.3g}")
 
 
-def fixed_seeds(src: Script) -> list[str]:
-    """The calls by which a script that never reads AUTORESEARCH_SEED fixes its own seed
-    (`torch.manual_seed(1337)`, `train_test_split(..., random_state=42)`), as written."""
-    if src.mentions("AUTORESEARCH_SEED"):
-        return []
-    out = []
-    for node in ast.walk(src.tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
-            node.func, "id", "")
-        fixes = (func in SEED_CALLS and node.args) or any(
-            k.arg and SEED.search(k.arg) and isinstance(k.value, (ast.Constant, ast.Name,
-                                                                  ast.BinOp))
-            for k in node.keywords)
-        if fixes:
-            text = ast.unparse(node)
-            out.append(text if len(text) <= 60 else text[:57] + "...")
-    return list(dict.fromkeys(out))
-
-
 def with_config(plan: Plan, config: Script) -> None:
     """The run is given a settings file (`init --args config/x.py`, nanoGPT's configurator
     executes it after the script's own settings): what it assigns is what the run trains
@@ -321,7 +298,7 @@ def with_config(plan: Plan, config: Script) -> None:
         if name in plan.skipped:
             continue
         spec = _dim_spec(name, values[name], texts.get(name, "")) if first and not (
-            SEED.search(name) or is_cadence(name)) else None
+            SEED_NAME.search(name) or is_cadence(name)) else None
         if spec:
             plan.space[name] = spec
         elif not first:
@@ -362,7 +339,7 @@ def with_flags(plan: Plan, scripts: list[Script]) -> None:
     numeric = [f for f in found if f.numeric or (f.type in ("int", "float") and f.name in given)]
     numeric += [command_line.Flag(name, name.replace("-", "_"), number(text), "", (),
                               "--key=value") for name, text in given.items() if name not in known]
-    seeds = [f for f in found if SEED.search(f.dest) and f.type != "bool"
+    seeds = [f for f in found if SEED_NAME.search(f.dest) and f.type != "bool"
              and (f.numeric or f.type in ("int", ""))]
     if not numeric and not seeds:
         return
@@ -416,7 +393,7 @@ def with_hydra(plan: Plan, src: Script) -> bool:
     left_out = []
     for key, text in values.items():
         leaf = key.rpartition(".")[2]
-        if SEED.search(leaf):
+        if SEED_NAME.search(leaf):
             flags[key] = SEED_VALUE
         elif is_cadence(key):
             left_out.append(key)
@@ -507,7 +484,7 @@ def with_config_files(plan: Plan, scripts: list[Script]) -> None:
         moved = []
         for s in found:
             leaf = s.name.rpartition(".")[2]
-            if SEED.search(leaf) or is_cadence(s.name):
+            if SEED_NAME.search(leaf) or is_cadence(s.name):
                 plan.skipped.append(s.name)
                 continue
             spec = _dim_spec(leaf, number(s.text), s.text)

@@ -12,7 +12,8 @@ import re
 
 from loop.proposers.base import ProposerFatal
 from loop.script import settings
-from loop.setup.search_space import SEED, Dim, implied, is_constant_name, number
+from loop.script.seeds import SEED_NAME
+from loop.setup.search_space import Dim, implied, is_constant_name, number
 
 SPREAD = 10.0          # an undeclared constant moves within [v / SPREAD, v * SPREAD]
 GRID = 101             # points of a continuous dimension tried once random draws run dry
@@ -129,7 +130,7 @@ def axes_of(files: dict[str, str], space: dict[str, Dim]) -> list[Axis]:
         if name in seen or (space and name not in space):
             continue                     # a declared space names what may change
         if not space and (s.kind != "constant" or not is_constant_name(name)
-                          or SEED.search(name)):
+                          or SEED_NAME.search(name)):
             continue                     # undeclared: UPPER_CASE constants, seeds fixed
         seen.add(name)
         dim = space.get(name) or rules.get(name)

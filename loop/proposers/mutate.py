@@ -27,7 +27,8 @@ from loop.proposers.axes import (Axis, Change, SpaceExhausted, apply_setting, ax
                                  same)
 from loop.proposers.base import Context, Proposal
 from loop.script import settings
-from loop.setup.search_space import (SEED, Dim, constants, implied, number, parse_space,
+from loop.script.seeds import SEED_NAME
+from loop.setup.search_space import (Dim, constants, implied, number, parse_space,
                                      valid)
 
 DRAWS = 200            # random draws before the systematic search for an untried point
@@ -152,7 +153,7 @@ def declarable(task) -> list[str]:
     files = {rel: (task.root / rel).read_text(errors="replace")
              for rel in task.editable_files() if settings.kind_of(rel)}
     return [s.name for s in settings.find_all(files)
-            if not SEED.search(s.name.rpartition(".")[2])]
+            if not SEED_NAME.search(s.name.rpartition(".")[2])]
 
 
 def searchable(task) -> list[str]:

@@ -29,8 +29,6 @@ KINDS = ("range", "log_range", "choices", "pow2")
 KEYS = (*KINDS, "integer", "divides", "multiple_of", "requires")
 OPEN_UNIT = re.compile(r"BETA", re.I)                  # Adam betas: 0 < b < 1
 CLOSED_UNIT = re.compile(r"DROPOUT|PROB|FRAC", re.I)   # probabilities, fractions: 0 <= p <= 1
-# a seed (a data split's too): fixed on purpose, never a dimension to search
-SEED = re.compile(r"(^|_)(seed|random_state|rng|random_seed)(_|$)|seed$", re.I)
 
 
 class SpaceError(ValueError):
