@@ -211,6 +211,23 @@ def test_description_prefixes_are_stripped(line):
     assert parse_reply(reply).description == "Improve the schedule"
 
 
+@pytest.mark.parametrize("line", [
+    # Qwen2.5-Coder 0.5B, a local night: the verdict the history showed for DEPTH 12, copied
+    "set DEPTH to 16 [not better (gain -0.9439, p=0.999): stopped after one run]",
+    "#3 discard 4.40253 (gain -1.443): set DEPTH to 16",
+    "Description: #4 crash: set DEPTH to 16 [gain within noise (gain +0.01, p=0.3)]",
+])
+def test_what_a_model_copies_of_the_history_is_not_its_description(line):
+    reply = (f"{line}\n\ntrain.py\n```python\n"
+             "<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n")
+    assert parse_reply(reply).description == "set DEPTH to 16"
+
+
+def test_a_bracket_of_the_models_own_stays_in_its_description():
+    assert parse_reply("Description: scale the init [Kaiming, fan_out]\n").description \
+        == "scale the init [Kaiming, fan_out]"
+
+
 def test_a_description_under_a_heading_or_a_list_marker_without_label_is_clean():
     assert parse_reply("### Description\n1. Improve the schedule\n").description \
         == "Improve the schedule"

@@ -8,6 +8,7 @@ import re
 
 from loop import untrusted
 from loop.edits.names import path_label
+from loop.words import ITERATION_STATUSES
 
 DESCRIPTION_RE = re.compile(
     r"^\W*(?:\d+[.)]\s*)?\W*(description|hypothesis|idea|change)\W*\s*[:：-]\s*(.+)$",
@@ -18,6 +19,12 @@ LEAD_RE = re.compile(r"^(?:\s*(?:(?:[-*+>#•]+|\d+[.)])(?=\s)|[\"'`“‘]+|\*\
 LABEL_RE = re.compile(r"^(?:description|hypothesis|idea|change)\s*[*_`]*\s*[:：-]\s*[*_`]*\s*",
                       re.IGNORECASE)
 DESCRIPTION_MAX = 120
+# what a model copies from the history the prompt shows it (loop/proposers/prompts.py's
+# `#3 discard 3.9 (gain -0.9): set DEPTH to 16 [not better (gain -0.94, p=0.999): ...]`):
+# the attempt's number, status and figures before the text, the judge's verdict after it
+HISTORY_LEAD = re.compile(r"^#\d+\s+(?:%s)\b[^:]*:\s*" % "|".join(sorted(ITERATION_STATUSES)))
+VERDICT_TAIL = re.compile(r"\s*\[[^\[\]]*(?:\bgain [+-]|\bp=\d|stopped after one run|"
+                          r"within noise|beyond noise)[^\[\]]*\]\s*$")
 
 
 def description(prose: list[str]) -> str | None:
@@ -43,13 +50,16 @@ def description(prose: list[str]) -> str | None:
 def clean_description(text: str, limit: int = DESCRIPTION_MAX) -> str:
     """The description as it is recorded and becomes the commit subject: no list marker,
     quote, emphasis or `Description:` label before it (`1. Description: ...`,
-    `**Description:** ...`), nor a closing quote after it; one line."""
+    `**Description:** ...`), nor a closing quote after it, nor what it copied of the
+    history it was shown (an attempt's `#3 discard ...:` before it, a verdict after it);
+    one line."""
     text = text.strip()
     for _ in range(4):   # '1. **Description:** "..."' peels in layers
         peeled = LABEL_RE.sub("", LEAD_RE.sub("", text)).strip()
         if peeled == text:
             break
         text = peeled
+    text = VERDICT_TAIL.sub("", HISTORY_LEAD.sub("", text)).strip() or text
     text = one_line(text, limit)
     return text.rstrip("\"'`”’ ").strip() if text[-1:] in "\"'`”’" else text
 
