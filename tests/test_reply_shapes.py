@@ -206,9 +206,7 @@ def test_a_divider_that_may_underline_a_heading_is_refused_not_dropped():
     "2) `Description: Improve the schedule`",
 ])
 def test_description_prefixes_are_stripped(line):
-    reply = (f"{line}\n\ntrain.py\n```python\n"
-             "<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n")
-    assert parse_reply(reply).description == "Improve the schedule"
+    assert description_of(line) == "Improve the schedule"
 
 
 @pytest.mark.parametrize("line", [
@@ -218,9 +216,14 @@ def test_description_prefixes_are_stripped(line):
     "Description: #4 crash: set DEPTH to 16 [gain within noise (gain +0.01, p=0.3)]",
 ])
 def test_what_a_model_copies_of_the_history_is_not_its_description(line):
+    assert description_of(line) == "set DEPTH to 16"
+
+
+def description_of(line: str) -> str | None:
+    """The description recorded for a reply whose first line is `line`, above an edit."""
     reply = (f"{line}\n\ntrain.py\n```python\n"
              "<<<<<<< SEARCH\nA = 1\n=======\nA = 2\n>>>>>>> REPLACE\n```\n")
-    assert parse_reply(reply).description == "set DEPTH to 16"
+    return parse_reply(reply).description
 
 
 def test_a_bracket_of_the_models_own_stays_in_its_description():
