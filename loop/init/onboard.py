@@ -21,6 +21,7 @@ from pathlib import Path
 
 from loop.script.prints import call_values
 from loop.script.source import Script
+from loop.script.seeds import fixed_seeds
 from loop.init.metric_choice import choose
 from loop.setup.flags import SEED_VALUE
 from loop.init.plan import (CONFIG_FILE, DEFAULT_BUDGET_S, TASK_FILE, Guess, InitError, Plan,
@@ -29,7 +30,6 @@ from loop.init.settings_choice import (FLAGS_FILE, explain_empty,
                                       leave_out_measuring, search_space, with_config,
                                       with_config_files, with_flags)
 from loop.init.shapes import all_shapes, shape
-from loop.script.seeds import fixed_seeds
 from loop.init.shapes.base import Scan
 from loop.init.shapes.lm import local_names
 from loop.init.script_choice import (executed, local_modules, model_packages, parse,
